@@ -1,0 +1,76 @@
+//! In-database tests, run by `cargo pgrx test` against a server that preloads the library with
+//! `snowflake.worker_id = 42` (see `pg_test::postgresql_conf_options`).
+//!
+//! What needs another server configuration (not preloaded, worker id unset, ALTER SYSTEM,
+//! restarts, clock steps) lives in the black-box suites under `tests/`.
+
+mod decode;
+mod next;
+mod settings;
+
+/// Hooks the pgrx test framework calls at `crate::pg_test`.
+#[cfg(test)]
+pub mod pg_test {
+    pub fn setup(_options: Vec<&str>) {}
+
+    pub fn postgresql_conf_options() -> Vec<&'static str> {
+        vec![
+            "shared_preload_libraries = 'pg_snowflake'",
+            "snowflake.worker_id = 42",
+        ]
+    }
+}
+
+/// An error as a client sees it.
+#[derive(Debug)]
+pub struct SqlError {
+    pub sqlstate: String,
+    pub message: String,
+    pub hint: Option<String>,
+}
+
+/// Runs `sql` in a PL/pgSQL subtransaction and returns the error it raised, if any, so that a
+/// test can check the SQLSTATE and hint and not only the message.
+pub fn error_of(sql: &str) -> Option<SqlError> {
+    use pgrx::prelude::*;
+    Spi::run(
+        "CREATE OR REPLACE FUNCTION pg_temp.error_of(q text, OUT state text, OUT message text,
+                                                     OUT hint text)
+         LANGUAGE plpgsql AS $$
+         BEGIN
+             EXECUTE q;
+         EXCEPTION WHEN OTHERS THEN
+             GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, message = MESSAGE_TEXT,
+                                     hint = PG_EXCEPTION_HINT;
+         END $$",
+    )
+    .unwrap();
+    let (state, message, hint) = Spi::get_three_with_args::<String, String, String>(
+        "SELECT * FROM pg_temp.error_of($1)",
+        &[sql.into()],
+    )
+    .unwrap();
+    state.map(|sqlstate| SqlError {
+        sqlstate,
+        message: message.unwrap_or_default(),
+        hint: hint.filter(|h| !h.is_empty()),
+    })
+}
+
+/// Every row of a one-column bigint query, in the order the query returned them.
+pub fn bigints(sql: &str) -> Vec<i64> {
+    use pgrx::prelude::*;
+    Spi::connect(|client| {
+        client
+            .select(sql, None, &[])
+            .unwrap()
+            .map(|row| row.get::<i64>(1).unwrap().unwrap())
+            .collect()
+    })
+}
+
+pub fn one<T: pgrx::FromDatum + pgrx::IntoDatum>(sql: &str) -> T {
+    pgrx::Spi::get_one::<T>(sql)
+        .unwrap()
+        .unwrap_or_else(|| panic!("NULL from {sql}"))
+}

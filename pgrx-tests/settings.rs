@@ -1,0 +1,57 @@
+//! The snowflake.* settings: values, contexts, and that a session cannot change them.
+
+#[pgrx::pg_schema]
+mod tests {
+    use crate::pg_tests::{error_of, one};
+    use pgrx::prelude::*;
+
+    #[pg_test]
+    fn worker_id_shows_the_configured_value() {
+        assert_eq!(one::<String>("SHOW snowflake.worker_id"), "42");
+    }
+
+    #[pg_test]
+    fn a_session_cannot_change_any_setting() {
+        for sql in [
+            "SET snowflake.worker_id = 5",
+            "SELECT set_config('snowflake.worker_id', '5', false)",
+            "SET snowflake.max_drift = '1min'",
+            "SET snowflake.drift_wait = 0",
+        ] {
+            let err = error_of(sql).unwrap_or_else(|| panic!("{sql} succeeded"));
+            assert_eq!(err.sqlstate, "55P02", "{sql}: {err:?}");
+        }
+        assert_eq!(one::<String>("SHOW snowflake.worker_id"), "42");
+    }
+
+    #[pg_test]
+    fn the_snowflake_prefix_is_reserved() {
+        let err = error_of("SET snowflake.workerid = 5").expect("a typo must not pass silently");
+        assert_eq!(err.sqlstate, "42602", "{err:?}");
+    }
+
+    #[pg_test]
+    fn settings_have_their_documented_ranges_and_contexts() {
+        let rows = Spi::connect(|client| {
+            client
+                .select(
+                    "SELECT name || ' ' || context || ' ' || min_val || ' ' || max_val || ' '
+                            || coalesce(unit, '-') || ' ' || boot_val
+                     FROM pg_settings WHERE name LIKE 'snowflake.%' ORDER BY name",
+                    None,
+                    &[],
+                )
+                .unwrap()
+                .map(|row| row.get::<String>(1).unwrap().unwrap())
+                .collect::<Vec<_>>()
+        });
+        assert_eq!(
+            rows,
+            [
+                "snowflake.drift_wait sighup 0 60000 ms 100",
+                "snowflake.max_drift sighup 0 2147483647 ms 10000",
+                "snowflake.worker_id postmaster -1 1023 - -1",
+            ]
+        );
+    }
+}

@@ -1,0 +1,112 @@
+//! Every error a user can meet, in one place: a real SQLSTATE (never XX000), a lower-case message
+//! without a final period, and full-sentence detail and hint where the user can act.
+
+use crate::layout::{EPOCH_UNIX_MS, MAX_WORKER_ID};
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::{PgLogLevel, PgSqlErrorCode};
+
+#[track_caller]
+fn raise(report: ErrorReport) -> ! {
+    report.report(PgLogLevel::ERROR);
+    unreachable!("ERROR does not return")
+}
+
+#[track_caller]
+fn report(code: PgSqlErrorCode, message: String) -> ErrorReport {
+    ErrorReport::new(code, message, "pg_snowflake")
+}
+
+#[cold]
+#[track_caller]
+pub fn not_preloaded() -> ! {
+    raise(
+        report(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            "pg_snowflake must be loaded via shared_preload_libraries".into(),
+        )
+        .set_detail("The id generator lives in shared memory, which is set up at server start.")
+        .set_hint(
+            "Add pg_snowflake to shared_preload_libraries in postgresql.conf, set \
+             snowflake.worker_id, and restart the server.",
+        ),
+    )
+}
+
+#[cold]
+#[track_caller]
+pub fn worker_id_unset() -> ! {
+    raise(
+        report(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            "snowflake.worker_id is not set".into(),
+        )
+        .set_detail(
+            "Every server that generates snowflake ids needs a worker id of its own; two \
+             servers with the same worker id can generate the same ids.",
+        )
+        .set_hint(format!(
+            "Pick a worker id between 0 and {MAX_WORKER_ID} that no other server uses, run \
+             ALTER SYSTEM SET snowflake.worker_id = <id>; and restart the server."
+        )),
+    )
+}
+
+#[cold]
+#[track_caller]
+pub fn negative_id(id: i64) -> ! {
+    raise(
+        report(
+            PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+            format!("snowflake id {id} is out of range"),
+        )
+        .set_detail("Snowflake ids are never negative: their sign bit is always 0."),
+    )
+}
+
+#[cold]
+#[track_caller]
+pub fn clock_before_epoch(unix_ms: i64) -> ! {
+    raise(
+        report(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            "the system clock is set before the snowflake epoch".into(),
+        )
+        .set_detail(format!(
+            "The clock reads {unix_ms} ms since 1970-01-01; ids count from {EPOCH_UNIX_MS} ms \
+             (2010-11-04 01:42:54.657 UTC)."
+        ))
+        .set_hint("Set the system clock to the correct time."),
+    )
+}
+
+#[cold]
+#[track_caller]
+pub fn layout_exhausted() -> ! {
+    raise(
+        report(
+            PgSqlErrorCode::ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED,
+            "snowflake ids are exhausted".into(),
+        )
+        .set_detail("41 bits of milliseconds since 2010-11-04 end at 2080-07-10 17:30:30.208 UTC."),
+    )
+}
+
+#[cold]
+#[track_caller]
+pub fn clock_too_far_behind(ahead_ms: u64, max_drift_ms: u64, waited_ms: u64) -> ! {
+    raise(
+        report(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            "the system clock is too far behind the last snowflake id".into(),
+        )
+        .set_detail(format!(
+            "The next id would be {ahead_ms} ms ahead of the clock, more than \
+             snowflake.max_drift ({max_drift_ms} ms), and the clock did not catch up within \
+             snowflake.drift_wait ({waited_ms} ms)."
+        ))
+        .set_hint(
+            "Ids resume once the clock catches up. If the clock was stepped back on purpose, \
+             raise snowflake.max_drift in postgresql.conf and reload.",
+        ),
+    )
+}
