@@ -16,14 +16,17 @@ pub use pg_tests::pg_test;
 
 pgrx::pg_module_magic!(name, version);
 
-/// Settings are defined in every process that loads the library, so that `SET` and
-/// `ALTER SYSTEM` report sensible errors even without preloading. Shared memory can only be
-/// requested while `shared_preload_libraries` is processed; otherwise `snowflake_next()` says so.
+/// Everything is set up only while `shared_preload_libraries` is processed, as
+/// pg_stat_statements does: shared memory cannot be requested later, and defining the
+/// postmaster-level `snowflake.worker_id` after startup is a FATAL error that would end the
+/// session of whoever runs `CREATE EXTENSION` on a server that does not preload the library.
+/// Without preloading, `snowflake_next()` says what to do and `snowflake_decode()` still works.
 #[pgrx::pg_guard]
 pub extern "C-unwind" fn _PG_init() {
-    gucs::init();
     // SAFETY: a plain read of a flag PostgreSQL sets before calling _PG_init.
-    if unsafe { pgrx::pg_sys::process_shared_preload_libraries_in_progress } {
-        generator::init();
+    if !unsafe { pgrx::pg_sys::process_shared_preload_libraries_in_progress } {
+        return;
     }
+    gucs::init();
+    generator::init();
 }

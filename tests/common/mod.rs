@@ -1,0 +1,358 @@
+//! A real PostgreSQL cluster per test, run as the `postgres` user (PostgreSQL refuses root):
+//! initdb, start, connect, restart, crash, with the installed pg_snowflake preloaded.
+//!
+//! The suites test the extension installed in the PostgreSQL that `PG_CONFIG` (default
+//! `pg_config`) names; `make test` installs the current build first.
+#![allow(dead_code)] // each suite uses a different part of the harness
+
+use std::fs;
+use std::net::TcpListener;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub use postgres::{Client, NoTls};
+
+pub const FAKETIME_LIB: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
+
+pub struct Cluster {
+    pub name: String,
+    pub dir: PathBuf,
+    pub port: u16,
+    bindir: PathBuf,
+    env: Vec<(String, String)>,
+}
+
+fn pg_config(arg: &str) -> PathBuf {
+    let pg_config = std::env::var("PG_CONFIG").unwrap_or_else(|_| "pg_config".into());
+    let out = Command::new(&pg_config)
+        .arg(arg)
+        .output()
+        .expect("pg_config runs");
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+fn running_as_root() -> bool {
+    fs::metadata("/proc/self")
+        .map(|m| m.uid() == 0)
+        .unwrap_or(false)
+}
+
+/// A command run as `postgres` when the tests run as root, else as the current user.
+fn as_postgres(program: &Path) -> Command {
+    if running_as_root() {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--"]).arg(program);
+        c
+    } else {
+        Command::new(program)
+    }
+}
+
+pub fn check(out: Output, what: &str) -> Output {
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Where test clusters live: under /tmp, because a checkout under /root is not readable by
+/// `postgres`. One directory per test and process, removed when the test passes.
+fn base_dir() -> PathBuf {
+    let base = std::env::temp_dir().join("pg_snowflake-tests");
+    fs::create_dir_all(&base).unwrap();
+    if running_as_root() {
+        check(
+            Command::new("chown")
+                .arg("postgres:postgres")
+                .arg(&base)
+                .output()
+                .unwrap(),
+            "chown",
+        );
+    }
+    base
+}
+
+impl Cluster {
+    /// initdb a new cluster that preloads pg_snowflake with worker id 1, plus `conf` lines
+    /// (later lines win). Not started.
+    pub fn init(name: &str, conf: &[&str]) -> Cluster {
+        let bindir = pg_config("--bindir");
+        let so = pg_config("--pkglibdir").join("pg_snowflake.so");
+        assert!(
+            so.exists(),
+            "{} is missing: run `make install` first",
+            so.display()
+        );
+        let dir = base_dir().join(format!("{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let cluster = Cluster {
+            name: name.into(),
+            dir,
+            port: free_port(),
+            bindir,
+            env: vec![],
+        };
+        check(
+            as_postgres(&cluster.bindir.join("initdb"))
+                .args(["-A", "trust", "-U", "postgres", "--no-sync", "-D"])
+                .arg(cluster.data())
+                .output()
+                .unwrap(),
+            "initdb",
+        );
+        let mut lines = vec![
+            "listen_addresses = '127.0.0.1'".to_string(),
+            format!("port = {}", cluster.port),
+            "unix_socket_directories = ''".into(),
+            "max_connections = 40".into(),
+            "shared_preload_libraries = 'pg_snowflake'".into(),
+            "snowflake.worker_id = 1".into(),
+        ];
+        lines.extend(conf.iter().map(|s| s.to_string()));
+        cluster.append_conf(&lines.iter().map(String::as_str).collect::<Vec<_>>());
+        cluster
+    }
+
+    /// init + start.
+    pub fn start_new(name: &str, conf: &[&str]) -> Cluster {
+        let c = Cluster::init(name, conf);
+        c.start();
+        c
+    }
+
+    pub fn data(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.join("server.log")
+    }
+
+    pub fn log(&self) -> String {
+        fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    pub fn append_conf(&self, lines: &[&str]) {
+        use std::io::Write;
+        let mut f = fs::OpenOptions::new()
+            .append(true)
+            .open(self.data().join("postgresql.conf"))
+            .unwrap();
+        for l in lines {
+            writeln!(f, "{l}").unwrap();
+        }
+    }
+
+    /// Environment for the server processes from the next start on (for instance libfaketime).
+    pub fn set_env(&mut self, env: &[(&str, &str)]) {
+        self.env = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+    }
+
+    fn pg_ctl(&self, args: &[&str]) -> Output {
+        let mut cmd = if running_as_root() {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--", "env"]);
+            for (k, v) in &self.env {
+                c.arg(format!("{k}={v}"));
+            }
+            c.arg(self.bindir.join("pg_ctl"));
+            c
+        } else {
+            let mut c = Command::new(self.bindir.join("pg_ctl"));
+            c.envs(self.env.iter().map(|(k, v)| (k, v)));
+            c
+        };
+        cmd.args(args)
+            .arg("-D")
+            .arg(self.data())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    pub fn start(&self) {
+        let log = self.log_path();
+        let out = self.pg_ctl(&["start", "-w", "-t", "60", "-l", log.to_str().unwrap()]);
+        if !out.status.success() {
+            panic!(
+                "pg_ctl start failed:\n{}\n--- server log ---\n{}",
+                String::from_utf8_lossy(&out.stderr),
+                self.log()
+            );
+        }
+    }
+
+    /// pg_ctl start that is expected to fail; returns the server log.
+    pub fn start_fails(&self) -> String {
+        let log = self.log_path();
+        let out = self.pg_ctl(&["start", "-w", "-t", "30", "-l", log.to_str().unwrap()]);
+        assert!(
+            !out.status.success(),
+            "the server started but should not have"
+        );
+        self.log()
+    }
+
+    /// `mode`: smart, fast or immediate.
+    pub fn stop(&self, mode: &str) {
+        check(
+            self.pg_ctl(&["stop", "-w", "-t", "60", "-m", mode]),
+            "pg_ctl stop",
+        );
+    }
+
+    pub fn restart(&self, mode: &str) {
+        self.stop(mode);
+        self.start();
+    }
+
+    pub fn reload(&self) {
+        check(self.pg_ctl(&["reload"]), "pg_ctl reload");
+    }
+
+    pub fn postmaster_pid(&self) -> Option<i32> {
+        let pidfile = fs::read_to_string(self.data().join("postmaster.pid")).ok()?;
+        pidfile.lines().next()?.trim().parse().ok()
+    }
+
+    /// SIGKILL to the postmaster and all its children at once, as a power loss would stop
+    /// them, then waits until they are gone.
+    pub fn crash(&self) {
+        let pid = self.postmaster_pid().expect("the server is running");
+        let _ = Command::new("pkill")
+            .args(["-KILL", "-P", &pid.to_string()])
+            .status();
+        let _ = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Path::new(&format!("/proc/{pid}")).exists()
+            || Command::new("pgrep")
+                .args(["-P", &pid.to_string()])
+                .status()
+                .unwrap()
+                .success()
+        {
+            assert!(
+                Instant::now() < deadline,
+                "processes of postmaster {pid} did not die"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn conninfo(&self, user: &str) -> String {
+        format!(
+            "host=127.0.0.1 port={} user={user} dbname=postgres connect_timeout=10",
+            self.port
+        )
+    }
+
+    pub fn connect(&self) -> Client {
+        self.connect_as("postgres")
+    }
+
+    pub fn connect_as(&self, user: &str) -> Client {
+        Client::connect(&self.conninfo(user), NoTls)
+            .unwrap_or_else(|e| panic!("connect to {}: {e}\n{}", self.name, self.log()))
+    }
+
+    /// A connection with the extension created (idempotent).
+    pub fn connect_ext(&self) -> Client {
+        let mut c = self.connect();
+        c.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_snowflake")
+            .unwrap();
+        c
+    }
+
+    pub fn bin(&self, name: &str) -> PathBuf {
+        self.bindir.join(name)
+    }
+
+    /// Runs a client program (pgbench, psql) against this cluster as the current user.
+    pub fn client_cmd(&self, program: &str) -> Command {
+        let mut c = Command::new(self.bin(program));
+        c.env("PGHOST", "127.0.0.1")
+            .env("PGPORT", self.port.to_string())
+            .env("PGUSER", "postgres")
+            .env("PGDATABASE", "postgres");
+        c
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if self.data().join("postmaster.pid").exists() {
+            let _ = self.pg_ctl(&["stop", "-w", "-m", "immediate"]);
+        }
+        if std::thread::panicking() {
+            eprintln!(
+                "--- server log of {} ({}) ---\n{}",
+                self.name,
+                self.dir.display(),
+                self.log()
+            );
+        } else {
+            let _ = fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// The SQLSTATE, message and hint of a failed statement.
+pub fn db_error(e: &postgres::Error) -> (String, String, String) {
+    let db = e
+        .as_db_error()
+        .unwrap_or_else(|| panic!("not a server error: {e}"));
+    (
+        db.code().code().to_string(),
+        db.message().to_string(),
+        db.hint().unwrap_or("").to_string(),
+    )
+}
+
+/// Runs `sql` expecting an error; returns (sqlstate, message, hint).
+pub fn expect_error(client: &mut Client, sql: &str) -> (String, String, String) {
+    match client.batch_execute(sql) {
+        Ok(()) => panic!("{sql} succeeded but should have failed"),
+        Err(e) => db_error(&e),
+    }
+}
+
+pub fn ids(client: &mut Client, sql: &str) -> Vec<i64> {
+    client
+        .query(sql, &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<_, i64>(0))
+        .collect()
+}
+
+pub fn assert_strictly_increasing(ids: &[i64], what: &str) {
+    for (i, pair) in ids.windows(2).enumerate() {
+        assert!(
+            pair[1] > pair[0],
+            "{what}: id #{} {} is not above {}",
+            i + 1,
+            pair[1],
+            pair[0]
+        );
+    }
+}
