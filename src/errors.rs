@@ -110,3 +110,89 @@ pub fn clock_too_far_behind(ahead_ms: u64, max_drift_ms: u64, waited_ms: u64) ->
         ),
     )
 }
+
+#[cold]
+#[track_caller]
+pub fn standby() -> ! {
+    raise(
+        report(
+            PgSqlErrorCode::ERRCODE_READ_ONLY_SQL_TRANSACTION,
+            "cannot generate snowflake ids on a standby server".into(),
+        )
+        .set_detail(
+            "A standby shares its worker id with its primary, and the primary would not know \
+             the ids the standby handed out.",
+        )
+        .set_hint("Call snowflake_next() on the primary. After promotion, this server can."),
+    )
+}
+
+/// In the postmaster at start: the start fails rather than guess where ids continue.
+#[cold]
+pub fn state_file_unreadable(why: &str, corrupt: bool) -> ! {
+    report(
+        if corrupt {
+            PgSqlErrorCode::ERRCODE_DATA_CORRUPTED
+        } else {
+            PgSqlErrorCode::ERRCODE_IO_ERROR
+        },
+        format!(
+            "could not read the snowflake state file \"{}\": {why}",
+            crate::state_file::FILE_NAME
+        ),
+    )
+    .set_detail(
+        "The file records a time that every id this server handed out is below; without it, \
+         new ids could repeat old ones if the clock is behind.",
+    )
+    .set_hint(
+        "Restore the file from a backup of this data directory. If the system clock is known to \
+         be ahead of every id this server handed out, delete the file to start from the clock.",
+    )
+    .report(PgLogLevel::FATAL);
+    unreachable!("FATAL does not return")
+}
+
+#[cold]
+#[track_caller]
+pub fn state_file_write_failed(e: &std::io::Error) -> ! {
+    raise(
+        report(
+            PgSqlErrorCode::ERRCODE_IO_ERROR,
+            format!(
+                "could not write the snowflake state file \"{}\": {e}",
+                crate::state_file::FILE_NAME
+            ),
+        )
+        .set_hint("Check the free space and permissions of the data directory."),
+    )
+}
+
+#[cold]
+pub fn clock_stepped_back(by_ms: u64, events: u64, max_drift_ms: u64) {
+    report(
+        PgSqlErrorCode::ERRCODE_WARNING,
+        format!("the system clock stepped back by {by_ms} ms"),
+    )
+    .set_detail(format!(
+        "Backward step number {events} since the server started. New ids continue above the \
+         last one, ahead of the clock until it catches up; past snowflake.max_drift \
+         ({max_drift_ms} ms) snowflake_next() waits and then fails."
+    ))
+    .set_hint("Check the time synchronisation (NTP) of this server.")
+    .report(PgLogLevel::WARNING);
+}
+
+#[cold]
+pub fn clock_behind_recovered_mark(by_ms: u64, events: u64) {
+    report(
+        PgSqlErrorCode::ERRCODE_WARNING,
+        format!("the system clock is {by_ms} ms behind the ids handed out before the restart"),
+    )
+    .set_detail(format!(
+        "Backward step number {events} since the server started. New ids continue above the \
+         ids of the previous run."
+    ))
+    .set_hint("Check the time synchronisation (NTP) of this server.")
+    .report(PgLogLevel::WARNING);
+}

@@ -45,6 +45,7 @@ impl Tick {
         self.0 >> SEQUENCE_BITS
     }
 
+    #[cfg(test)]
     pub const fn sequence(self) -> u32 {
         (self.0 & SEQUENCE_MASK) as u32
     }

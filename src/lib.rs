@@ -6,7 +6,11 @@ mod errors;
 mod functions;
 mod generator;
 mod gucs;
-pub mod layout;
+mod layout;
+mod lease;
+mod shared;
+mod state_file;
+mod wal;
 
 #[cfg(any(test, feature = "pg_test"))]
 #[path = "../pgrx-tests/mod.rs"]
@@ -28,5 +32,6 @@ pub extern "C-unwind" fn _PG_init() {
         return;
     }
     gucs::init();
-    generator::init();
+    shared::init();
+    wal::register();
 }

@@ -133,3 +133,118 @@ fn the_extension_works_from_a_schema_outside_the_search_path() {
         .unwrap();
     assert_eq!(row.get::<_, i32>(0), 1);
 }
+
+#[test]
+fn bad_values_at_reload_are_reported_and_the_old_ones_kept() {
+    let cluster = Cluster::start_new("bad_reload", &["snowflake.max_drift = '3s'"]);
+    let mut c = cluster.connect_ext();
+    let before: i64 = c.query_one("SELECT snowflake_next()", &[]).unwrap().get(0);
+    cluster.append_conf(&[
+        "snowflake.max_drift = 'soon'",
+        "snowflake.drift_wait = 99999999",
+        "snowflake.worker_id = 9",
+    ]);
+    cluster.reload();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let log = cluster.log();
+    assert!(
+        log.contains("invalid value for parameter \"snowflake.max_drift\": \"soon\""),
+        "{log}"
+    );
+    assert!(
+        log.contains(
+            "99999999 ms is outside the valid range for parameter \"snowflake.drift_wait\""
+        ),
+        "{log}"
+    );
+    assert!(
+        log.contains(
+            "parameter \"snowflake.worker_id\" cannot be changed without restarting the server"
+        ),
+        "{log}"
+    );
+    let mut c = cluster.connect();
+    let show = |c: &mut Client, name: &str| -> String {
+        c.query_one(&format!("SHOW {name}"), &[]).unwrap().get(0)
+    };
+    assert_eq!(show(&mut c, "snowflake.max_drift"), "3s");
+    assert_eq!(show(&mut c, "snowflake.drift_wait"), "100ms");
+    assert_eq!(show(&mut c, "snowflake.worker_id"), "1");
+    let after: i64 = c.query_one("SELECT snowflake_next()", &[]).unwrap().get(0);
+    assert!(after > before);
+}
+
+#[test]
+fn bad_values_at_start_are_reported_and_the_defaults_used() {
+    let cluster = Cluster::start_new(
+        "bad_start",
+        &["snowflake.max_drift = 'soon'", "snowflake.drift_wait = -1"],
+    );
+    let log = cluster.log();
+    assert!(
+        log.contains("invalid value for parameter \"snowflake.max_drift\": \"soon\""),
+        "{log}"
+    );
+    assert!(
+        log.contains("-1 ms is outside the valid range for parameter \"snowflake.drift_wait\""),
+        "{log}"
+    );
+    let mut c = cluster.connect_ext();
+    let max_drift: String = c.query_one("SHOW snowflake.max_drift", &[]).unwrap().get(0);
+    assert_eq!(max_drift, "10s");
+    c.query_one("SELECT snowflake_next()", &[]).unwrap();
+}
+
+#[test]
+fn a_corrupt_state_file_stops_the_start_and_deleting_it_recovers() {
+    let cluster = Cluster::start_new("corrupt_state", &[]);
+    cluster
+        .connect_ext()
+        .query_one("SELECT snowflake_next()", &[])
+        .unwrap();
+    cluster.stop("fast");
+    let state = cluster.data().join("pg_snowflake.state");
+    let mut bytes = std::fs::read(&state).unwrap();
+    bytes[10] ^= 0x40;
+    std::fs::write(&state, &bytes).unwrap();
+    let log = cluster.start_fails();
+    assert!(log.contains("FATAL:  could not read the snowflake state file \"pg_snowflake.state\": checksum mismatch"), "{log}");
+    assert!(
+        log.contains("HINT:  Restore the file from a backup"),
+        "{log}"
+    );
+    std::fs::remove_file(&state).unwrap();
+    cluster.start();
+    cluster
+        .connect()
+        .query_one("SELECT snowflake_next()", &[])
+        .unwrap();
+}
+
+#[test]
+fn the_first_id_can_come_from_a_parallel_worker() {
+    // The very first call renews the lease, which writes WAL and the state file: from a
+    // parallel worker, too.
+    let cluster = Cluster::start_new("parallel_first", &[]);
+    let mut c = cluster.connect_ext();
+    c.batch_execute(
+        "SET force_parallel_mode = on; SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0",
+    )
+    .unwrap();
+    let plan: Vec<String> = c
+        .query(
+            "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT snowflake_next()",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(
+        plan.iter().any(|l| l.contains("Workers Launched: 1")),
+        "{plan:?}"
+    );
+    assert!(cluster.data().join("pg_snowflake.state").exists());
+    let id: i64 = c.query_one("SELECT snowflake_next()", &[]).unwrap().get(0);
+    assert!(id > 0);
+}

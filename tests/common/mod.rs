@@ -159,7 +159,7 @@ impl Cluster {
     }
 
     /// Environment for the server processes from the next start on (for instance libfaketime).
-    pub fn set_env(&mut self, env: &[(&str, &str)]) {
+    fn set_env(&mut self, env: &[(&str, &str)]) {
         self.env = env
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -283,6 +283,66 @@ impl Cluster {
         c
     }
 
+    /// Gives the server a clock this test controls: libfaketime reads the offset from a file on
+    /// every call (`FAKETIME_NO_CACHE`), so `set_clock_offset` moves the clock of a running
+    /// server. The monotonic clock stays real, so PostgreSQL's own timeouts are unaffected.
+    /// Takes effect from the next start.
+    pub fn use_fake_clock(&mut self) -> FakeClock {
+        let file = self.dir.join("faketime");
+        let clock = FakeClock { file: file.clone() };
+        clock.set("+0");
+        self.set_env(&[
+            ("LD_PRELOAD", FAKETIME_LIB),
+            ("FAKETIME_TIMESTAMP_FILE", file.to_str().unwrap()),
+            ("FAKETIME_NO_CACHE", "1"),
+            ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+        ]);
+        clock
+    }
+
+    /// A streaming standby of this (running) cluster, made with `pg_basebackup -R`; not started.
+    /// It inherits the primary's postgresql.conf, worker id included.
+    pub fn basebackup(&self, name: &str) -> Cluster {
+        let dir = base_dir().join(format!("{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        if running_as_root() {
+            check(
+                Command::new("chown")
+                    .arg("postgres:postgres")
+                    .arg(&dir)
+                    .output()
+                    .unwrap(),
+                "chown",
+            );
+        }
+        let standby = Cluster {
+            name: name.into(),
+            dir,
+            port: free_port(),
+            bindir: self.bindir.clone(),
+            env: vec![],
+        };
+        check(
+            as_postgres(&self.bin("pg_basebackup"))
+                .args([
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    &self.port.to_string(),
+                    "-U",
+                    "postgres",
+                ])
+                .args(["-R", "-X", "stream", "-c", "fast", "-D"])
+                .arg(standby.data())
+                .output()
+                .unwrap(),
+            "pg_basebackup",
+        );
+        standby.append_conf(&[&format!("port = {}", standby.port)]);
+        standby
+    }
+
     pub fn bin(&self, name: &str) -> PathBuf {
         self.bindir.join(name)
     }
@@ -313,6 +373,18 @@ impl Drop for Cluster {
         } else {
             let _ = fs::remove_dir_all(&self.dir);
         }
+    }
+}
+
+/// The clock of a server started after `Cluster::use_fake_clock`.
+pub struct FakeClock {
+    file: PathBuf,
+}
+
+impl FakeClock {
+    /// An offset from the real time in libfaketime's syntax: "+0", "-5s", "-1h", "+2m".
+    pub fn set(&self, offset: &str) {
+        fs::write(&self.file, format!("{offset}\n")).unwrap();
     }
 }
 

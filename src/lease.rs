@@ -1,0 +1,127 @@
+//! The durable lease: no id is handed out unless a mark above its millisecond is durable, so
+//! that after a crash, a restart or a failover the generator can start above every id ever
+//! handed out, whatever the clock says.
+//!
+//! A renewal writes a mark `LEASE_AHEAD_MS` past the ids being handed out, to WAL (flushed, and
+//! acknowledged by synchronous standbys when they are configured) and to the state file. It
+//! starts `HEADROOM_MS` before the lease runs out. The renewer takes a lock that only renewers
+//! take, so other backends keep generating under the current lease while one renews. Under
+//! steady load that is one durable write per second, whatever the id rate.
+
+use crate::layout::{Tick, MAX_MS};
+use crate::shared::{self, Shared};
+use crate::{errors, state_file, wal};
+use pgrx::pg_sys;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+
+/// How far past the ids a new mark reaches: after a crash, ids jump ahead by at most this much.
+pub const LEASE_AHEAD_MS: u64 = 1_500;
+/// How long before the lease runs out the next renewal starts. 500 ms of headroom keeps callers
+/// from waiting for a renewal unless one durable write takes longer than that. Renewals then
+/// come every `LEASE_AHEAD_MS - HEADROOM_MS` = 1000 ms under load.
+pub const HEADROOM_MS: u64 = 500;
+
+/// Makes sure ids up to millisecond `ms` are covered, renewing the lease if needed. Called by
+/// the hot path once `ms` reaches the renewal point. If `ms` is still inside the lease, this only
+/// renews when no other backend is renewing, and never waits.
+#[cold]
+pub fn cover(s: &Shared, ms: u64, now: u64) {
+    // SAFETY: a plain call; after recovery ends it is a read of a local flag.
+    if unsafe { pg_sys::RecoveryInProgress() } {
+        errors::standby();
+    }
+    let required = ms >= s.lease_ms.load(Ordering::Acquire);
+    let Some(held) = RenewalLock::take(required) else {
+        return;
+    };
+    if !required && ms < s.renew_at_ms.load(Ordering::Acquire) {
+        return; // renewed while this backend waited for the lock
+    }
+    raise_to_floor(s, now);
+    let need = ms.max(s.floor_ms.load(Ordering::Acquire));
+    if s.mark_ms.load(Ordering::Acquire) <= need + HEADROOM_MS {
+        write_mark(s, (need.max(now) + LEASE_AHEAD_MS).min(MAX_MS + 1));
+    } else if !required {
+        return; // a renewal is on its way to being published; this id is covered already
+    }
+    let (mark, lsn) = (
+        s.mark_ms.load(Ordering::Acquire),
+        s.mark_lsn.load(Ordering::Acquire),
+    );
+    drop(held);
+    wal::wait_for_sync_standbys(lsn);
+    s.lease_ms.fetch_max(mark, Ordering::AcqRel);
+    s.renew_at_ms
+        .fetch_max(mark - HEADROOM_MS, Ordering::AcqRel);
+}
+
+/// After a start or a promotion, moves the generator above the recovered mark, and warns if the
+/// clock is behind it by more than a lease: the clock was set back across the restart.
+fn raise_to_floor(s: &Shared, now: u64) {
+    let floor = s.floor_ms.load(Ordering::Acquire);
+    if Tick(s.tick.load(Ordering::Acquire)).ms() >= floor {
+        return;
+    }
+    s.tick.fetch_max(Tick::at_ms(floor).0, Ordering::AcqRel);
+    if floor > now + LEASE_AHEAD_MS {
+        let events = s.clock_steps_back.fetch_add(1, Ordering::Relaxed) + 1;
+        errors::clock_behind_recovered_mark(floor - now, events);
+    }
+}
+
+fn write_mark(s: &Shared, mark: u64) {
+    let lsn = wal::log_mark(mark);
+    write_state_file(s, mark);
+    s.mark_ms.store(mark, Ordering::Release);
+    s.mark_lsn.store(lsn, Ordering::Release);
+    s.renewals.fetch_add(1, Ordering::Relaxed);
+}
+
+fn write_state_file(s: &Shared, mark: u64) {
+    let sync_dir = !s.state_file_synced.load(Ordering::Acquire);
+    if let Err(e) = state_file::write(Path::new("."), mark, sync_dir) {
+        errors::state_file_write_failed(&e);
+    }
+    s.state_file_synced.store(true, Ordering::Release);
+}
+
+/// Redo of a mark record, in the startup process of a standby or of crash recovery: ids after
+/// promotion or recovery start above it, also after a restart of the standby.
+pub fn replay_mark(mark: u64) {
+    let s = shared::get();
+    if mark > s.floor_ms.load(Ordering::Acquire) {
+        write_state_file(s, mark);
+        s.floor_ms.store(mark, Ordering::Release);
+        s.mark_ms.fetch_max(mark, Ordering::AcqRel);
+    }
+}
+
+/// The renewal lock, released on drop. On an error PostgreSQL's abort releases all LWLocks, so
+/// the drop during unwinding leaves it to that.
+struct RenewalLock(*mut pg_sys::LWLock);
+
+impl RenewalLock {
+    /// Waits for the lock if `wait`, else takes it only if it is free.
+    fn take(wait: bool) -> Option<RenewalLock> {
+        let lock = shared::renewal_lock();
+        // SAFETY: the lock lives in shared memory set up at start.
+        unsafe {
+            if wait {
+                pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+            } else if !pg_sys::LWLockConditionalAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE) {
+                return None;
+            }
+        }
+        Some(RenewalLock(lock))
+    }
+}
+
+impl Drop for RenewalLock {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            // SAFETY: this backend holds the lock.
+            unsafe { pg_sys::LWLockRelease(self.0) };
+        }
+    }
+}

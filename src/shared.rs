@@ -1,0 +1,148 @@
+//! The generator's state in shared memory, one per cluster, and how it is set up at server start.
+
+use crate::{errors, state_file};
+use pgrx::prelude::*;
+use pgrx::{PGRXSharedMemory, PgSharedMemoryInitialization};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+
+/// Everything is an atomic: the hot path takes no lock. The first cache line holds what every
+/// call reads or writes; the rest is touched about once a second.
+#[repr(C, align(64))]
+pub struct Shared {
+    /// The last tick handed out (`ms << 12 | sequence`, see `layout`).
+    pub tick: AtomicU64,
+    /// The highest clock reading seen, in ms since the snowflake epoch: a reading far below it
+    /// is a backward clock step.
+    pub clock_high_ms: AtomicU64,
+    /// Ids below this millisecond need no lease work: `lease_ms` minus the renewal headroom.
+    pub renew_at_ms: AtomicU64,
+
+    /// Ids below this millisecond are covered by a durable mark (WAL and state file, and the
+    /// synchronous standbys). 0 until the first renewal after start or promotion.
+    pub lease_ms: AtomicU64,
+    /// The newest mark written to WAL and the state file; ahead of `lease_ms` while its
+    /// renewer waits for synchronous standbys. Written under the renewal lock.
+    pub mark_ms: AtomicU64,
+    /// End of the WAL record of `mark_ms`.
+    pub mark_lsn: AtomicU64,
+    /// The mark recovered at start from the state file and raised by WAL replay: ids after a
+    /// restart or promotion start here.
+    pub floor_ms: AtomicU64,
+    /// The state file's directory entry has been synced since start.
+    pub state_file_synced: AtomicBool,
+
+    /// Durable writes of a new mark since start.
+    pub renewals: AtomicU64,
+    /// Backward clock steps seen since start (including a clock behind the recovered mark).
+    pub clock_steps_back: AtomicU64,
+}
+
+// SAFETY: atomics only, no pointers: valid at the same address in every process.
+unsafe impl PGRXSharedMemory for Shared {}
+
+impl Shared {
+    fn starting_at(floor_ms: u64) -> Shared {
+        Shared {
+            // 0, not the floor: the first renewal raises it (lease::raise_to_floor), and warns
+            // if the clock is behind the floor.
+            tick: AtomicU64::new(0),
+            clock_high_ms: AtomicU64::new(0),
+            renew_at_ms: AtomicU64::new(0),
+            lease_ms: AtomicU64::new(0),
+            mark_ms: AtomicU64::new(floor_ms),
+            mark_lsn: AtomicU64::new(0),
+            floor_ms: AtomicU64::new(floor_ms),
+            state_file_synced: AtomicBool::new(false),
+            renewals: AtomicU64::new(0),
+            clock_steps_back: AtomicU64::new(0),
+        }
+    }
+}
+
+/// This process's view of the struct and of the renewal lock; null until shared memory is set
+/// up, which only happens when the library is in `shared_preload_libraries`.
+pub struct Slot {
+    shared: AtomicPtr<Shared>,
+    lock: AtomicPtr<pg_sys::LWLock>,
+}
+
+static SLOT: Slot = Slot {
+    shared: AtomicPtr::new(std::ptr::null_mut()),
+    lock: AtomicPtr::new(std::ptr::null_mut()),
+};
+
+const TRANCHE: &std::ffi::CStr = c"pg_snowflake";
+
+impl PgSharedMemoryInitialization for Slot {
+    type Value = Shared;
+
+    unsafe fn on_shmem_request(&'static self) {
+        // SAFETY: called from shmem_request_hook, where adding shared memory is allowed.
+        unsafe {
+            pg_sys::RequestAddinShmemSpace(size_of::<Shared>());
+            pg_sys::RequestNamedLWLockTranche(TRANCHE.as_ptr(), 1);
+        }
+    }
+
+    unsafe fn on_shmem_startup(&'static self, value: Shared) {
+        // SAFETY: called from shmem_startup_hook; AddinShmemInitLock (MainLWLockArray[21], as
+        // pgrx's own PgAtomic uses it) serialises ShmemInitStruct between processes, and the
+        // struct is written only by the process that created it.
+        unsafe {
+            let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock;
+            pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+            let mut found = false;
+            let ptr =
+                pg_sys::ShmemInitStruct(c"pg_snowflake".as_ptr(), size_of::<Shared>(), &mut found)
+                    .cast::<Shared>();
+            assert!(
+                ptr.is_aligned(),
+                "shared memory is not aligned for the generator"
+            );
+            if !found {
+                ptr.write(value);
+            }
+            self.shared.store(ptr, Ordering::Release);
+            let lock = &raw mut (*pg_sys::GetNamedLWLockTranche(TRANCHE.as_ptr())).lock;
+            self.lock.store(lock, Ordering::Release);
+            pg_sys::LWLockRelease(init_lock);
+        }
+    }
+}
+
+/// Sets up shared memory, starting from the state file's mark. Only call while
+/// `shared_preload_libraries` is being processed.
+pub fn init() {
+    pgrx::pg_shmem_init!(SLOT = Shared::starting_at(recovered_mark()));
+}
+
+/// The mark of the previous run, read once in the postmaster. A missing file means this data
+/// directory never handed out an id. An unreadable or corrupt one stops the start: the ids of
+/// the previous run are unknown, and guessing could repeat them.
+fn recovered_mark() -> u64 {
+    match state_file::read(Path::new(".")) {
+        Ok(state_file::Loaded::Mark(ms)) => ms,
+        Ok(state_file::Loaded::Missing) => 0,
+        Err(e) => errors::state_file_unreadable(
+            &e.to_string(),
+            matches!(e, state_file::ReadError::Corrupt(_)),
+        ),
+    }
+}
+
+/// The shared struct; errors if the library was not preloaded.
+#[inline]
+pub fn get() -> &'static Shared {
+    let ptr = SLOT.shared.load(Ordering::Relaxed);
+    if ptr.is_null() {
+        errors::not_preloaded();
+    }
+    // SAFETY: set once at shmem startup to a struct that lives as long as the cluster.
+    unsafe { &*ptr }
+}
+
+/// The lock that serialises durable writes of the mark (never taken on the hot path).
+pub fn renewal_lock() -> *mut pg_sys::LWLock {
+    SLOT.lock.load(Ordering::Acquire)
+}

@@ -1,0 +1,204 @@
+//! The clock steps back under a running server (libfaketime moves it): ids never repeat and
+//! never go back, each step is logged as a WARNING and counted, and past snowflake.max_drift
+//! calls fail with a clear error instead of handing out a wrong id.
+#![cfg(not(feature = "pg_test"))]
+
+mod common;
+use common::*;
+
+fn fake_clock_cluster(name: &str, conf: &[&str]) -> (Cluster, FakeClock) {
+    let mut cluster = Cluster::init(name, conf);
+    let clock = cluster.use_fake_clock();
+    cluster.start();
+    (cluster, clock)
+}
+
+fn batch(c: &mut Client) -> Vec<i64> {
+    ids(c, "SELECT snowflake_next() FROM generate_series(1, 2000)")
+}
+
+fn now_is_faked(c: &mut Client, expect_behind_s: f64) {
+    let behind: f64 = c
+        .query_one(
+            "SELECT extract(epoch FROM statement_timestamp())::float8",
+            &[],
+        )
+        .map(|r| {
+            let server: f64 = r.get(0);
+            let real = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap();
+            real.as_secs_f64() - server
+        })
+        .unwrap();
+    assert!(
+        (behind - expect_behind_s).abs() < 2.0,
+        "server clock is {behind} s behind, expected {expect_behind_s}"
+    );
+}
+
+/// The size of the first step the server reported.
+fn stepped_back_ms(log: &str) -> u64 {
+    let at = log
+        .find("the system clock stepped back by ")
+        .expect("no step reported");
+    let rest = &log[at + "the system clock stepped back by ".len()..];
+    rest.split(' ').next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn a_five_second_step_back_is_absorbed_and_reported() {
+    let (cluster, clock) = fake_clock_cluster("step_5s", &[]);
+    let mut c = cluster.connect_ext();
+    let mut all = batch(&mut c);
+    clock.set("-5s");
+    now_is_faked(&mut c, 5.0);
+    for _ in 0..5 {
+        all.extend(batch(&mut c));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_strictly_increasing(&all, "across a 5 s step back");
+    let log = cluster.log();
+    let step_ms = stepped_back_ms(&log);
+    assert!(
+        (4_900..=5_100).contains(&step_ms),
+        "reported {step_ms} ms:\n{log}"
+    );
+    assert!(
+        log.contains("Backward step number 1 since the server started"),
+        "{log}"
+    );
+    assert_eq!(
+        log.matches("the system clock stepped back").count(),
+        1,
+        "reported more than once:\n{log}"
+    );
+    // A second step is counted as the second.
+    clock.set("-10s");
+    all.extend(batch(&mut c));
+    assert_strictly_increasing(&all, "across a second step back");
+    assert!(
+        cluster
+            .log()
+            .contains("Backward step number 2 since the server started"),
+        "{}",
+        cluster.log()
+    );
+}
+
+#[test]
+fn a_one_hour_step_back_fails_clearly_and_ids_resume_above_the_old_ones() {
+    let (cluster, clock) = fake_clock_cluster("step_1h", &["snowflake.drift_wait = '50ms'"]);
+    let mut c = cluster.connect_ext();
+    let before = batch(&mut c);
+    clock.set("-1h");
+    for _ in 0..3 {
+        let (state, message, hint) = expect_error(&mut c, "SELECT snowflake_next()");
+        assert_eq!(state, "55000");
+        assert_eq!(
+            message,
+            "the system clock is too far behind the last snowflake id"
+        );
+        assert!(hint.contains("snowflake.max_drift"), "{hint}");
+    }
+    clock.set("+0");
+    let after = batch(&mut c);
+    assert!(after[0] > *before.last().unwrap());
+    assert_strictly_increasing(&after, "after the clock came back");
+}
+
+#[test]
+fn a_raised_max_drift_lets_ids_continue_through_a_one_hour_step() {
+    let (cluster, clock) = fake_clock_cluster("step_1h_allowed", &["snowflake.max_drift = '2h'"]);
+    let mut c = cluster.connect_ext();
+    let mut all = batch(&mut c);
+    let before_ms: f64 = c
+        .query_one(
+            "SELECT extract(epoch FROM (snowflake_decode($1)).ts)::float8 * 1000",
+            &[all.last().unwrap()],
+        )
+        .unwrap()
+        .get(0);
+    clock.set("-1h");
+    for _ in 0..3 {
+        all.extend(batch(&mut c));
+    }
+    assert_strictly_increasing(&all, "through a 1 h step back");
+    // The ids kept the time of the last id (plus what they borrowed), not the clock's.
+    let after_ms: f64 = c
+        .query_one(
+            "SELECT extract(epoch FROM (snowflake_decode($1)).ts)::float8 * 1000",
+            &[all.last().unwrap()],
+        )
+        .unwrap()
+        .get(0);
+    assert!(
+        after_ms >= before_ms && after_ms - before_ms < 60_000.0,
+        "{before_ms} -> {after_ms}"
+    );
+}
+
+#[test]
+fn drift_wait_zero_fails_at_once_and_drift_wait_lets_a_short_step_pass() {
+    // max_drift 1 s: a 1.2 s step needs about 200 ms of waiting.
+    let (cluster, clock) = fake_clock_cluster(
+        "drift_wait",
+        &["snowflake.max_drift = '1s'", "snowflake.drift_wait = 0"],
+    );
+    let mut c = cluster.connect_ext();
+    let mut all = batch(&mut c);
+    clock.set("-1.2s");
+    let (state, _, _) = expect_error(&mut c, "SELECT snowflake_next()");
+    assert_eq!(state, "55000");
+    cluster.append_conf(&["snowflake.drift_wait = '2s'"]);
+    cluster.reload();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let mut c = cluster.connect();
+    all.extend(batch(&mut c));
+    assert_strictly_increasing(&all, "after waiting for the clock");
+}
+
+#[test]
+fn a_clock_behind_at_start_up_never_gives_smaller_ids() {
+    let (cluster, clock) = fake_clock_cluster("behind_at_start", &["snowflake.max_drift = '5min'"]);
+    let before = batch(&mut cluster.connect_ext());
+    cluster.stop("fast");
+    clock.set("-60s");
+    cluster.start();
+    let mut c = cluster.connect();
+    now_is_faked(&mut c, 60.0);
+    let after = batch(&mut c);
+    assert!(
+        after[0] > *before.last().unwrap(),
+        "{} is not above {}",
+        after[0],
+        before.last().unwrap()
+    );
+    assert_strictly_increasing(&after, "after a start 60 s behind");
+    let log = cluster.log();
+    assert!(
+        log.contains("ms behind the ids handed out before the restart"),
+        "{log}"
+    );
+}
+
+#[test]
+fn a_clock_behind_at_start_up_with_the_default_bound_fails_instead() {
+    let (cluster, clock) = fake_clock_cluster("behind_at_start_default", &[]);
+    let before = batch(&mut cluster.connect_ext());
+    cluster.stop("immediate");
+    clock.set("-60s");
+    cluster.start();
+    let mut c = cluster.connect();
+    let (state, message, _) = expect_error(&mut c, "SELECT snowflake_next()");
+    assert_eq!(
+        (state.as_str(), message.as_str()),
+        (
+            "55000",
+            "the system clock is too far behind the last snowflake id"
+        )
+    );
+    clock.set("+0");
+    let after = batch(&mut c);
+    assert!(after[0] > *before.last().unwrap());
+}

@@ -1,0 +1,109 @@
+//! Streaming replication and failover: a standby refuses to generate ids, and once promoted it
+//! continues above every id the old primary handed out, with the worker id it inherited, even
+//! when its clock is behind the old primary's.
+#![cfg(not(feature = "pg_test"))]
+
+mod common;
+use common::*;
+use std::time::{Duration, Instant};
+
+fn wait_for_replay(primary: &mut Client, standby: &mut Client) {
+    let target: String = primary
+        .query_one("SELECT pg_current_wal_flush_lsn()::text", &[])
+        .unwrap()
+        .get(0);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let caught_up: bool = standby
+            .query_one(
+                "SELECT pg_last_wal_replay_lsn() >= $1::text::pg_lsn",
+                &[&target],
+            )
+            .unwrap()
+            .get(0);
+        if caught_up {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the standby did not replay up to {target}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_promoted_standby_continues_above_the_old_primary() {
+    let primary = Cluster::start_new(
+        "primary",
+        &["snowflake.worker_id = 77", "snowflake.max_drift = '5min'"],
+    );
+    let mut p = primary.connect_ext();
+    // Some ids first, so the backup carries a state file with a mark in it.
+    let mut old = ids(
+        &mut p,
+        "SELECT snowflake_next() FROM generate_series(1, 10000)",
+    );
+
+    let mut standby = primary.basebackup("standby");
+    let clock = standby.use_fake_clock();
+    clock.set("-30s"); // the standby's clock is well behind the primary's
+    standby.start();
+    let mut s = standby.connect();
+
+    // More ids for two seconds (two lease renewals), then wait until the standby has them.
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until {
+        old.extend(ids(
+            &mut p,
+            "SELECT snowflake_next() FROM generate_series(1, 20000)",
+        ));
+    }
+    wait_for_replay(&mut p, &mut s);
+
+    let (state, message, hint) = expect_error(&mut s, "SELECT snowflake_next()");
+    assert_eq!(
+        (state.as_str(), message.as_str()),
+        ("25006", "cannot generate snowflake ids on a standby server")
+    );
+    assert!(hint.contains("primary"), "{hint}");
+    // Decoding is read-only and works on a standby.
+    let w: i32 = s
+        .query_one("SELECT (snowflake_decode($1)).worker_id", &[&old[0]])
+        .unwrap()
+        .get(0);
+    assert_eq!(w, 77);
+
+    primary.stop("immediate");
+    drop(s);
+    check(
+        std::process::Command::new("runuser")
+            .args(["-u", "postgres", "--"])
+            .arg(standby.bin("pg_ctl"))
+            .args(["promote", "-w", "-D"])
+            .arg(standby.data())
+            .output()
+            .unwrap(),
+        "pg_ctl promote",
+    );
+    let mut s = standby.connect();
+    let new = ids(
+        &mut s,
+        "SELECT snowflake_next() FROM generate_series(1, 1000)",
+    );
+    let highest = *old.iter().max().unwrap();
+    assert!(
+        new[0] > highest,
+        "first id after promotion {} is not above {highest}",
+        new[0]
+    );
+    assert_strictly_increasing(&new, "after promotion");
+    let w: i32 = s
+        .query_one("SELECT (snowflake_decode($1)).worker_id", &[&new[0]])
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        w, 77,
+        "the promoted standby must keep the primary's worker id"
+    );
+}
