@@ -3,6 +3,7 @@
 #   make test    every test layer; non-zero exit on any failure
 #   make install build and install into the PostgreSQL that PG_CONFIG names
 #   make stop    stop the demo cluster
+#   make bench   snowflake_next() against nextval(), bigserial and uuid in one cluster (~5 min)
 PG_CONFIG ?= pg_config
 # cargo pgrx test's data directory: its parent becomes the socket directory, so keep it short,
 # and outside the checkout, which may sit under /root where postgres cannot go.
@@ -10,7 +11,7 @@ PGRX_TEST_DIR ?= /tmp/pg_snowflake-pgrx
 
 export PG_CONFIG
 
-.PHONY: setup install run stop test test-unit test-pgrx test-blackbox fmt lint
+.PHONY: setup install run stop test test-unit test-pgrx test-blackbox bench fmt lint
 
 setup:
 	@scripts/setup.sh
@@ -41,6 +42,10 @@ test-pgrx:
 # tests/: each suite starts its own clusters against the installed release build.
 test-blackbox: install
 	cargo test --test '*' -- --test-threads=2
+
+# Not part of `make test`: speed is judged as ratios in one run, not by timed tests.
+bench: install
+	cargo run --example bench
 
 fmt:
 	cargo fmt --all

@@ -53,7 +53,7 @@ pub fn cover(s: &Shared, ms: u64, now: u64) {
     wal::wait_for_sync_standbys(lsn);
     s.lease_ms.fetch_max(mark, Ordering::AcqRel);
     s.renew_at_ms
-        .fetch_max(mark - HEADROOM_MS, Ordering::AcqRel);
+        .fetch_max(mark.saturating_sub(HEADROOM_MS), Ordering::AcqRel);
 }
 
 /// After a start or a promotion, moves the generator above the recovered mark, and warns if the

@@ -1,0 +1,478 @@
+//! `make bench`: pg_snowflake against nextval(), bigserial and gen_random_uuid() in one cluster,
+//! one run, candidates alternated and repeated so that noise shows. Prints a table, writes the
+//! figures to target/bench/results.json and a chart of the ratios to target/bench/ratios.svg
+//! (copied to docs/bench.svg, which the README shows).
+//!
+//! Environment: BENCH_REPS (bulk and INSERT repetitions, default 7), BENCH_PGBENCH_SECONDS
+//! (default 5), BENCH_PGBENCH_REPS (default 3).
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+use std::time::Instant;
+
+const BULK_IDS: i64 = 2_000_000;
+const INSERT_ROWS: i64 = 1_000_000;
+/// The physical limit of one generator in the default layout: 4096 ids per millisecond.
+const LAYOUT_IDS_PER_S: f64 = 4_096_000.0;
+
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn median(xs: &[f64]) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn spread(xs: &[f64]) -> (f64, f64) {
+    let lo = xs.iter().cloned().fold(f64::INFINITY, f64::min);
+    let hi = xs.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    (lo, hi)
+}
+
+fn timed(c: &mut Client, sql: &str) -> f64 {
+    let t = Instant::now();
+    c.batch_execute(sql)
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    t.elapsed().as_secs_f64()
+}
+
+/// Round-robin order that starts at a different candidate each repetition.
+fn rotated<T: Clone>(items: &[T], rep: usize) -> Vec<T> {
+    let k = rep % items.len();
+    items[k..].iter().chain(&items[..k]).cloned().collect()
+}
+
+struct Goal {
+    name: String,
+    value: f64,
+    target: f64,
+    at_least: bool,
+}
+
+impl Goal {
+    fn met(&self) -> bool {
+        if self.at_least {
+            self.value >= self.target
+        } else {
+            self.value <= self.target
+        }
+    }
+}
+
+fn bulk(c: &mut Client, reps: usize) -> (Value, Vec<Goal>) {
+    let candidates = [
+        ("empty series", "count(*)"),
+        ("snowflake_next()", "count(snowflake_next())"),
+        ("nextval()", "count(nextval('bench_seq'))"),
+        ("gen_random_uuid()", "count(gen_random_uuid())"),
+    ];
+    let sql = |expr: &str| format!("SELECT {expr} FROM generate_series(1, {BULK_IDS})");
+    for (_, expr) in &candidates {
+        timed(c, &sql(expr)); // warm-up
+    }
+    let mut secs: Vec<Vec<f64>> = vec![Vec::new(); candidates.len()];
+    for rep in 0..reps {
+        for i in rotated(&(0..candidates.len()).collect::<Vec<_>>(), rep) {
+            secs[i].push(timed(c, &sql(candidates[i].1)));
+        }
+    }
+    // Per-id cost of each repetition over the same repetition's empty series.
+    let per_id_ns = |i: usize| -> Vec<f64> {
+        (0..reps)
+            .map(|r| (secs[i][r] - secs[0][r]) / BULK_IDS as f64 * 1e9)
+            .collect()
+    };
+    let (sf, nv, uu) = (per_id_ns(1), per_id_ns(2), per_id_ns(3));
+    let ratio_nv: Vec<f64> = sf.iter().zip(&nv).map(|(a, b)| a / b).collect();
+    let ratio_uu: Vec<f64> = sf.iter().zip(&uu).map(|(a, b)| a / b).collect();
+    let ids_per_s: Vec<f64> = secs[1].iter().map(|s| BULK_IDS as f64 / s).collect();
+    println!("\nBulk: SELECT count(f) FROM generate_series(1, {BULK_IDS}), {reps} alternated runs");
+    println!(
+        "{:<20} {:>12} {:>14} {:>20}",
+        "candidate", "median s", "min..max s", "per id over empty"
+    );
+    for (i, (name, _)) in candidates.iter().enumerate() {
+        let (lo, hi) = spread(&secs[i]);
+        let per = if i == 0 {
+            "-".to_string()
+        } else {
+            format!("{:.1} ns", median(&per_id_ns(i)))
+        };
+        println!(
+            "{name:<20} {:>12.3} {:>14} {per:>20}",
+            median(&secs[i]),
+            format!("{lo:.3}..{hi:.3}")
+        );
+    }
+    println!(
+        "snowflake_next() per id / nextval(): {:.3} (median of per-run ratios)\n\
+         snowflake_next() per id / gen_random_uuid(): {:.3}\n\
+         one backend: {:.2} M ids/s = {:.0}% of the layout's 4.096 M ids/s",
+        median(&ratio_nv),
+        median(&ratio_uu),
+        median(&ids_per_s) / 1e6,
+        median(&ids_per_s) / LAYOUT_IDS_PER_S * 100.0
+    );
+    let goals = vec![
+        Goal {
+            name: "bulk: per-id cost vs nextval()".into(),
+            value: median(&ratio_nv),
+            target: 0.25,
+            at_least: false,
+        },
+        Goal {
+            name: "bulk: one backend vs 4.096 M ids/s".into(),
+            value: median(&ids_per_s) / LAYOUT_IDS_PER_S,
+            target: 0.95,
+            at_least: true,
+        },
+    ];
+    let value = json!({
+        "ids_per_run": BULK_IDS,
+        "seconds": candidates.iter().enumerate().map(|(i, (n, _))| (n.to_string(), json!(secs[i]))).collect::<serde_json::Map<_, _>>(),
+        "per_id_ns_median": {
+            "snowflake_next()": median(&sf), "nextval()": median(&nv), "gen_random_uuid()": median(&uu)
+        },
+        "ratio_per_id_snowflake_over_nextval": median(&ratio_nv),
+        "ratio_per_id_snowflake_over_uuid": median(&ratio_uu),
+        "one_backend_ids_per_s": median(&ids_per_s),
+    });
+    (value, goals)
+}
+
+fn insert(c: &mut Client, reps: usize) -> (Value, Vec<Goal>) {
+    let candidates = [
+        (
+            "snowflake",
+            "id bigint PRIMARY KEY DEFAULT snowflake_next()",
+        ),
+        ("bigserial", "id bigserial PRIMARY KEY"),
+        ("uuid v4", "id uuid PRIMARY KEY DEFAULT gen_random_uuid()"),
+    ];
+    let mut secs: Vec<Vec<f64>> = vec![Vec::new(); candidates.len()];
+    let mut index_bytes = vec![0i64; candidates.len()];
+    for rep in 0..reps {
+        for i in rotated(&(0..candidates.len()).collect::<Vec<_>>(), rep) {
+            c.batch_execute(&format!(
+                "DROP TABLE IF EXISTS bench_insert; CREATE TABLE bench_insert ({}, v int NOT NULL); CHECKPOINT",
+                candidates[i].1
+            ))
+            .unwrap();
+            secs[i].push(timed(
+                c,
+                &format!("INSERT INTO bench_insert (v) SELECT g FROM generate_series(1, {INSERT_ROWS}) g"),
+            ));
+            index_bytes[i] = c
+                .query_one("SELECT pg_relation_size('bench_insert_pkey')", &[])
+                .unwrap()
+                .get(0);
+        }
+    }
+    c.batch_execute("DROP TABLE bench_insert").unwrap();
+    let ratio =
+        |a: usize, b: usize| -> Vec<f64> { (0..reps).map(|r| secs[a][r] / secs[b][r]).collect() };
+    let (sf_bs, uu_sf) = (ratio(0, 1), ratio(2, 0));
+    println!(
+        "\nINSERT of {INSERT_ROWS} rows through the primary key's default, {reps} alternated runs"
+    );
+    println!(
+        "{:<12} {:>10} {:>14} {:>16}",
+        "key", "median s", "min..max s", "pkey index"
+    );
+    for (i, (name, _)) in candidates.iter().enumerate() {
+        let (lo, hi) = spread(&secs[i]);
+        println!(
+            "{name:<12} {:>10.3} {:>14} {:>13.1} MB",
+            median(&secs[i]),
+            format!("{lo:.3}..{hi:.3}"),
+            index_bytes[i] as f64 / 1048576.0
+        );
+    }
+    println!(
+        "snowflake / bigserial: {:.3} (median of per-run ratios); uuid v4 / snowflake: {:.2}",
+        median(&sf_bs),
+        median(&uu_sf)
+    );
+    let goals = vec![
+        Goal {
+            name: "INSERT: snowflake time / bigserial".into(),
+            value: median(&sf_bs),
+            target: 1.0,
+            at_least: false,
+        },
+        Goal {
+            name: "INSERT: pkey size snowflake / bigserial".into(),
+            value: index_bytes[0] as f64 / index_bytes[1] as f64,
+            target: 1.0,
+            at_least: false,
+        },
+        Goal {
+            name: "INSERT: uuid v4 time / snowflake".into(),
+            value: median(&uu_sf),
+            target: 3.0,
+            at_least: true,
+        },
+    ];
+    let value = json!({
+        "rows": INSERT_ROWS,
+        "seconds": candidates.iter().enumerate().map(|(i, (n, _))| (n.to_string(), json!(secs[i]))).collect::<serde_json::Map<_, _>>(),
+        "pkey_bytes": candidates.iter().enumerate().map(|(i, (n, _))| (n.to_string(), json!(index_bytes[i]))).collect::<serde_json::Map<_, _>>(),
+        "ratio_snowflake_over_bigserial": median(&sf_bs),
+        "ratio_uuid_over_snowflake": median(&uu_sf),
+    });
+    (value, goals)
+}
+
+fn pgbench_tps(cluster: &Cluster, script: &std::path::Path, clients: u32, seconds: u64) -> f64 {
+    let out = check(
+        cluster
+            .client_cmd("pgbench")
+            .args([
+                "-n",
+                "-M",
+                "prepared",
+                "-c",
+                &clients.to_string(),
+                "-j",
+                &clients.min(2).to_string(),
+            ])
+            .args(["-T", &seconds.to_string(), "-f"])
+            .arg(script)
+            .output()
+            .unwrap(),
+        "pgbench",
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| l.strip_prefix("tps = ")?.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no tps in pgbench output:\n{text}"))
+}
+
+fn pgbench(cluster: &Cluster, c: &mut Client, seconds: u64, reps: usize) -> (Value, Vec<Goal>) {
+    c.batch_execute(
+        "CREATE TABLE pgb_snowflake (id bigint PRIMARY KEY DEFAULT snowflake_next(), v int);
+         CREATE TABLE pgb_bigserial (id bigserial PRIMARY KEY, v int)",
+    )
+    .unwrap();
+    let scripts = [
+        ("SELECT snowflake_next()", "SELECT snowflake_next();"),
+        ("SELECT nextval('s')", "SELECT nextval('bench_seq');"),
+        (
+            "INSERT snowflake",
+            "INSERT INTO pgb_snowflake (v) VALUES (1);",
+        ),
+        (
+            "INSERT bigserial",
+            "INSERT INTO pgb_bigserial (v) VALUES (1);",
+        ),
+    ];
+    let files: Vec<std::path::PathBuf> = scripts
+        .iter()
+        .enumerate()
+        .map(|(i, (_, sql))| {
+            let f = cluster.dir.join(format!("script{i}.sql"));
+            std::fs::write(&f, format!("{sql}\n")).unwrap();
+            f
+        })
+        .collect();
+    let client_counts = [1u32, 2, 8];
+    let mut tps = vec![vec![Vec::<f64>::new(); scripts.len()]; client_counts.len()];
+    for rep in 0..reps {
+        for (ci, &clients) in client_counts.iter().enumerate() {
+            for si in rotated(&(0..scripts.len()).collect::<Vec<_>>(), rep) {
+                c.batch_execute("TRUNCATE pgb_snowflake, pgb_bigserial")
+                    .unwrap();
+                tps[ci][si].push(pgbench_tps(cluster, &files[si], clients, seconds));
+            }
+        }
+    }
+    println!("\npgbench -M prepared, {seconds} s per run, {reps} alternated runs (median tps)");
+    println!(
+        "{:<26} {:>10} {:>10} {:>10} {:>10}",
+        "script", "1 client", "2 clients", "8 clients", "8c / 1c"
+    );
+    for (si, (name, _)) in scripts.iter().enumerate() {
+        let m: Vec<f64> = (0..client_counts.len())
+            .map(|ci| median(&tps[ci][si]))
+            .collect();
+        println!(
+            "{name:<26} {:>10.0} {:>10.0} {:>10.0} {:>10.2}",
+            m[0],
+            m[1],
+            m[2],
+            m[2] / m[0]
+        );
+    }
+    let mut goals = Vec::new();
+    let mut ratios = serde_json::Map::new();
+    for (ci, &clients) in client_counts.iter().enumerate() {
+        for (a, b, what) in [(0, 1, "SELECT"), (2, 3, "INSERT")] {
+            let r: Vec<f64> = (0..reps).map(|k| tps[ci][a][k] / tps[ci][b][k]).collect();
+            ratios.insert(
+                format!("{what} snowflake / sequence, {clients} clients"),
+                json!(median(&r)),
+            );
+            goals.push(Goal {
+                name: format!("pgbench {what}: snowflake / sequence tps, {clients}c"),
+                value: median(&r),
+                target: 1.0,
+                at_least: true,
+            });
+        }
+    }
+    let scaling = median(&tps[2][0]) / median(&tps[0][0]);
+    goals.push(Goal {
+        name: "pgbench SELECT snowflake: 8 clients / 1".into(),
+        value: scaling,
+        target: 1.8,
+        at_least: true,
+    });
+    let value = json!({
+        "seconds_per_run": seconds,
+        "clients": client_counts,
+        "tps": scripts.iter().enumerate().map(|(si, (n, _))| {
+            (n.to_string(), json!(client_counts.iter().enumerate().map(|(ci, _)| json!(tps[ci][si])).collect::<Vec<_>>()))
+        }).collect::<serde_json::Map<_, _>>(),
+        "median_ratios": ratios,
+        "snowflake_select_8_over_1_clients": scaling,
+    });
+    (value, goals)
+}
+
+/// A horizontal bar per goal: the measured ratio, the goal as a line, green when met.
+fn svg(goals: &[Goal], machine: &str) -> String {
+    let (left, width, row, top) = (330.0, 420.0, 30.0, 56.0);
+    let max = goals
+        .iter()
+        .map(|g| g.value.max(g.target))
+        .fold(1.0, f64::max)
+        * 1.1;
+    let x = |v: f64| left + v / max * width;
+    let height = top + row * goals.len() as f64 + 40.0;
+    let mut s = format!(
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{height}" font-family="sans-serif" font-size="12">
+<rect width="100%" height="100%" fill="white"/>
+<text x="10" y="20" font-size="15" font-weight="bold">pg_snowflake: ratios from one `make bench` run</text>
+<text x="10" y="38" fill="#555">{machine}. Bar: measured; black line: goal; green: goal met.</text>
+"##,
+        w = left + width + 90.0
+    );
+    for (i, g) in goals.iter().enumerate() {
+        let y = top + row * i as f64;
+        let color = if g.met() { "#2e9d50" } else { "#d64541" };
+        let cmp = if g.at_least { "≥" } else { "≤" };
+        s += &format!(
+            r##"<text x="{tx}" y="{ty}" text-anchor="end">{name}</text>
+<rect x="{left}" y="{y}" width="{bw:.1}" height="18" fill="{color}"/>
+<line x1="{gx:.1}" x2="{gx:.1}" y1="{y1}" y2="{y2}" stroke="black" stroke-width="2"/>
+<text x="{vx:.1}" y="{ty}">{value:.2} (goal {cmp} {target})</text>
+"##,
+            tx = left - 8.0,
+            ty = y + 13.0,
+            name = g.name,
+            bw = x(g.value) - left,
+            gx = x(g.target),
+            y1 = y - 3.0,
+            y2 = y + 21.0,
+            vx = x(g.value).max(x(g.target)) + 6.0,
+            value = g.value,
+            target = g.target,
+        );
+    }
+    s += "</svg>\n";
+    s
+}
+
+fn machine(c: &mut Client) -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines().find_map(|l| {
+                l.strip_prefix("model name")
+                    .map(|m| m.trim_start_matches([' ', '\t', ':']).to_string())
+            })
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
+    let version: String = c.query_one("SHOW server_version", &[]).unwrap().get(0);
+    format!("{cpu}, {cores} cores, PostgreSQL {version}")
+}
+
+fn main() {
+    let reps = env_or("BENCH_REPS", 7) as usize;
+    let pg_seconds = env_or("BENCH_PGBENCH_SECONDS", 5);
+    let pg_reps = env_or("BENCH_PGBENCH_REPS", 3) as usize;
+    let cluster = Cluster::start_new(
+        "bench",
+        &[
+            "shared_buffers = '512MB'",
+            "max_wal_size = '8GB'",
+            "checkpoint_timeout = '1h'",
+            "autovacuum = off",
+            "max_connections = 50",
+        ],
+    );
+    let mut c = cluster.connect_ext();
+    c.batch_execute("CREATE SEQUENCE bench_seq").unwrap();
+    let machine = machine(&mut c);
+    println!("pg_snowflake benchmark on {machine}");
+
+    let (bulk_v, mut goals) = bulk(&mut c, reps);
+    let (insert_v, g) = insert(&mut c, reps);
+    goals.extend(g);
+    let (pgbench_v, g) = pgbench(&cluster, &mut c, pg_seconds, pg_reps);
+    goals.extend(g);
+
+    println!("\nGoals");
+    for g in &goals {
+        let cmp = if g.at_least { ">=" } else { "<=" };
+        println!(
+            "{:<48} {:>8.3}  goal {cmp} {:<5} {}",
+            g.name,
+            g.value,
+            g.target,
+            if g.met() { "met" } else { "NOT MET" }
+        );
+    }
+
+    let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench");
+    std::fs::create_dir_all(&out).unwrap();
+    let results = json!({
+        "machine": machine,
+        "bulk": bulk_v,
+        "insert": insert_v,
+        "pgbench": pgbench_v,
+        "goals": goals.iter().map(|g| json!({"name": g.name, "value": g.value, "target": g.target,
+            "at_least": g.at_least, "met": g.met()})).collect::<Vec<_>>(),
+    });
+    std::fs::write(
+        out.join("results.json"),
+        serde_json::to_string_pretty(&results).unwrap(),
+    )
+    .unwrap();
+    let chart = svg(&goals, &machine);
+    std::fs::write(out.join("ratios.svg"), &chart).unwrap();
+    let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    std::fs::write(docs.join("bench.svg"), &chart).unwrap();
+    println!(
+        "\nwrote {}/results.json, {}/ratios.svg and docs/bench.svg",
+        out.display(),
+        out.display()
+    );
+}
