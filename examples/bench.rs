@@ -162,7 +162,13 @@ fn insert(c: &mut Client, reps: usize) -> (Value, Vec<Goal>) {
         ("bigserial", "id bigserial PRIMARY KEY"),
         ("uuid v4", "id uuid PRIMARY KEY DEFAULT gen_random_uuid()"),
     ];
-    let mut secs: Vec<Vec<f64>> = vec![Vec::new(); candidates.len()];
+    let insert =
+        format!("INSERT INTO bench_insert (v) SELECT g FROM generate_series(1, {INSERT_ROWS}) g");
+    // [candidate][rep]: the first million rows into an empty table, and the second million into
+    // the same table after a CHECKPOINT, as a table that already holds data sees them (random
+    // keys then touch old pages, each costing a full-page image in WAL after a checkpoint).
+    let mut first: Vec<Vec<f64>> = vec![Vec::new(); candidates.len()];
+    let mut second: Vec<Vec<f64>> = vec![Vec::new(); candidates.len()];
     let mut index_bytes = vec![0i64; candidates.len()];
     for rep in 0..reps {
         for i in rotated(&(0..candidates.len()).collect::<Vec<_>>(), rep) {
@@ -171,45 +177,50 @@ fn insert(c: &mut Client, reps: usize) -> (Value, Vec<Goal>) {
                 candidates[i].1
             ))
             .unwrap();
-            secs[i].push(timed(
-                c,
-                &format!("INSERT INTO bench_insert (v) SELECT g FROM generate_series(1, {INSERT_ROWS}) g"),
-            ));
+            first[i].push(timed(c, &insert));
             index_bytes[i] = c
                 .query_one("SELECT pg_relation_size('bench_insert_pkey')", &[])
                 .unwrap()
                 .get(0);
+            c.batch_execute("CHECKPOINT").unwrap();
+            second[i].push(timed(c, &insert));
         }
     }
     c.batch_execute("DROP TABLE bench_insert").unwrap();
-    let ratio =
-        |a: usize, b: usize| -> Vec<f64> { (0..reps).map(|r| secs[a][r] / secs[b][r]).collect() };
-    let (sf_bs, uu_sf) = (ratio(0, 1), ratio(2, 0));
+    let ratio = |secs: &[Vec<f64>], a: usize, b: usize| -> f64 {
+        median(
+            &(0..reps)
+                .map(|r| secs[a][r] / secs[b][r])
+                .collect::<Vec<_>>(),
+        )
+    };
     println!(
         "\nINSERT of {INSERT_ROWS} rows through the primary key's default, {reps} alternated runs"
     );
     println!(
-        "{:<12} {:>10} {:>14} {:>16}",
-        "key", "median s", "min..max s", "pkey index"
+        "{:<12} {:>14} {:>14} {:>14} {:>14}",
+        "key", "empty table s", "min..max", "pkey index", "2nd million s"
     );
     for (i, (name, _)) in candidates.iter().enumerate() {
-        let (lo, hi) = spread(&secs[i]);
+        let (lo, hi) = spread(&first[i]);
         println!(
-            "{name:<12} {:>10.3} {:>14} {:>13.1} MB",
-            median(&secs[i]),
+            "{name:<12} {:>14.3} {:>14} {:>11.1} MB {:>14.3}",
+            median(&first[i]),
             format!("{lo:.3}..{hi:.3}"),
-            index_bytes[i] as f64 / 1048576.0
+            index_bytes[i] as f64 / 1048576.0,
+            median(&second[i])
         );
     }
+    let (sf_bs, uu_sf) = (ratio(&first, 0, 1), ratio(&first, 2, 0));
+    let (sf_bs2, uu_sf2) = (ratio(&second, 0, 1), ratio(&second, 2, 0));
     println!(
-        "snowflake / bigserial: {:.3} (median of per-run ratios); uuid v4 / snowflake: {:.2}",
-        median(&sf_bs),
-        median(&uu_sf)
+        "empty table: snowflake / bigserial {sf_bs:.3}, uuid v4 / snowflake {uu_sf:.2} (medians of per-run ratios)\n\
+         2nd million after a CHECKPOINT: snowflake / bigserial {sf_bs2:.3}, uuid v4 / snowflake {uu_sf2:.2}"
     );
     let goals = vec![
         Goal {
             name: "INSERT: snowflake time / bigserial".into(),
-            value: median(&sf_bs),
+            value: sf_bs,
             target: 1.0,
             at_least: false,
         },
@@ -221,17 +232,33 @@ fn insert(c: &mut Client, reps: usize) -> (Value, Vec<Goal>) {
         },
         Goal {
             name: "INSERT: uuid v4 time / snowflake".into(),
-            value: median(&uu_sf),
+            value: uu_sf,
+            target: 3.0,
+            at_least: true,
+        },
+        Goal {
+            name: "INSERT 2nd million: uuid v4 / snowflake".into(),
+            value: uu_sf2,
             target: 3.0,
             at_least: true,
         },
     ];
+    let by_name = |v: &[Vec<f64>]| -> serde_json::Map<String, Value> {
+        candidates
+            .iter()
+            .enumerate()
+            .map(|(i, (n, _))| (n.to_string(), json!(v[i])))
+            .collect()
+    };
     let value = json!({
         "rows": INSERT_ROWS,
-        "seconds": candidates.iter().enumerate().map(|(i, (n, _))| (n.to_string(), json!(secs[i]))).collect::<serde_json::Map<_, _>>(),
-        "pkey_bytes": candidates.iter().enumerate().map(|(i, (n, _))| (n.to_string(), json!(index_bytes[i]))).collect::<serde_json::Map<_, _>>(),
-        "ratio_snowflake_over_bigserial": median(&sf_bs),
-        "ratio_uuid_over_snowflake": median(&uu_sf),
+        "seconds_empty_table": by_name(&first),
+        "seconds_second_million_after_checkpoint": by_name(&second),
+        "pkey_bytes_after_first_million": candidates.iter().enumerate().map(|(i, (n, _))| (n.to_string(), json!(index_bytes[i]))).collect::<serde_json::Map<_, _>>(),
+        "ratio_snowflake_over_bigserial": sf_bs,
+        "ratio_uuid_over_snowflake": uu_sf,
+        "ratio_snowflake_over_bigserial_second_million": sf_bs2,
+        "ratio_uuid_over_snowflake_second_million": uu_sf2,
     });
     (value, goals)
 }
@@ -278,6 +305,8 @@ fn pgbench(cluster: &Cluster, c: &mut Client, seconds: u64, reps: usize) -> (Val
             "INSERT bigserial",
             "INSERT INTO pgb_bigserial (v) VALUES (1);",
         ),
+        // The ceiling of pgbench and the machine: a round trip that does nothing.
+        ("SELECT 1 (control)", "SELECT 1;"),
     ];
     let files: Vec<std::path::PathBuf> = scripts
         .iter()
@@ -334,6 +363,7 @@ fn pgbench(cluster: &Cluster, c: &mut Client, seconds: u64, reps: usize) -> (Val
         }
     }
     let scaling = median(&tps[2][0]) / median(&tps[0][0]);
+    let control_scaling = median(&tps[2][4]) / median(&tps[0][4]);
     goals.push(Goal {
         name: "pgbench SELECT snowflake: 8 clients / 1".into(),
         value: scaling,
@@ -348,6 +378,7 @@ fn pgbench(cluster: &Cluster, c: &mut Client, seconds: u64, reps: usize) -> (Val
         }).collect::<serde_json::Map<_, _>>(),
         "median_ratios": ratios,
         "snowflake_select_8_over_1_clients": scaling,
+        "control_select_1_8_over_1_clients": control_scaling,
     });
     (value, goals)
 }
@@ -378,7 +409,7 @@ fn svg(goals: &[Goal], machine: &str) -> String {
             r##"<text x="{tx}" y="{ty}" text-anchor="end">{name}</text>
 <rect x="{left}" y="{y}" width="{bw:.1}" height="18" fill="{color}"/>
 <line x1="{gx:.1}" x2="{gx:.1}" y1="{y1}" y2="{y2}" stroke="black" stroke-width="2"/>
-<text x="{vx:.1}" y="{ty}">{value:.2} (goal {cmp} {target})</text>
+<text x="{vx:.1}" y="{ty}">{value:.3} (goal {cmp} {target})</text>
 "##,
             tx = left - 8.0,
             ty = y + 13.0,
