@@ -107,31 +107,29 @@ fn a_one_hour_step_back_fails_clearly_and_ids_resume_above_the_old_ones() {
     assert_strictly_increasing(&after, "after the clock came back");
 }
 
+/// The time inside an id, as the server decodes it, in Unix milliseconds.
+fn decoded_unix_ms(c: &mut Client, id: i64) -> f64 {
+    c.query_one(
+        "SELECT extract(epoch FROM (snowflake_decode($1)).ts)::float8 * 1000",
+        &[&id],
+    )
+    .unwrap()
+    .get(0)
+}
+
 #[test]
 fn a_raised_max_drift_lets_ids_continue_through_a_one_hour_step() {
     let (cluster, clock) = fake_clock_cluster("step_1h_allowed", &["snowflake.max_drift = '2h'"]);
     let mut c = cluster.connect_ext();
     let mut all = batch(&mut c);
-    let before_ms: f64 = c
-        .query_one(
-            "SELECT extract(epoch FROM (snowflake_decode($1)).ts)::float8 * 1000",
-            &[all.last().unwrap()],
-        )
-        .unwrap()
-        .get(0);
+    let before_ms = decoded_unix_ms(&mut c, *all.last().unwrap());
     clock.set("-1h");
     for _ in 0..3 {
         all.extend(batch(&mut c));
     }
     assert_strictly_increasing(&all, "through a 1 h step back");
     // The ids kept the time of the last id (plus what they borrowed), not the clock's.
-    let after_ms: f64 = c
-        .query_one(
-            "SELECT extract(epoch FROM (snowflake_decode($1)).ts)::float8 * 1000",
-            &[all.last().unwrap()],
-        )
-        .unwrap()
-        .get(0);
+    let after_ms = decoded_unix_ms(&mut c, *all.last().unwrap());
     assert!(
         after_ms >= before_ms && after_ms - before_ms < 60_000.0,
         "{before_ms} -> {after_ms}"

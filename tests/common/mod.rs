@@ -74,17 +74,20 @@ fn free_port() -> u16 {
 fn base_dir() -> PathBuf {
     let base = std::env::temp_dir().join("pg_snowflake-tests");
     fs::create_dir_all(&base).unwrap();
-    if running_as_root() {
-        check(
-            Command::new("chown")
-                .arg("postgres:postgres")
-                .arg(&base)
-                .output()
-                .unwrap(),
-            "chown",
-        );
-    }
+    owned_by_postgres(&base);
     base
+}
+
+/// Hands a directory the tests created to `postgres`, which runs the servers.
+fn owned_by_postgres(dir: &Path) {
+    if running_as_root() {
+        let out = Command::new("chown")
+            .arg("postgres:postgres")
+            .arg(dir)
+            .output()
+            .unwrap();
+        check(out, "chown");
+    }
 }
 
 impl Cluster {
@@ -306,16 +309,7 @@ impl Cluster {
         let dir = base_dir().join(format!("{name}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
-        if running_as_root() {
-            check(
-                Command::new("chown")
-                    .arg("postgres:postgres")
-                    .arg(&dir)
-                    .output()
-                    .unwrap(),
-                "chown",
-            );
-        }
+        owned_by_postgres(&dir);
         let standby = Cluster {
             name: name.into(),
             dir,
