@@ -36,7 +36,7 @@ pub fn cover(s: &Shared, ms: u64, now: u64) {
         return;
     };
     if !required && ms < s.renew_at_ms.load(Ordering::Acquire) {
-        return; // renewed while this backend waited for the lock
+        return; // another backend renewed between the check above and taking the lock
     }
     raise_to_floor(s, now);
     let need = ms.max(s.floor_ms.load(Ordering::Acquire));
