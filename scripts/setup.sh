@@ -2,7 +2,8 @@
 # Installs what building, running and testing pg_snowflake needs, and nothing that is already
 # there: a second run takes about a second.
 #   - Debian packages: the PostgreSQL 15 server and headers, libclang (bindgen), sudo (cargo pgrx
-#     test --runas), libfaketime (clock-step tests), node and npm (the JavaScript decoder test)
+#     test --runas), libfaketime (clock-step tests), procps (pkill/pgrep for the crash tests),
+#     node and npm (the JavaScript decoder test)
 #   - cargo-pgrx 0.18.1, the newest that builds with Rust 1.95 (about 7 minutes the first time)
 #   - `cargo pgrx init --pg15` against the system pg_config, never a downloaded PostgreSQL
 #   - the npm packages of tests/js, from its package-lock.json
@@ -13,7 +14,7 @@ PGRX_VERSION=0.18.1
 PG_MAJOR=15
 PG_CONFIG_PG15=/usr/lib/postgresql/$PG_MAJOR/bin/pg_config
 PACKAGES=(postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR libclang-dev build-essential
-          pkg-config sudo faketime libfaketime nodejs npm)
+          pkg-config sudo faketime libfaketime procps nodejs npm)
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 
