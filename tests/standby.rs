@@ -76,16 +76,7 @@ fn a_promoted_standby_continues_above_the_old_primary() {
 
     primary.stop("immediate");
     drop(s);
-    check(
-        std::process::Command::new("runuser")
-            .args(["-u", "postgres", "--"])
-            .arg(standby.bin("pg_ctl"))
-            .args(["promote", "-w", "-D"])
-            .arg(standby.data())
-            .output()
-            .unwrap(),
-        "pg_ctl promote",
-    );
+    standby.promote();
     let mut s = standby.connect();
     let new = ids(
         &mut s,

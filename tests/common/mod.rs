@@ -40,13 +40,18 @@ fn running_as_root() -> bool {
 }
 
 /// A command run as `postgres` when the tests run as root, else as the current user.
-fn as_postgres(program: &Path) -> Command {
+/// `env` goes through `env(1)` under runuser, so the server gets it whatever runuser resets.
+fn as_postgres(program: &Path, env: &[(String, String)]) -> Command {
     if running_as_root() {
         let mut c = Command::new("runuser");
-        c.args(["-u", "postgres", "--"]).arg(program);
+        c.args(["-u", "postgres", "--", "env"]);
+        c.args(env.iter().map(|(k, v)| format!("{k}={v}")));
+        c.arg(program);
         c
     } else {
-        Command::new(program)
+        let mut c = Command::new(program);
+        c.envs(env.iter().map(|(k, v)| (k, v)));
+        c
     }
 }
 
@@ -111,7 +116,7 @@ impl Cluster {
             env: vec![],
         };
         check(
-            as_postgres(&cluster.bindir.join("initdb"))
+            as_postgres(&cluster.bindir.join("initdb"), &[])
                 .args(["-A", "trust", "-U", "postgres", "--no-sync", "-D"])
                 .arg(cluster.data())
                 .output()
@@ -170,20 +175,8 @@ impl Cluster {
     }
 
     fn pg_ctl(&self, args: &[&str]) -> Output {
-        let mut cmd = if running_as_root() {
-            let mut c = Command::new("runuser");
-            c.args(["-u", "postgres", "--", "env"]);
-            for (k, v) in &self.env {
-                c.arg(format!("{k}={v}"));
-            }
-            c.arg(self.bindir.join("pg_ctl"));
-            c
-        } else {
-            let mut c = Command::new(self.bindir.join("pg_ctl"));
-            c.envs(self.env.iter().map(|(k, v)| (k, v)));
-            c
-        };
-        cmd.args(args)
+        as_postgres(&self.bindir.join("pg_ctl"), &self.env)
+            .args(args)
             .arg("-D")
             .arg(self.data())
             .stdin(Stdio::null())
@@ -225,6 +218,14 @@ impl Cluster {
     pub fn restart(&self, mode: &str) {
         self.stop(mode);
         self.start();
+    }
+
+    /// Ends recovery of a standby and waits until it accepts writes.
+    pub fn promote(&self) {
+        check(
+            self.pg_ctl(&["promote", "-w", "-t", "60"]),
+            "pg_ctl promote",
+        );
     }
 
     pub fn reload(&self) {
@@ -318,7 +319,7 @@ impl Cluster {
             env: vec![],
         };
         check(
-            as_postgres(&self.bin("pg_basebackup"))
+            as_postgres(&self.bin("pg_basebackup"), &[])
                 .args([
                     "-h",
                     "127.0.0.1",
