@@ -1,20 +1,28 @@
 # pg_snowflake. From a fresh Debian 12 machine, as root:
-#   make run     install what is missing, build, install, start a demo cluster
-#   make test    every test layer; non-zero exit on any failure
+#   make run     install what is missing, build, install, start a demo cluster (PostgreSQL 15)
+#   make test    every test layer on every supported major (15, 17 with assertions, 18)
 #   make install build and install into the PostgreSQL that PG_CONFIG names
 #   make stop    stop the demo cluster
-#   make bench   snowflake_next() against nextval(), bigserial and uuid in one cluster (~5 min)
-PG_CONFIG ?= pg_config
+#   make bench   snowflake_next() against nextval(), bigserial and uuids in one cluster (~6 min)
+#
+# PG=17 picks a major for any target (`make test PG=18`, `make run PG=17`, `make bench PG=18`);
+# PG_CONFIG=/path/to/pg_config picks a server directly for install, run and bench.
+PG_MAJORS := 15 17 18
+PG ?=
+# test: every major unless PG names some; the other targets: one major, 15 unless PG names one.
+TEST_MAJORS := $(or $(PG),$(PG_MAJORS))
+ONE_MAJOR := $(or $(firstword $(PG)),15)
+PG_CONFIG ?= $(shell scripts/pg-config.sh $(ONE_MAJOR))
 # cargo pgrx test's data directory: its parent becomes the socket directory, so keep it short,
 # and outside the checkout, which may sit under /root where postgres cannot go.
 PGRX_TEST_DIR ?= /tmp/pg_snowflake-pgrx
 
 export PG_CONFIG
 
-.PHONY: setup install run stop test test-unit test-pgrx test-blackbox bench fmt lint
+.PHONY: setup install run stop test test-major test-unit test-pgrx test-blackbox bench fmt lint
 
 setup:
-	@scripts/setup.sh
+	@scripts/setup.sh $(ONE_MAJOR)
 
 # A running demo cluster has the library mapped; overwriting it in place could crash it.
 install: setup
@@ -27,19 +35,30 @@ run: install
 stop:
 	@scripts/run.sh stop
 
-test: setup test-unit test-pgrx test-blackbox
+# Each major in turn, every layer; the first failure stops the run.
+test:
+	@scripts/setup.sh $(TEST_MAJORS)
+	@for v in $(TEST_MAJORS); do \
+	  printf '\033[1m==> PostgreSQL %s\033[0m\n' "$$v"; \
+	  $(MAKE) --no-print-directory test-major PG=$$v PG_CONFIG="$$(scripts/pg-config.sh $$v)" || exit 1; \
+	done
 
-# The bit layout and the advance rule, without PostgreSQL.
+test-major: test-unit test-pgrx test-blackbox
+
+# The bit layout, the advance rule and the state file, without PostgreSQL (but built against
+# this major's pgrx bindings, as everything else).
 test-unit:
-	cargo test --lib -- --skip pg_test
+	cargo test --lib --no-default-features --features pg$(ONE_MAJOR) -- --skip pg_test
 
 # #[pg_test]s in a server that cargo pgrx starts as postgres with the library preloaded.
 test-pgrx:
 	@scripts/run.sh stop
-	mkdir -p $(PGRX_TEST_DIR) && chown postgres:postgres $(PGRX_TEST_DIR)
-	cargo pgrx test pg15 --runas postgres --pgdata $(PGRX_TEST_DIR)/data
+	rm -rf $(PGRX_TEST_DIR)/$(ONE_MAJOR) && mkdir -p $(PGRX_TEST_DIR)/$(ONE_MAJOR)
+	chown postgres:postgres $(PGRX_TEST_DIR) $(PGRX_TEST_DIR)/$(ONE_MAJOR)
+	cargo pgrx test pg$(ONE_MAJOR) --runas postgres --pgdata $(PGRX_TEST_DIR)/$(ONE_MAJOR)/data
 
-# tests/: each suite starts its own clusters against the installed release build.
+# tests/: each suite starts its own clusters against the release build installed into
+# PG_CONFIG's server. The test binaries do not link the extension: one build serves every major.
 test-blackbox: install
 	cargo test --test '*' -- --test-threads=2
 

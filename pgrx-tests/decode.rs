@@ -39,16 +39,32 @@ mod tests {
 
     #[pg_test]
     fn agrees_with_sql_bit_arithmetic_on_random_ids() {
-        // Seeded, so a failure reproduces: setseed(0.42).
-        let mismatches: i64 = one("WITH seeded AS (SELECT setseed(0.42)),
-                  ids AS (SELECT (random() * 9223372036854775807)::bigint AS id
-                          FROM seeded, generate_series(1, 10000))
-             SELECT count(*) FROM ids
+        // Every one of the 63 bits random (xorshift64, seed printed on failure), so that each
+        // field sees every bit pattern; `random() * 2^63` would leave the low bits all zero.
+        let seed: u64 = 0x5eed_0f_5a0f_1a4e;
+        let mut x = seed;
+        let ids: Vec<String> = (0..10_000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 1).to_string()
+            })
+            .collect();
+        let low_bits: std::collections::BTreeSet<u64> = ids
+            .iter()
+            .map(|id| id.parse::<u64>().unwrap() & 0xfff)
+            .collect();
+        assert!(low_bits.len() > 3000, "the ids are not random enough");
+        let mismatches: i64 = one(&format!(
+            "SELECT count(*) FROM unnest('{{{}}}'::bigint[]) AS id
              WHERE (snowflake_decode(id)).ts
                        IS DISTINCT FROM to_timestamp(((id >> 22) + 1288834974657) / 1000.0)
                 OR (snowflake_decode(id)).worker_id IS DISTINCT FROM ((id >> 12) & 1023)::int
-                OR (snowflake_decode(id)).sequence IS DISTINCT FROM (id & 4095)::int");
-        assert_eq!(mismatches, 0);
+                OR (snowflake_decode(id)).sequence IS DISTINCT FROM (id & 4095)::int",
+            ids.join(",")
+        ));
+        assert_eq!(mismatches, 0, "seed {seed:#x}");
     }
 
     #[pg_test]

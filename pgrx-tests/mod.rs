@@ -21,6 +21,27 @@ pub mod pg_test {
     }
 }
 
+/// The setting that makes the planner use a parallel worker for any parallel-safe query: renamed
+/// in PostgreSQL 16.
+#[cfg(feature = "pg15")]
+pub const FORCE_PARALLEL: &str = "force_parallel_mode";
+#[cfg(not(feature = "pg15"))]
+pub const FORCE_PARALLEL: &str = "debug_parallel_query";
+
+/// Test helpers callable from SQL, in the `tests` schema of the test build only.
+#[pgrx::pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    /// Whether the calling process is a parallel worker (`IsParallelWorker()`): lets a query
+    /// prove which kind of process computed each row.
+    #[pg_extern(volatile, parallel_safe)]
+    fn in_parallel_worker() -> bool {
+        // SAFETY: a plain read of a process-local global set at process start.
+        unsafe { pg_sys::ParallelWorkerNumber >= 0 }
+    }
+}
+
 /// An error as a client sees it.
 #[derive(Debug)]
 pub struct SqlError {

@@ -73,44 +73,67 @@ mod tests {
 
     #[pg_test]
     fn parallel_workers_draw_from_the_shared_generator() {
-        Spi::run(
-            "SET LOCAL force_parallel_mode = on;
+        Spi::run(&format!(
+            "SET LOCAL {} = on;
              SET LOCAL parallel_setup_cost = 0;
              SET LOCAL parallel_tuple_cost = 0",
-        )
+            crate::pg_tests::FORCE_PARALLEL
+        ))
         .unwrap();
-        let plan = Spi::connect(|client| {
+        // Each row says which kind of process computed it, so the ids checked below are known
+        // to come from a parallel worker, not only a plan that could have used one.
+        let rows = Spi::connect(|client| {
             client
                 .select(
-                    "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
-                     SELECT snowflake_next() FROM generate_series(1, 1000)",
+                    "SELECT snowflake_next(), tests.in_parallel_worker()
+                     FROM generate_series(1, 1000)",
                     None,
                     &[],
                 )
                 .unwrap()
-                .map(|row| row.get::<String>(1).unwrap().unwrap())
+                .map(|row| {
+                    (
+                        row.get::<i64>(1).unwrap().unwrap(),
+                        row.get::<bool>(2).unwrap().unwrap(),
+                    )
+                })
                 .collect::<Vec<_>>()
-                .join("\n")
         });
+        assert_eq!(rows.len(), 1000);
         assert!(
-            plan.contains("Workers Launched: 1"),
-            "not run in a parallel worker:\n{plan}"
+            rows.iter().all(|&(_, in_worker)| in_worker),
+            "some ids were not made in a parallel worker"
         );
-        let from_worker = bigints("SELECT snowflake_next() FROM generate_series(1, 1000)");
-        Spi::run("SET LOCAL force_parallel_mode = off").unwrap();
-        let from_leader: i64 = one("SELECT snowflake_next()");
+        let from_worker: Vec<i64> = rows.iter().map(|&(id, _)| id).collect();
+        Spi::run(&format!(
+            "SET LOCAL {} = off",
+            crate::pg_tests::FORCE_PARALLEL
+        ))
+        .unwrap();
+        let (from_leader, leader_in_worker): (i64, bool) = (
+            one("SELECT snowflake_next()"),
+            one("SELECT tests.in_parallel_worker()"),
+        );
+        assert!(!leader_in_worker);
         assert!(from_worker.windows(2).all(|p| p[1] > p[0]));
         assert!(from_leader > *from_worker.last().unwrap());
-        let worker_ids: i64 = one(&format!(
-            "SELECT count(DISTINCT (snowflake_decode(id)).worker_id)
-             FROM unnest('{{{}}}'::bigint[]) AS id WHERE (snowflake_decode(id)).worker_id = 42",
-            from_worker
-                .iter()
-                .map(i64::to_string)
-                .collect::<Vec<_>>()
-                .join(",")
-        ));
-        assert_eq!(worker_ids, 1);
+        let (others, total): (i64, i64) = (
+            one(&format!(
+                "SELECT count(*) FROM unnest('{{{}}}'::bigint[]) AS id
+                 WHERE (snowflake_decode(id)).worker_id <> 42",
+                from_worker
+                    .iter()
+                    .map(i64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            )),
+            from_worker.len() as i64,
+        );
+        assert_eq!(
+            (others, total),
+            (0, 1000),
+            "ids from the worker carry worker id 42"
+        );
     }
 
     #[pg_test]

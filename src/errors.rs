@@ -196,3 +196,38 @@ pub fn clock_behind_recovered_mark(by_ms: u64, events: u64) {
     .set_hint("Check the time synchronisation (NTP) of this server.")
     .report(PgLogLevel::WARNING);
 }
+
+/// In WAL redo (startup process): recovery stops rather than move the generator to a time no id
+/// of this layout can have.
+#[cold]
+pub fn wal_mark_corrupt(mark_ms: u64) -> ! {
+    report(
+        PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+        format!(
+            "snowflake mark {mark_ms} ms in WAL lies past the end of the id layout ({} ms)",
+            crate::layout::END_MARK
+        ),
+    )
+    .set_detail(
+        "The record was not written by this version of pg_snowflake, or the WAL is damaged.",
+    )
+    .set_hint("Restore this server from a base backup, or rebuild the standby from its primary.")
+    .report(PgLogLevel::FATAL);
+    unreachable!("FATAL does not return")
+}
+
+#[cold]
+pub fn wal_record_unknown() -> ! {
+    report(
+        PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+        "unknown pg_snowflake WAL record".into(),
+    )
+    .set_detail(
+        "The record was not written by this version of pg_snowflake, or the WAL is damaged.",
+    )
+    .set_hint(
+        "Install the pg_snowflake version that wrote this WAL, or restore from a base backup.",
+    )
+    .report(PgLogLevel::PANIC);
+    unreachable!("PANIC does not return")
+}

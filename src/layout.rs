@@ -26,6 +26,10 @@ pub const MAX_WORKER_ID: u32 = (1 << WORKER_BITS) - 1;
 pub const MAX_SEQUENCE: u32 = (1 << SEQUENCE_BITS) - 1;
 /// The last millisecond the layout can hold: 2080-07-10 17:30:30.208 UTC.
 pub const MAX_MS: u64 = (1 << TIME_BITS) - 1;
+/// The highest durable mark there can be: a mark is a millisecond no id has reached, so one past
+/// the last millisecond says "every id is used up". A mark read back from the state file or from
+/// WAL that is higher than this did not come from this layout: it is corrupt.
+pub const END_MARK: u64 = MAX_MS + 1;
 
 const SEQUENCE_MASK: u64 = MAX_SEQUENCE as u64;
 const WORKER_SHIFT: u32 = SEQUENCE_BITS;
@@ -36,8 +40,10 @@ const TIME_SHIFT: u32 = SEQUENCE_BITS + WORKER_BITS;
 pub struct Tick(pub u64);
 
 impl Tick {
-    /// The first tick of millisecond `ms`.
+    /// The first tick of millisecond `ms`, which is at most [`END_MARK`] (so that no bit is
+    /// shifted out: `END_MARK << 12` is 2^53).
     pub const fn at_ms(ms: u64) -> Tick {
+        assert!(ms <= END_MARK, "a millisecond past the end of the layout");
         Tick(ms << SEQUENCE_BITS)
     }
 
@@ -124,6 +130,10 @@ pub enum Advance {
 ///   ticks are `prev + 1` until the clock catches up, so 4096 ids per millisecond still fit.
 /// - The borrowed time is bounded: past `max_drift_ms` ahead of the clock the rule refuses.
 pub const fn advance(prev: Tick, now_ms: u64, max_drift_ms: u64) -> Advance {
+    // Also keeps `now_ms << SEQUENCE_BITS` from shifting bits out for an absurd clock.
+    if now_ms > MAX_MS {
+        return Advance::Exhausted;
+    }
     let succ = prev.0 + 1;
     let clocked = (now_ms << SEQUENCE_BITS) | (succ & SEQUENCE_MASK);
     let next = Tick(if clocked > succ { clocked } else { succ });

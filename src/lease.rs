@@ -8,9 +8,9 @@
 //! take, so other backends keep generating under the current lease while one renews. Under
 //! steady load that is one durable write per second, whatever the id rate.
 
-use crate::layout::{Tick, MAX_MS};
+use crate::layout::{Tick, END_MARK};
 use crate::shared::{self, Shared};
-use crate::{errors, state_file, wal};
+use crate::{errors, state_file, sync_standby, wal};
 use pgrx::pg_sys;
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -23,8 +23,12 @@ pub const LEASE_AHEAD_MS: u64 = 1_500;
 pub const HEADROOM_MS: u64 = 500;
 
 /// Makes sure ids up to millisecond `ms` are covered, renewing the lease if needed. Called by
-/// the hot path once `ms` reaches the renewal point. If `ms` is still inside the lease, this only
-/// renews when no other backend is renewing, and never waits.
+/// the hot path once `ms` reaches the renewal point.
+///
+/// If `ms` is still inside the lease, the caller renews early, but only if no other backend is
+/// renewing: it never waits for the renewal lock, though once it holds the lock it writes the
+/// mark (a WAL flush and an fdatasync, about 0.2 ms) and waits for the synchronous standbys like
+/// any renewer. If `ms` is past the lease, the caller waits for the lock and for the renewal.
 #[cold]
 pub fn cover(s: &Shared, ms: u64, now: u64) {
     // SAFETY: a plain call; after recovery ends it is a read of a local flag.
@@ -38,36 +42,48 @@ pub fn cover(s: &Shared, ms: u64, now: u64) {
     if !required && ms < s.renew_at_ms.load(Ordering::Acquire) {
         return; // another backend renewed between the check above and taking the lock
     }
-    raise_to_floor(s, now);
+    let behind = raise_to_floor(s, now);
     let need = ms.max(s.floor_ms.load(Ordering::Acquire));
-    if s.mark_ms.load(Ordering::Acquire) <= need + HEADROOM_MS {
-        write_mark(s, (need.max(now) + LEASE_AHEAD_MS).min(MAX_MS + 1));
-    } else if !required {
-        return; // a renewal is on its way to being published; this id is covered already
+    let wrote = s.mark_ms.load(Ordering::Acquire) <= need.saturating_add(HEADROOM_MS);
+    if wrote {
+        let mark = need.max(now).saturating_add(LEASE_AHEAD_MS).min(END_MARK);
+        write_mark(s, mark);
     }
     let (mark, lsn) = (
         s.mark_ms.load(Ordering::Acquire),
         s.mark_lsn.load(Ordering::Acquire),
     );
+    // Nothing is reported while the lock is held: a client that does not read its socket would
+    // block the report, and with it every renewal of the cluster.
     drop(held);
-    wal::wait_for_sync_standbys(lsn);
+    if let Some((by_ms, events)) = behind {
+        errors::clock_behind_recovered_mark(by_ms, events);
+    }
+    if !wrote && !required {
+        return; // a renewal is on its way to being published; this id is covered already
+    }
+    // Published only once the synchronous standbys have the mark: a cancelled wait raises an
+    // error here, the lease stays where it was, and the next caller waits for the same mark.
+    sync_standby::wait_for_flush(lsn);
     s.lease_ms.fetch_max(mark, Ordering::AcqRel);
     s.renew_at_ms
         .fetch_max(mark.saturating_sub(HEADROOM_MS), Ordering::AcqRel);
 }
 
-/// After a start or a promotion, moves the generator above the recovered mark, and warns if the
-/// clock is behind it by more than a lease: the clock was set back across the restart.
-fn raise_to_floor(s: &Shared, now: u64) {
+/// After a start or a promotion, moves the generator above the recovered mark. Returns how far
+/// the clock is behind it, and the backward-step count, if that is more than a lease: the clock
+/// was set back across the restart, which the caller reports once it holds no lock.
+fn raise_to_floor(s: &Shared, now: u64) -> Option<(u64, u64)> {
     let floor = s.floor_ms.load(Ordering::Acquire);
     if Tick(s.tick.load(Ordering::Acquire)).ms() >= floor {
-        return;
+        return None;
     }
     s.tick.fetch_max(Tick::at_ms(floor).0, Ordering::AcqRel);
-    if floor > now + LEASE_AHEAD_MS {
+    if floor > now.saturating_add(LEASE_AHEAD_MS) {
         let events = s.clock_steps_back.fetch_add(1, Ordering::Relaxed) + 1;
-        errors::clock_behind_recovered_mark(floor - now, events);
+        return Some((floor - now, events));
     }
+    None
 }
 
 fn write_mark(s: &Shared, mark: u64) {

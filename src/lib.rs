@@ -1,6 +1,16 @@
 //! pg_snowflake: Twitter-snowflake 64-bit ids generated inside PostgreSQL, from one lock-free
 //! generator in shared memory per cluster.
 
+#[cfg(any(feature = "pg13", feature = "pg14"))]
+compile_error!(
+    "pg_snowflake needs PostgreSQL 15 or later: its durable lease travels in WAL through a custom \
+     WAL resource manager, which PostgreSQL 13 and 14 do not have"
+);
+#[cfg(feature = "pg16")]
+compile_error!(
+    "pg_snowflake is built and tested for PostgreSQL 15, 17 and 18; 16 is not in its test matrix"
+);
+
 mod clock;
 mod errors;
 mod functions;
@@ -10,6 +20,7 @@ mod layout;
 mod lease;
 mod shared;
 mod state_file;
+mod sync_standby;
 mod wal;
 
 #[cfg(any(test, feature = "pg_test"))]

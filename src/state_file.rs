@@ -10,6 +10,7 @@
 //! write within one sector is atomic on the storage PostgreSQL supports (its own `pg_control`
 //! relies on the same for 512 bytes); the CRC catches anything else.
 
+use crate::layout::END_MARK;
 use std::fs::{File, OpenOptions};
 use std::io::{self, ErrorKind};
 use std::os::unix::fs::FileExt;
@@ -67,7 +68,13 @@ pub fn decode(bytes: &[u8]) -> Result<u64, String> {
             "checksum mismatch (stored {stored:08x}, computed {computed:08x})"
         ));
     }
-    Ok(u64::from_le_bytes(bytes[8..16].try_into().unwrap()))
+    let mark = u64::from_le_bytes(bytes[8..16].try_into().unwrap());
+    if mark > END_MARK {
+        return Err(format!(
+            "the mark {mark} ms lies past the end of the id layout ({END_MARK} ms)"
+        ));
+    }
+    Ok(mark)
 }
 
 pub fn read(dir: &Path) -> Result<Loaded, ReadError> {
@@ -123,8 +130,16 @@ mod tests {
 
     #[test]
     fn encode_decode_roundtrip() {
-        for mark in [0, 1, 1_234_567_890_123, (1 << 41) - 1, u64::MAX] {
+        for mark in [0, 1, 1_234_567_890_123, (1 << 41) - 1, END_MARK] {
             assert_eq!(decode(&encode(mark)), Ok(mark));
+        }
+    }
+
+    #[test]
+    fn a_mark_past_the_end_of_the_layout_is_corrupt_even_with_a_good_checksum() {
+        for mark in [END_MARK + 1, 1 << 52, u64::MAX] {
+            let err = decode(&encode(mark)).unwrap_err();
+            assert!(err.contains("past the end of the id layout"), "{err}");
         }
     }
 

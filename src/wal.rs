@@ -8,7 +8,8 @@
 //! records. PostgreSQL then refuses to start with "resource manager with ID 147 not registered"
 //! and a hint to preload the library. After a clean shutdown nothing needs replaying.
 
-use crate::lease;
+use crate::layout::END_MARK;
+use crate::{errors, lease};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
@@ -44,19 +45,11 @@ pub fn log_mark(mark_ms: u64) -> pg_sys::XLogRecPtr {
     // error between Begin and Insert is cleaned up by XLogResetInsertion at abort.
     unsafe {
         pg_sys::XLogBeginInsert();
-        pg_sys::XLogRegisterData(data.as_mut_ptr().cast(), data.len() as i32);
+        pg_sys::XLogRegisterData(data.as_mut_ptr().cast(), data.len() as _);
         let lsn = pg_sys::XLogInsert(RM_ID, XLOG_SNOWFLAKE_MARK);
         pg_sys::XLogFlush(lsn);
         lsn
     }
-}
-
-/// Waits, as a commit does, until the synchronous standbys (if any are configured and
-/// `synchronous_commit` asks for it) have the WAL up to `lsn`. Holds no lock: callers must not
-/// either, since the wait can be long and LWLock waits cannot be cancelled.
-pub fn wait_for_sync_standbys(lsn: pg_sys::XLogRecPtr) {
-    // SAFETY: a plain call from a regular backend or parallel worker.
-    unsafe { pg_sys::SyncRepWaitForLSN(lsn, false) };
 }
 
 /// # Safety
@@ -78,14 +71,9 @@ unsafe fn mark_of(record: *mut pg_sys::XLogReaderState) -> Option<u64> {
 unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
     // SAFETY: PostgreSQL passes the record being replayed.
     match unsafe { mark_of(record) } {
-        Some(mark_ms) => lease::replay_mark(mark_ms),
-        None => {
-            pgrx::ereport!(
-                PANIC,
-                PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
-                "pg_snowflake: unknown WAL record in redo"
-            );
-        }
+        Some(mark_ms) if mark_ms <= END_MARK => lease::replay_mark(mark_ms),
+        Some(mark_ms) => errors::wal_mark_corrupt(mark_ms),
+        None => errors::wal_record_unknown(),
     }
 }
 

@@ -227,10 +227,7 @@ fn the_first_id_can_come_from_a_parallel_worker() {
     // parallel worker, too.
     let cluster = Cluster::start_new("parallel_first", &[]);
     let mut c = cluster.connect_ext();
-    c.batch_execute(
-        "SET force_parallel_mode = on; SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0",
-    )
-    .unwrap();
+    force_parallel(&mut c);
     let plan: Vec<String> = c
         .query(
             "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT snowflake_next()",

@@ -90,13 +90,13 @@ fn eight_writers_through_restarts_a_clock_step_and_a_crash() {
         sleep_until(at(0.2));
         cluster.restart("fast");
         sleep_until(at(0.4));
-        clock.set("-3s");
+        clock.set(-3.0);
         sleep_until(at(0.55));
         cluster.crash();
         cluster.start();
         sleep_until(at(0.75));
         cluster.restart("immediate");
-        clock.set("+0");
+        clock.set(0.0);
         sleep_until(at(1.0));
         stop.store(true, Ordering::Relaxed);
     });

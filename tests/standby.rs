@@ -47,7 +47,7 @@ fn a_promoted_standby_continues_above_the_old_primary() {
 
     let mut standby = primary.basebackup("standby");
     let clock = standby.use_fake_clock();
-    clock.set("-30s"); // the standby's clock is well behind the primary's
+    clock.set(-30.0); // the standby's clock is well behind the primary's
     standby.start();
     let mut s = standby.connect();
 

@@ -14,7 +14,20 @@ use std::time::{Duration, Instant};
 
 pub use postgres::{Client, NoTls};
 
-pub const FAKETIME_LIB: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
+/// libfaketime's multi-threaded library, found through its Debian package so that any
+/// architecture works. A test that needs it fails when it is missing instead of running on the
+/// real clock.
+fn faketime_lib() -> String {
+    let out = Command::new("dpkg")
+        .args(["-L", "libfaketime"])
+        .output()
+        .expect("dpkg runs");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find(|l| l.ends_with("/libfaketimeMT.so.1"))
+        .unwrap_or_else(|| panic!("libfaketime is not installed: run scripts/setup.sh"))
+        .to_string()
+}
 
 pub struct Cluster {
     pub name: String,
@@ -22,6 +35,8 @@ pub struct Cluster {
     pub port: u16,
     bindir: PathBuf,
     env: Vec<(String, String)>,
+    /// Set by `use_fake_clock`: every start checks that the fake clock took effect.
+    fake_clock: Option<FakeClock>,
 }
 
 fn pg_config(arg: &str) -> PathBuf {
@@ -114,6 +129,7 @@ impl Cluster {
             port: free_port(),
             bindir,
             env: vec![],
+            fake_clock: None,
         };
         check(
             as_postgres(&cluster.bindir.join("initdb"), &[])
@@ -194,6 +210,9 @@ impl Cluster {
                 self.log()
             );
         }
+        if let Some(clock) = &self.fake_clock {
+            clock.check();
+        }
     }
 
     /// pg_ctl start that is expected to fail; returns the server log.
@@ -237,23 +256,24 @@ impl Cluster {
         pidfile.lines().next()?.trim().parse().ok()
     }
 
-    /// SIGKILL to the postmaster and all its children at once, as a power loss would stop
-    /// them, then waits until they are gone.
+    /// SIGKILL to the postmaster and all its children, as a power loss would stop them, then
+    /// waits until they are gone. The postmaster is stopped (SIGSTOP) first, so that it cannot
+    /// fork a child between the listing of its children and the kill; every child is its own
+    /// process group (postmaster children call setsid), so a group kill would not reach them.
     pub fn crash(&self) {
         let pid = self.postmaster_pid().expect("the server is running");
-        let _ = Command::new("pkill")
-            .args(["-KILL", "-P", &pid.to_string()])
-            .status();
+        signal(pid, "STOP");
+        let children = children_of(pid);
+        let mut all = vec![pid];
+        all.extend(&children);
         let _ = Command::new("kill")
-            .args(["-KILL", &pid.to_string()])
+            .arg("-KILL")
+            .args(all.iter().map(i32::to_string))
             .status();
         let deadline = Instant::now() + Duration::from_secs(30);
-        while Path::new(&format!("/proc/{pid}")).exists()
-            || Command::new("pgrep")
-                .args(["-P", &pid.to_string()])
-                .status()
-                .unwrap()
-                .success()
+        while all
+            .iter()
+            .any(|p| Path::new(&format!("/proc/{p}")).exists())
         {
             assert!(
                 Instant::now() < deadline,
@@ -261,6 +281,12 @@ impl Cluster {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// The backend serving `client`, killed with SIGKILL alone: the postmaster then ends every
+    /// other backend, resets shared memory and runs crash recovery while it keeps running.
+    pub fn kill_backend(&self, pid: i32) {
+        signal(pid, "KILL");
     }
 
     pub fn conninfo(&self, user: &str) -> String {
@@ -293,10 +319,16 @@ impl Cluster {
     /// Takes effect from the next start.
     pub fn use_fake_clock(&mut self) -> FakeClock {
         let file = self.dir.join("faketime");
-        let clock = FakeClock { file: file.clone() };
-        clock.set("+0");
+        let clock = FakeClock {
+            file: file.clone(),
+            conninfo: self.conninfo("postgres"),
+            data: self.data(),
+        };
+        clock.set(0.0);
+        self.fake_clock = Some(clock.clone());
+        let lib = faketime_lib();
         self.set_env(&[
-            ("LD_PRELOAD", FAKETIME_LIB),
+            ("LD_PRELOAD", lib.as_str()),
             ("FAKETIME_TIMESTAMP_FILE", file.to_str().unwrap()),
             ("FAKETIME_NO_CACHE", "1"),
             ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
@@ -317,6 +349,7 @@ impl Cluster {
             port: free_port(),
             bindir: self.bindir.clone(),
             env: vec![],
+            fake_clock: None,
         };
         check(
             as_postgres(&self.bin("pg_basebackup"), &[])
@@ -358,6 +391,13 @@ impl Drop for Cluster {
         if self.data().join("postmaster.pid").exists() {
             let _ = self.pg_ctl(&["stop", "-w", "-m", "immediate"]);
         }
+        // An assert-enabled server logs a failed assertion as TRAP and aborts the process; a
+        // test whose client happened to survive it must not pass.
+        let log = self.log();
+        if !std::thread::panicking() && log.contains("TRAP:") {
+            let _ = fs::write(self.dir.join("TRAP"), "");
+            panic!("server {} failed an assertion:\n{log}", self.name);
+        }
         if std::thread::panicking() {
             eprintln!(
                 "--- server log of {} ({}) ---\n{}",
@@ -372,15 +412,94 @@ impl Drop for Cluster {
 }
 
 /// The clock of a server started after `Cluster::use_fake_clock`.
+#[derive(Clone)]
 pub struct FakeClock {
     file: PathBuf,
+    conninfo: String,
+    data: PathBuf,
 }
 
 impl FakeClock {
-    /// An offset from the real time in libfaketime's syntax: "+0", "-5s", "-1h", "+2m".
-    pub fn set(&self, offset: &str) {
-        fs::write(&self.file, format!("{offset}\n")).unwrap();
+    /// Moves the server's clock to `offset_s` seconds from the real time. If the server is
+    /// running, checks that its clock moved (else libfaketime did not take effect and the test
+    /// would silently run on the real clock); otherwise `Cluster::start` checks it.
+    pub fn set(&self, offset_s: f64) {
+        fs::write(&self.file, format!("{offset_s:+}s\n")).unwrap();
+        if postmaster_alive(&self.data) {
+            self.check();
+        }
     }
+
+    /// The offset the clock file asks for.
+    fn wanted_s(&self) -> f64 {
+        let text = fs::read_to_string(&self.file).unwrap();
+        text.trim().trim_end_matches('s').parse().unwrap()
+    }
+
+    /// Fails unless the server's clock is at the offset the file asks for (within 1 s).
+    pub fn check(&self) {
+        let wanted = self.wanted_s();
+        let mut c = Client::connect(&self.conninfo, NoTls).expect("connect to check the clock");
+        let server: f64 = c
+            .query_one("SELECT extract(epoch FROM clock_timestamp())::float8", &[])
+            .unwrap()
+            .get(0);
+        let real = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        let offset = server - real;
+        assert!(
+            (offset - wanted).abs() < 1.0,
+            "the server's clock is {offset:.3} s off the real time, not {wanted} s: \
+             libfaketime did not take effect"
+        );
+    }
+}
+
+/// The postmaster of `data` is running (a `kill -9` leaves its pid file behind).
+fn postmaster_alive(data: &Path) -> bool {
+    fs::read_to_string(data.join("postmaster.pid"))
+        .ok()
+        .and_then(|f| f.lines().next().map(|l| l.trim().to_string()))
+        .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists())
+}
+
+fn signal(pid: i32, sig: &str) {
+    let out = Command::new("kill")
+        .args([format!("-{sig}"), pid.to_string()])
+        .output()
+        .unwrap();
+    check(out, &format!("kill -{sig} {pid}"));
+}
+
+fn children_of(pid: i32) -> Vec<i32> {
+    let out = Command::new("pgrep")
+        .args(["-P", &pid.to_string()])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect()
+}
+
+/// Makes the planner run every parallel-safe query in a parallel worker (the setting was renamed
+/// in PostgreSQL 16; the suites run against any supported major).
+pub fn force_parallel(c: &mut Client) {
+    let version: i32 = c
+        .query_one("SELECT current_setting('server_version_num')::int", &[])
+        .unwrap()
+        .get(0);
+    let name = if version < 160000 {
+        "force_parallel_mode"
+    } else {
+        "debug_parallel_query"
+    };
+    c.batch_execute(&format!(
+        "SET {name} = on; SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0"
+    ))
+    .unwrap();
 }
 
 /// The SQLSTATE, message and hint of a failed statement.
