@@ -19,7 +19,7 @@ PGRX_TEST_DIR ?= /tmp/pg_snowflake-pgrx
 
 export PG_CONFIG
 
-.PHONY: setup install run stop test test-major test-unit test-pgrx test-blackbox bench fmt lint
+.PHONY: setup install run stop test test-major test-unit test-pgrx test-blackbox test-upgrade bench fmt lint
 
 setup:
 	@scripts/setup.sh $(ONE_MAJOR)
@@ -35,13 +35,20 @@ run: install
 stop:
 	@scripts/run.sh stop
 
-# Each major in turn, every layer; the first failure stops the run.
+# Each major in turn, every layer; the first failure stops the run. Then pg_upgrade from 17 to
+# 18, when both are tested.
 test:
 	@scripts/setup.sh $(TEST_MAJORS)
 	@for v in $(TEST_MAJORS); do \
 	  printf '\033[1m==> PostgreSQL %s\033[0m\n' "$$v"; \
 	  $(MAKE) --no-print-directory test-major PG=$$v PG_CONFIG="$$(scripts/pg-config.sh $$v)" || exit 1; \
 	done
+ifneq ($(and $(filter 17,$(TEST_MAJORS)),$(filter 18,$(TEST_MAJORS))),)
+	@printf '\033[1m==> pg_upgrade from 17 to 18\033[0m\n'
+	@$(MAKE) --no-print-directory test-upgrade
+else
+	@printf '\033[1m==> pg_upgrade not tested: it needs PG to include 17 and 18\033[0m\n'
+endif
 
 test-major: test-unit test-pgrx test-blackbox
 
@@ -59,8 +66,15 @@ test-pgrx:
 
 # tests/: each suite starts its own clusters against the release build installed into
 # PG_CONFIG's server. The test binaries do not link the extension: one build serves every major.
+# The pg_upgrade tests need two majors: test-upgrade runs them.
 test-blackbox: install
-	cargo test --test '*' -- --test-threads=2
+	cargo test --test '*' -- --test-threads=2 --skip pg_upgrade
+
+test-upgrade:
+	@$(MAKE) --no-print-directory install PG=17 PG_CONFIG="$$(scripts/pg-config.sh 17)"
+	@$(MAKE) --no-print-directory install PG=18 PG_CONFIG="$$(scripts/pg-config.sh 18)"
+	PG_CONFIG="$$(scripts/pg-config.sh 18)" PG_UPGRADE_FROM_CONFIG="$$(scripts/pg-config.sh 17)" \
+	  cargo test --test upgrade -- --test-threads=2
 
 # Not part of `make test`: speed is judged as ratios in one run, not by timed tests.
 bench: install

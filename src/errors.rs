@@ -127,6 +127,56 @@ pub fn standby() -> ! {
     )
 }
 
+#[cold]
+#[track_caller]
+pub fn sync_standby_wait_cancelled(why: &str) -> ! {
+    raise(
+        report(
+            PgSqlErrorCode::ERRCODE_QUERY_CANCELED,
+            "canceling the wait for the synchronous standbys to flush the snowflake lease".into(),
+        )
+        .set_detail(format!(
+            "{}. No id was handed out under the new lease; the next call waits for it again.",
+            capitalised(why)
+        ))
+        .set_hint(
+            "Check that the standbys named in synchronous_standby_names are running and \
+             connected, or empty that setting to stop waiting for them.",
+        ),
+    )
+}
+
+/// PostgreSQL's messages start in lower case; a detail is a full sentence.
+fn capitalised(message: &str) -> String {
+    let mut chars = message.chars();
+    chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
+}
+
+#[cold]
+#[track_caller]
+pub fn upgrade_mark_not_carried() -> ! {
+    raise(
+        report(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            "the snowflake mark of the cluster this one was upgraded from is missing".into(),
+        )
+        .set_detail(
+            "pg_upgrade made this cluster, and the old cluster did not pass on the time its ids \
+             reached (its server did not load this version of pg_snowflake). New ids could \
+             repeat old ones if the clock is behind them.",
+        )
+        .set_hint(format!(
+            "Copy {0} from the old cluster's data directory over this cluster's {0} and \
+             restart. If the old cluster never generated ids, or the clock is known to be ahead \
+             of all of them, delete this cluster's {0} and restart.",
+            crate::state_file::FILE_NAME
+        )),
+    )
+}
+
 /// In the postmaster at start: the start fails rather than guess where ids continue.
 #[cold]
 pub fn state_file_unreadable(why: &str, corrupt: bool) -> ! {

@@ -5,10 +5,11 @@
 //! increasing in the order they are handed out, across all backends. What is rare (a lease
 //! renewal, a clock step, waiting for the clock) is out of line.
 
-use crate::layout::{self, Advance, Tick};
+use crate::layout::{self, Advance, Pacer, Tick};
 use crate::shared::{self, Shared};
 use crate::{clock, errors, gucs, lease};
 use pgrx::pg_sys;
+use std::cell::Cell;
 use std::sync::atomic::Ordering;
 
 /// A clock reading this far below the highest one seen is a backward step. Readings of
@@ -37,6 +38,12 @@ fn next_tick(s: &Shared) -> Tick {
     loop {
         match layout::advance(Tick(prev), now, max_drift) {
             Advance::To(next) => {
+                if Pacer::applies(next, now, max_drift) && !paced(now) {
+                    nap_one_ms(); // this backend's share of the millisecond is used up
+                    now = now_ms();
+                    prev = s.tick.load(Ordering::Acquire);
+                    continue;
+                }
                 if next.ms() >= s.renew_at_ms.load(Ordering::Acquire) {
                     lease::cover(s, next.ms(), now);
                 }
@@ -101,6 +108,25 @@ fn clock_stepped_back(s: &Shared) {
     }
 }
 
+thread_local! {
+    /// This backend's count of paced ids (see `layout::Pacer`).
+    static PACER: Cell<Pacer> = const { Cell::new(Pacer::new()) };
+}
+
+/// Counts an id taken deep in borrowed time; `false` once this backend has used its share of
+/// the clock's millisecond.
+#[cold]
+fn paced(now: u64) -> bool {
+    // SAFETY: a plain read of a global the postmaster sets before any backend starts.
+    let backends = u32::try_from(unsafe { pg_sys::MaxBackends }).unwrap_or(u32::MAX);
+    PACER.with(|p| {
+        let mut pacer = p.get();
+        let ok = pacer.take(now, Pacer::share(backends));
+        p.set(pacer);
+        ok
+    })
+}
+
 /// Sleeps one millisecond, holding no lock, while the next id would run more than
 /// `snowflake.max_drift` ahead of the clock; fails once `snowflake.drift_wait` naps are used up.
 /// Naps are counted instead of timed so that a clock that steps during the wait cannot stretch
@@ -112,7 +138,11 @@ fn nap_for_clock(naps: &mut u64, ahead_ms: u64, max_drift: u64) {
         errors::clock_too_far_behind(ahead_ms, max_drift, limit);
     }
     *naps += 1;
-    // 1 ms is the resolution of the id's time: a burst above 4096 ids/ms needs one such nap.
+    nap_one_ms();
+}
+
+/// 1 ms is the resolution of the id's time: the clock then has 4096 more ids to give.
+fn nap_one_ms() {
     // SAFETY: a plain sleep; interrupts are served right after it.
     unsafe { pg_sys::pg_usleep(1_000) };
     pgrx::check_for_interrupts!();

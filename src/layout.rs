@@ -148,6 +148,60 @@ pub const fn advance(prev: Tick, now_ms: u64, max_drift_ms: u64) -> Advance {
     Advance::To(next)
 }
 
+/// Pacing: how borrowed time is kept for everyone.
+///
+/// Past `max_drift` ahead of the clock every caller waits (and fails after `drift_wait`), so one
+/// backend that bursts above 4096 ids/ms could use up the borrowed time and make innocent callers
+/// wait and fail. Pacing starts halfway: once the next id lies more than `max_drift / 2` ahead of
+/// the clock, each backend may take at most `share` ids per clock millisecond, where `share` is
+/// 4096 divided by the number of backends there can be. All backends together then take at most
+/// the 4096 ids per millisecond that the clock adds, so bursts alone can never drive the ids much
+/// further than halfway: only a clock step can reach `max_drift`. A burst is held to the layout's
+/// rate, a single-row caller almost never notices, and the other half of `max_drift` stays free to
+/// absorb a clock that steps back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pacer {
+    /// The clock millisecond in which this backend last took a paced id, and how many.
+    ms: u64,
+    taken: u32,
+}
+
+impl Pacer {
+    pub const fn new() -> Pacer {
+        Pacer { ms: 0, taken: 0 }
+    }
+
+    /// Whether `next` lies deep enough in borrowed time to be paced: one compare on the hot path.
+    #[inline]
+    pub const fn applies(next: Tick, now_ms: u64, max_drift_ms: u64) -> bool {
+        next.ms() > now_ms + max_drift_ms / 2
+    }
+
+    /// The share of one backend: `4096 / backends`, at least 1.
+    pub const fn share(backends: u32) -> u32 {
+        let per = (MAX_SEQUENCE + 1) / if backends == 0 { 1 } else { backends };
+        if per == 0 {
+            1
+        } else {
+            per
+        }
+    }
+
+    /// Counts a paced id taken at clock millisecond `now_ms`; `false` once this backend has
+    /// used its share of that millisecond: it should then wait for the next one.
+    pub fn take(&mut self, now_ms: u64, share: u32) -> bool {
+        if self.ms != now_ms {
+            self.ms = now_ms;
+            self.taken = 0;
+        }
+        if self.taken >= share {
+            return false;
+        }
+        self.taken += 1;
+        true
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -367,6 +421,88 @@ mod tests {
                 }
                 Advance::Exhausted => panic!("seed {seed:#x} step {i}: exhausted"),
             }
+        }
+    }
+
+    #[test]
+    fn pacing_applies_past_half_of_max_drift() {
+        assert!(!Pacer::applies(Tick::at_ms(1_000), 1_000, 10_000));
+        assert!(!Pacer::applies(Tick::at_ms(6_000), 1_000, 10_000));
+        assert!(Pacer::applies(Tick::at_ms(6_001), 1_000, 10_000));
+        // A zero bound paces every borrowed id (the drift bound then refuses them anyway).
+        assert!(Pacer::applies(Tick::at_ms(1_001), 1_000, 0));
+    }
+
+    #[test]
+    fn the_shares_of_all_backends_add_up_to_at_most_one_millisecond_of_ids() {
+        for backends in [0, 1, 2, 7, 100, 4096, 5000, 262_143] {
+            let share = Pacer::share(backends);
+            assert!(share >= 1);
+            assert!(
+                backends.max(1) as u64 * share as u64 <= 4096 || share == 1,
+                "{backends} backends x {share}"
+            );
+        }
+        assert_eq!(Pacer::share(100), 40);
+    }
+
+    #[test]
+    fn a_paced_backend_takes_its_share_then_waits_for_the_next_millisecond() {
+        let mut p = Pacer::new();
+        assert!((0..40).all(|_| p.take(7, 40)));
+        assert!(!p.take(7, 40));
+        assert!(p.take(8, 40));
+    }
+
+    /// Bursters that would take 20 000 ids per clock millisecond each, and 90 callers that take
+    /// one id now and then, under the advance rule with pacing, as the generator runs them:
+    /// the ids never run further ahead than halfway to `max_drift`, plus the last millisecond
+    /// taken, so no caller ever meets the drift bound while the clock moves forward.
+    #[test]
+    fn bursts_alone_never_reach_the_drift_bound() {
+        const BACKENDS: u32 = 100;
+        let share = Pacer::share(BACKENDS);
+        for bursters in [1usize, 3, 10] {
+            let mut pacers = vec![Pacer::new(); BACKENDS as usize];
+            let mut asleep_until = vec![0u64; BACKENDS as usize];
+            let mut t = Tick::at_ms(1_000);
+            let mut deepest = 0;
+            // 4 s of clock in 100 us steps: one burster needs 1.3 s to borrow 5 s.
+            for step in 0..40_000u64 {
+                let now = 1_000 + step / 10;
+                for b in 0..BACKENDS as usize {
+                    let wants = if b < bursters {
+                        2_000 // 20 000 per ms
+                    } else if (step + b as u64) % 997 == 0 {
+                        1
+                    } else {
+                        0
+                    };
+                    for _ in 0..wants {
+                        if asleep_until[b] > now {
+                            break;
+                        }
+                        let next = match advance(t, now, DRIFT) {
+                            Advance::To(next) => next,
+                            other => panic!("{bursters} bursters, step {step}: {other:?}"),
+                        };
+                        if Pacer::applies(next, now, DRIFT) && !pacers[b].take(now, share) {
+                            asleep_until[b] = now + 1;
+                            break;
+                        }
+                        t = next;
+                        deepest = deepest.max(t.ms() - now.min(t.ms()));
+                    }
+                }
+            }
+            assert!(
+                deepest <= DRIFT / 2 + 1,
+                "{bursters} bursters drove the ids {deepest} ms ahead"
+            );
+            assert!(
+                deepest >= DRIFT / 2,
+                "the bursts never reached the pacing point"
+            );
         }
     }
 }

@@ -35,6 +35,9 @@ pub fn cover(s: &Shared, ms: u64, now: u64) {
     if unsafe { pg_sys::RecoveryInProgress() } {
         errors::standby();
     }
+    if s.not_carried.load(Ordering::Relaxed) {
+        errors::upgrade_mark_not_carried();
+    }
     let required = ms >= s.lease_ms.load(Ordering::Acquire);
     let Some(held) = RenewalLock::take(required) else {
         return;
@@ -96,7 +99,7 @@ fn write_mark(s: &Shared, mark: u64) {
 
 fn write_state_file(s: &Shared, mark: u64) {
     let sync_dir = !s.state_file_synced.load(Ordering::Acquire);
-    if let Err(e) = state_file::write(Path::new("."), mark, sync_dir) {
+    if let Err(e) = state_file::write(Path::new("."), state_file::Loaded::Mark(mark), sync_dir) {
         errors::state_file_write_failed(&e);
     }
     s.state_file_synced.store(true, Ordering::Release);

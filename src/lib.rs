@@ -21,6 +21,7 @@ mod lease;
 mod shared;
 mod state_file;
 mod sync_standby;
+mod upgrade;
 mod wal;
 
 #[cfg(any(test, feature = "pg_test"))]
@@ -41,6 +42,10 @@ pub extern "C-unwind" fn _PG_init() {
     // SAFETY: a plain read of a flag PostgreSQL sets before calling _PG_init.
     if !unsafe { pgrx::pg_sys::process_shared_preload_libraries_in_progress } {
         return;
+    }
+    // SAFETY: a plain read of a flag set from the command line before _PG_init.
+    if unsafe { pgrx::pg_sys::IsBinaryUpgrade } {
+        upgrade::at_binary_upgrade_start();
     }
     gucs::init();
     shared::init();

@@ -31,6 +31,9 @@ pub struct Shared {
     pub floor_ms: AtomicU64,
     /// The state file's directory entry has been synced since start.
     pub state_file_synced: AtomicBool,
+    /// The state file says this cluster was made by pg_upgrade without the old cluster's mark:
+    /// no lease is granted until an operator settles it (see `upgrade`).
+    pub not_carried: AtomicBool,
 
     /// Durable writes of a new mark since start.
     pub renewals: AtomicU64,
@@ -42,7 +45,11 @@ pub struct Shared {
 unsafe impl PGRXSharedMemory for Shared {}
 
 impl Shared {
-    fn starting_at(floor_ms: u64) -> Shared {
+    fn starting_from(state: state_file::Loaded) -> Shared {
+        let floor_ms = match state {
+            state_file::Loaded::Mark(ms) => ms,
+            state_file::Loaded::Missing | state_file::Loaded::NotCarried => 0,
+        };
         Shared {
             // 0, not the floor: the first renewal raises it (lease::raise_to_floor), and warns
             // if the clock is behind the floor.
@@ -54,6 +61,7 @@ impl Shared {
             mark_lsn: AtomicU64::new(0),
             floor_ms: AtomicU64::new(floor_ms),
             state_file_synced: AtomicBool::new(false),
+            not_carried: AtomicBool::new(state == state_file::Loaded::NotCarried),
             renewals: AtomicU64::new(0),
             clock_steps_back: AtomicU64::new(0),
         }
@@ -114,16 +122,16 @@ impl PgSharedMemoryInitialization for Slot {
 /// Sets up shared memory, starting from the state file's mark. Only call while
 /// `shared_preload_libraries` is being processed.
 pub fn init() {
-    pgrx::pg_shmem_init!(SLOT = Shared::starting_at(recovered_mark()));
+    pgrx::pg_shmem_init!(SLOT = Shared::starting_from(recovered_state()));
 }
 
-/// The mark of the previous run, read once in the postmaster. A missing file means this data
-/// directory never handed out an id. An unreadable or corrupt one stops the start: the ids of
-/// the previous run are unknown, and guessing could repeat them.
-fn recovered_mark() -> u64 {
+/// The state of the previous run, read in the postmaster at every setup of shared memory (at
+/// start, and again after a backend crashed). A missing file means this data directory never
+/// handed out an id. An unreadable or corrupt one stops the start: the ids of the previous run
+/// are unknown, and guessing could repeat them.
+fn recovered_state() -> state_file::Loaded {
     match state_file::read(Path::new(".")) {
-        Ok(state_file::Loaded::Mark(ms)) => ms,
-        Ok(state_file::Loaded::Missing) => 0,
+        Ok(state) => state,
         Err(e) => errors::state_file_unreadable(
             &e.to_string(),
             matches!(e, state_file::ReadError::Corrupt(_)),

@@ -11,10 +11,14 @@
 //! PostgreSQL's `SyncRepWaitForLSN()` is not used: it takes its mode from the session's setting,
 //! and on a cancel or a terminate it returns as if the wait had completed (a commit cannot be
 //! undone, so it can only warn). A lease can be withheld, so this wait is an ordinary cancellable
-//! loop: a cancel, `statement_timeout` or `pg_terminate_backend` raises the usual error, with a
-//! context line that says what was being waited for, and nothing is published.
+//! loop: a cancel or `statement_timeout` raises an error that says what was being waited for,
+//! `pg_terminate_backend` ends the session as usual, and either way nothing is published.
 
+use crate::errors;
 use pgrx::pg_sys;
+use pgrx::pg_sys::panic::CaughtError;
+use pgrx::pg_sys::PgTryBuilder;
+use pgrx::PgSqlErrorCode;
 use std::ffi::CStr;
 
 /// Flags of `WalSndCtlData.sync_standbys_status` (walsender_private.h, PostgreSQL 15.13, 16.9,
@@ -75,7 +79,6 @@ pub fn wait_for_flush(lsn: pg_sys::XLogRecPtr) {
     if acknowledged(lsn, format) {
         return;
     }
-    let _context = WaitContext::push(lsn);
     let mut nap_ms = FIRST_NAP_MS;
     loop {
         // SAFETY: MyLatch is this process's latch; WL_EXIT_ON_PM_DEATH ends the process if the
@@ -89,12 +92,31 @@ pub fn wait_for_flush(lsn: pg_sys::XLogRecPtr) {
             );
             pg_sys::ResetLatch(pg_sys::MyLatch);
         }
-        pgrx::check_for_interrupts!();
+        serve_interrupts();
         if acknowledged(lsn, format) {
             return;
         }
         nap_ms = (nap_ms * 2).min(LONGEST_NAP_MS);
     }
+}
+
+/// Serves a pending cancel or terminate. A cancel (or `statement_timeout`) is re-raised as an
+/// error that says which wait it ended: PostgreSQL's error context would say so, but it does not
+/// survive the way pgrx carries an error through Rust code.
+fn serve_interrupts() {
+    PgTryBuilder::new(|| {
+        pgrx::check_for_interrupts!();
+    })
+    .catch_when(PgSqlErrorCode::ERRCODE_QUERY_CANCELED, |cancel| {
+        let why = match &cancel {
+            CaughtError::PostgresError(report) | CaughtError::ErrorReport(report) => {
+                report.message().to_string()
+            }
+            CaughtError::RustPanic { .. } => cancel.rethrow(),
+        };
+        errors::sync_standby_wait_cancelled(&why)
+    })
+    .execute();
 }
 
 /// Whether no wait is needed: no synchronous standbys are defined, or they have flushed `lsn`.
@@ -139,53 +161,6 @@ fn server_version_num() -> u32 {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)
-}
-
-/// An error-context entry for the duration of the wait, so that a cancelled wait reports what
-/// it was waiting for. Popped on drop, also while unwinding from an error.
-struct WaitContext {
-    callback: Box<pg_sys::ErrorContextCallback>,
-}
-
-impl WaitContext {
-    fn push(lsn: pg_sys::XLogRecPtr) -> WaitContext {
-        // SAFETY: error_context_stack is this backend's; the boxed entry stays at one address
-        // until drop pops it.
-        unsafe {
-            let mut callback = Box::new(pg_sys::ErrorContextCallback {
-                previous: pg_sys::error_context_stack,
-                callback: Some(wait_context),
-                arg: lsn as usize as *mut std::ffi::c_void,
-            });
-            pg_sys::error_context_stack = &raw mut *callback;
-            WaitContext { callback }
-        }
-    }
-}
-
-impl Drop for WaitContext {
-    fn drop(&mut self) {
-        // SAFETY: restores the entry that was on top when this one was pushed.
-        unsafe { pg_sys::error_context_stack = self.callback.previous };
-    }
-}
-
-#[pgrx::pg_guard]
-unsafe extern "C-unwind" fn wait_context(arg: *mut std::ffi::c_void) {
-    let lsn = arg as usize as u64;
-    let text = format!(
-        "waiting for the synchronous standbys to flush the snowflake lease (WAL up to {:X}/{:X})",
-        lsn >> 32,
-        lsn & 0xffff_ffff
-    );
-    let text = std::ffi::CString::new(text).unwrap();
-    // SAFETY: called by errfinish while an error is being built, where errcontext_msg belongs.
-    unsafe { errcontext_msg(c"%s".as_ptr(), text.as_ptr()) };
-}
-
-unsafe extern "C-unwind" {
-    /// elog.h's `errcontext()` is a macro over this variadic function, which bindgen leaves out.
-    fn errcontext_msg(fmt: *const std::ffi::c_char, ...) -> std::ffi::c_int;
 }
 
 #[cfg(test)]

@@ -39,9 +39,13 @@ pub struct Cluster {
     fake_clock: Option<FakeClock>,
 }
 
-fn pg_config(arg: &str) -> PathBuf {
-    let pg_config = std::env::var("PG_CONFIG").unwrap_or_else(|_| "pg_config".into());
-    let out = Command::new(&pg_config)
+/// The pg_config of the server under test.
+pub fn default_pg_config() -> String {
+    std::env::var("PG_CONFIG").unwrap_or_else(|_| "pg_config".into())
+}
+
+fn pg_config(pg_config: &str, arg: &str) -> PathBuf {
+    let out = Command::new(pg_config)
         .arg(arg)
         .output()
         .expect("pg_config runs");
@@ -114,8 +118,13 @@ impl Cluster {
     /// initdb a new cluster that preloads pg_snowflake with worker id 1, plus `conf` lines
     /// (later lines win). Not started.
     pub fn init(name: &str, conf: &[&str]) -> Cluster {
-        let bindir = pg_config("--bindir");
-        let so = pg_config("--pkglibdir").join("pg_snowflake.so");
+        Cluster::init_with(name, &default_pg_config(), &[], conf)
+    }
+
+    /// `init` for the server that `pg_config` names, with extra initdb arguments.
+    pub fn init_with(name: &str, pg_config_path: &str, initdb: &[&str], conf: &[&str]) -> Cluster {
+        let bindir = pg_config(pg_config_path, "--bindir");
+        let so = pg_config(pg_config_path, "--pkglibdir").join("pg_snowflake.so");
         assert!(
             so.exists(),
             "{} is missing: run `make install` first",
@@ -133,7 +142,9 @@ impl Cluster {
         };
         check(
             as_postgres(&cluster.bindir.join("initdb"), &[])
-                .args(["-A", "trust", "-U", "postgres", "--no-sync", "-D"])
+                .args(["-A", "trust", "-U", "postgres", "--no-sync"])
+                .args(initdb)
+                .arg("-D")
                 .arg(cluster.data())
                 .output()
                 .unwrap(),
@@ -373,6 +384,17 @@ impl Cluster {
 
     pub fn bin(&self, name: &str) -> PathBuf {
         self.bindir.join(name)
+    }
+
+    pub fn bindir(&self) -> &Path {
+        &self.bindir
+    }
+
+    /// A server program (pg_upgrade, pg_waldump) run as `postgres` in `cwd`.
+    pub fn server_cmd(&self, program: &str, cwd: &Path) -> Command {
+        let mut c = as_postgres(&self.bin(program), &[]);
+        c.current_dir(cwd).stdin(Stdio::null());
+        c
     }
 
     /// Runs a client program (pgbench, psql) against this cluster as the current user.

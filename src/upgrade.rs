@@ -1,0 +1,158 @@
+//! pg_upgrade: the old cluster's mark goes into the new cluster's data directory.
+//!
+//! A cluster made by `pg_upgrade` has the old cluster's rows but neither its state file nor its
+//! WAL, so without help its generator would start from the clock, and ids the old cluster had
+//! handed out ahead of the clock (borrowed time, or a clock that is now set back) could repeat.
+//!
+//! `pg_upgrade` starts both servers in binary-upgrade mode (`-b`), first the old one, and writes
+//! their logs into `NEW_PGDATA/pg_upgrade_output.d/` (PostgreSQL 15 and later), which is where
+//! the postmaster's stderr points. So a postmaster started with `-b` knows which cluster is being
+//! made, and whether it is that cluster:
+//! - the old cluster writes its mark into the new cluster's state file (keeping a higher one);
+//! - the new cluster, if no mark arrived (the old server did not load this version of
+//!   pg_snowflake), writes a marker that makes `snowflake_next()` refuse until an operator copies
+//!   the old state file over or deletes the marker.
+//!
+//! Nothing here runs outside binary-upgrade mode.
+
+use crate::state_file::{self, Loaded};
+use std::path::{Path, PathBuf};
+
+/// The directory `pg_upgrade` creates inside the new cluster's data directory for its logs.
+const OUTPUT_DIR: &str = "/pg_upgrade_output.d/";
+
+/// The data directory of the cluster being made, from the path of a file under its
+/// `pg_upgrade_output.d`.
+pub fn new_cluster_of(log_path: &str) -> Option<PathBuf> {
+    log_path
+        .find(OUTPUT_DIR)
+        .map(|at| PathBuf::from(&log_path[..at]))
+}
+
+/// What a postmaster in binary-upgrade mode does with the state files.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Write this state into the new cluster's data directory.
+    Carry(Loaded),
+    /// This is the new cluster and no mark arrived: write the "not carried" marker here.
+    MarkNotCarried,
+    Nothing,
+}
+
+/// The rule: `own` is this cluster's state, `theirs` the new cluster's (`None` when this is the
+/// new cluster).
+pub fn step(own: Loaded, theirs: Option<Loaded>) -> Step {
+    match (own, theirs) {
+        // The new cluster: a mark (or a marker) arrived, or none did.
+        (Loaded::Missing, None) => Step::MarkNotCarried,
+        (_, None) => Step::Nothing,
+        // The old cluster: carry the higher mark; an old cluster that never handed out an id
+        // carries 0, which tells the new one that nothing is missing.
+        (Loaded::Missing, Some(Loaded::Mark(_))) => Step::Nothing,
+        (Loaded::Missing, Some(_)) => Step::Carry(Loaded::Mark(0)),
+        (Loaded::Mark(mine), Some(Loaded::Mark(there))) if there >= mine => Step::Nothing,
+        (Loaded::Mark(mine), _) => Step::Carry(Loaded::Mark(mine)),
+        // Upgraded before without its mark, and never settled: the new one is not settled
+        // either, unless it already holds a mark.
+        (Loaded::NotCarried, Some(Loaded::Mark(_))) => Step::Nothing,
+        (Loaded::NotCarried, _) => Step::Carry(Loaded::NotCarried),
+    }
+}
+
+/// Called in the postmaster while `shared_preload_libraries` is processed, with the data
+/// directory as the working directory. Errors are logged, not raised: the upgrade goes on, and
+/// the new cluster then refuses to generate ids until an operator settles its mark.
+pub fn at_binary_upgrade_start() {
+    let Some(new) = std::fs::read_link("/proc/self/fd/2")
+        .ok()
+        .and_then(|p| new_cluster_of(&p.to_string_lossy()))
+    else {
+        return log(&format!(
+            "pg_snowflake: started in binary-upgrade mode, but not by pg_upgrade of \
+             PostgreSQL 15 or later (its log is not under {OUTPUT_DIR}): no mark carried"
+        ));
+    };
+    let here = Path::new(".");
+    let is_new = match (std::fs::canonicalize(&new), std::fs::canonicalize(here)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => return log("pg_snowflake: cannot resolve the new cluster's data directory"),
+    };
+    let own = match state_file::read(here) {
+        Ok(state) => state,
+        // The start fails on it a moment later, with the reason (shared::init).
+        Err(_) => return,
+    };
+    let theirs = (!is_new).then(|| state_file::read(&new).unwrap_or(Loaded::Missing));
+    let (dir, state) = match step(own, theirs) {
+        Step::Nothing => return,
+        Step::Carry(state) => (new.as_path(), state),
+        Step::MarkNotCarried => (here, Loaded::NotCarried),
+    };
+    match state_file::write(dir, state, true) {
+        Ok(()) => log(&match state {
+            Loaded::Mark(ms) => format!(
+                "pg_snowflake: carried the mark {ms} ms to the new cluster in \"{}\"",
+                new.display()
+            ),
+            _ => format!(
+                "pg_snowflake: no mark arrived from the old cluster; \"{}\" now refuses to \
+                 generate ids until its mark is settled",
+                dir.join(state_file::FILE_NAME).display()
+            ),
+        }),
+        Err(e) => log(&format!(
+            "pg_snowflake: could not write \"{}\": {e}",
+            dir.join(state_file::FILE_NAME).display()
+        )),
+    }
+}
+
+/// A LOG line in the server log (pg_upgrade's server log here).
+fn log(message: &str) {
+    pgrx::log!("{message}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_new_cluster_is_found_from_pg_upgrades_log_path() {
+        assert_eq!(
+            new_cluster_of(
+                "/srv/pg18/data/pg_upgrade_output.d/20261122T051500.123/log/pg_upgrade_server.log"
+            ),
+            Some(PathBuf::from("/srv/pg18/data"))
+        );
+        assert_eq!(
+            new_cluster_of("/var/log/postgresql/postgresql-17-main.log"),
+            None
+        );
+        assert_eq!(new_cluster_of("/dev/null"), None);
+    }
+
+    #[test]
+    fn the_old_cluster_carries_the_higher_mark() {
+        use Loaded::*;
+        assert_eq!(step(Mark(500), Some(Missing)), Step::Carry(Mark(500)));
+        assert_eq!(step(Mark(500), Some(Mark(400))), Step::Carry(Mark(500)));
+        assert_eq!(step(Mark(500), Some(Mark(600))), Step::Nothing);
+        assert_eq!(step(Mark(500), Some(NotCarried)), Step::Carry(Mark(500)));
+        // Never handed out an id: 0 says so, and keeps the new cluster from refusing.
+        assert_eq!(step(Missing, Some(Missing)), Step::Carry(Mark(0)));
+        assert_eq!(step(Missing, Some(Mark(7))), Step::Nothing);
+        assert_eq!(step(Missing, Some(NotCarried)), Step::Carry(Mark(0)));
+        // An unsettled marker travels on.
+        assert_eq!(step(NotCarried, Some(Missing)), Step::Carry(NotCarried));
+        assert_eq!(step(NotCarried, Some(Mark(7))), Step::Nothing);
+    }
+
+    #[test]
+    fn the_new_cluster_refuses_when_nothing_arrived() {
+        use Loaded::*;
+        assert_eq!(step(Missing, None), Step::MarkNotCarried);
+        assert_eq!(step(Mark(0), None), Step::Nothing);
+        assert_eq!(step(Mark(500), None), Step::Nothing);
+        assert_eq!(step(NotCarried, None), Step::Nothing);
+    }
+}

@@ -1,0 +1,152 @@
+//! Synchronous replication: a lease is published only once the synchronous standby has flushed
+//! it, whatever the renewing session's `synchronous_commit` says; a wait that is cancelled or
+//! terminated publishes nothing; and after `kill -9` of the primary, the promoted synchronous
+//! standby continues above every id the primary handed out, with its clock 30 s behind.
+#![cfg(not(feature = "pg_test"))]
+
+mod common;
+use common::*;
+use std::time::{Duration, Instant};
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn one_string(c: &mut Client, sql: &str) -> String {
+    c.query_one(sql, &[]).unwrap().get(0)
+}
+
+#[test]
+fn a_promoted_synchronous_standby_continues_above_whatever_sessions_asked() {
+    let primary = Cluster::start_new("sync_primary", &["snowflake.max_drift = '5min'"]);
+    let mut p = primary.connect_ext();
+    let mut old = ids(
+        &mut p,
+        "SELECT snowflake_next() FROM generate_series(1, 10000)",
+    );
+
+    let mut standby = primary.basebackup("sync_standby");
+    let clock = standby.use_fake_clock();
+    clock.set(-30.0); // far enough behind that only the replicated marks keep it above
+    standby.start();
+    p.batch_execute("ALTER SYSTEM SET synchronous_standby_names = '*'")
+        .unwrap();
+    p.batch_execute("SELECT pg_reload_conf()").unwrap();
+    wait_until("the standby to be synchronous", || {
+        p.query(
+            "SELECT 1 FROM pg_stat_replication WHERE sync_state = 'sync'",
+            &[],
+        )
+        .unwrap()
+        .len()
+            == 1
+    });
+
+    // While the standby is there, sessions with and without synchronous_commit get ids.
+    let mut lax = primary.connect();
+    lax.batch_execute("SET synchronous_commit = off").unwrap();
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until {
+        old.extend(ids(
+            &mut p,
+            "SELECT snowflake_next() FROM generate_series(1, 20000)",
+        ));
+        old.extend(ids(
+            &mut lax,
+            "SELECT snowflake_next() FROM generate_series(1, 20000)",
+        ));
+    }
+
+    // Without the standby, a session that turned synchronous_commit off still cannot run past
+    // the acknowledged lease: its ids stop, and its statement_timeout cancels the wait.
+    standby.stop("fast");
+    lax.batch_execute("SET statement_timeout = '3s'").unwrap();
+    let started = Instant::now();
+    let error = loop {
+        match lax.query(
+            "SELECT snowflake_next() FROM generate_series(1, 20000)",
+            &[],
+        ) {
+            Ok(rows) => old.extend(rows.iter().map(|r| r.get::<_, i64>(0))),
+            Err(e) => break e,
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "ids kept coming for 20 s without the synchronous standby"
+        );
+    };
+    let db = error.as_db_error().expect("a server error");
+    assert_eq!(
+        (db.code().code(), db.message()),
+        (
+            "57014",
+            "canceling the wait for the synchronous standbys to flush the snowflake lease"
+        ),
+        "{db:?}"
+    );
+    assert!(
+        db.detail()
+            .unwrap_or("")
+            .starts_with("Canceling statement due to statement timeout."),
+        "{db:?}"
+    );
+    assert!(
+        db.hint()
+            .unwrap_or("")
+            .contains("synchronous_standby_names"),
+        "{db:?}"
+    );
+
+    // The cancelled wait published nothing: the next caller waits for the same mark, in the
+    // synchronous-replication wait event, and pg_terminate_backend ends that wait too.
+    let mut next = primary.connect();
+    let pid: i32 = next
+        .query_one("SELECT pg_backend_pid()", &[])
+        .unwrap()
+        .get(0);
+    std::thread::scope(|s| {
+        let waiter = s.spawn(move || next.query_one("SELECT snowflake_next()", &[]));
+        wait_until("the next caller to wait for the standby", || {
+            one_string(
+                &mut p,
+                &format!("SELECT coalesce(wait_event, '') FROM pg_stat_activity WHERE pid = {pid}"),
+            ) == "SyncRep"
+        });
+        p.batch_execute(&format!("SELECT pg_terminate_backend({pid})"))
+            .unwrap();
+        let result = waiter.join().unwrap();
+        let e = result.expect_err("a terminated wait must not hand out an id");
+        if let Some(db) = e.as_db_error() {
+            assert_eq!(db.code().code(), "57P01", "{db:?}");
+        }
+    });
+    p.batch_execute("SET statement_timeout = '500ms'").unwrap();
+    let (state, ..) = expect_error(&mut p, "SELECT snowflake_next()");
+    assert_eq!(state, "57014");
+
+    // The primary dies; the standby comes back without it and is promoted.
+    primary.crash();
+    standby.start();
+    standby.promote();
+    let new = ids(
+        &mut standby.connect(),
+        "SELECT snowflake_next() FROM generate_series(1, 1000)",
+    );
+    let highest = *old.iter().max().unwrap();
+    assert!(
+        new[0] > highest,
+        "first id after promotion {} is not above {highest}",
+        new[0]
+    );
+    assert_strictly_increasing(&new, "after promotion");
+    assert!(
+        standby
+            .log()
+            .contains("ms behind the ids handed out before the restart"),
+        "the promoted standby's clock was not behind the old primary's ids"
+    );
+}
