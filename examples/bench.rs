@@ -1,7 +1,8 @@
 //! `make bench`: pg_snowflake against nextval(), bigserial and gen_random_uuid() in one cluster,
-//! one run, candidates alternated and repeated so that noise shows. Prints a table, writes the
-//! figures to target/bench/results.json and a chart of the ratios to target/bench/ratios.svg
-//! (copied to docs/bench.svg, which the README shows).
+//! and against uuidv7() on PostgreSQL 18 and later; one run, candidates alternated and repeated
+//! so that noise shows. Prints a table, writes the figures to target/bench/results-pgNN.json and
+//! a chart of the ratios to target/bench/ratios-pgNN.svg (copied to docs/bench-pgNN.svg, which
+//! the README shows), NN being the server's major.
 //!
 //! Environment: BENCH_REPS (bulk and INSERT repetitions, default 7), BENCH_PGBENCH_SECONDS
 //! (default 5), BENCH_PGBENCH_REPS (default 3).
@@ -72,13 +73,16 @@ impl Goal {
     }
 }
 
-fn bulk(c: &mut Client, reps: usize) -> (Value, Vec<Goal>) {
-    let candidates = [
+fn bulk(c: &mut Client, reps: usize, v7: bool) -> (Value, Vec<Goal>) {
+    let mut candidates = vec![
         ("empty series", "count(*)"),
         ("snowflake_next()", "count(snowflake_next())"),
         ("nextval()", "count(nextval('bench_seq'))"),
         ("gen_random_uuid()", "count(gen_random_uuid())"),
     ];
+    if v7 {
+        candidates.push(("uuidv7()", "count(uuidv7())"));
+    }
     let sql = |expr: &str| format!("SELECT {expr} FROM generate_series(1, {BULK_IDS})");
     for (_, expr) in &candidates {
         timed(c, &sql(expr)); // warm-up
@@ -126,6 +130,11 @@ fn bulk(c: &mut Client, reps: usize) -> (Value, Vec<Goal>) {
         median(&ids_per_s) / 1e6,
         median(&ids_per_s) / LAYOUT_IDS_PER_S * 100.0
     );
+    let v7_ratio = v7.then(|| {
+        let ratio: Vec<f64> = sf.iter().zip(&per_id_ns(4)).map(|(a, b)| a / b).collect();
+        println!("snowflake_next() per id / uuidv7(): {:.3}", median(&ratio));
+        (median(&per_id_ns(4)), median(&ratio))
+    });
     let goals = vec![
         Goal {
             name: "bulk: per-id cost vs nextval()".into(),
@@ -148,13 +157,24 @@ fn bulk(c: &mut Client, reps: usize) -> (Value, Vec<Goal>) {
         },
         "ratio_per_id_snowflake_over_nextval": median(&ratio_nv),
         "ratio_per_id_snowflake_over_uuid": median(&ratio_uu),
+        "per_id_ns_median_uuidv7": v7_ratio.map(|(ns, _)| ns),
+        "ratio_per_id_snowflake_over_uuidv7": v7_ratio.map(|(_, r)| r),
         "one_backend_ids_per_s": median(&ids_per_s),
     });
+    let mut goals = goals;
+    if let Some((_, r)) = v7_ratio {
+        goals.push(Goal {
+            name: "bulk: per-id cost vs uuidv7()".into(),
+            value: r,
+            target: 1.0,
+            at_least: false,
+        });
+    }
     (value, goals)
 }
 
-fn insert(c: &mut Client, reps: usize) -> (Value, Vec<Goal>) {
-    let candidates = [
+fn insert(c: &mut Client, reps: usize, v7: bool) -> (Value, Vec<Goal>) {
+    let mut candidates = vec![
         (
             "snowflake",
             "id bigint PRIMARY KEY DEFAULT snowflake_next()",
@@ -162,6 +182,9 @@ fn insert(c: &mut Client, reps: usize) -> (Value, Vec<Goal>) {
         ("bigserial", "id bigserial PRIMARY KEY"),
         ("uuid v4", "id uuid PRIMARY KEY DEFAULT gen_random_uuid()"),
     ];
+    if v7 {
+        candidates.push(("uuid v7", "id uuid PRIMARY KEY DEFAULT uuidv7()"));
+    }
     let insert =
         format!("INSERT INTO bench_insert (v) SELECT g FROM generate_series(1, {INSERT_ROWS}) g");
     // [candidate][rep]: the first million rows into an empty table, and the second million into
@@ -217,7 +240,17 @@ fn insert(c: &mut Client, reps: usize) -> (Value, Vec<Goal>) {
         "empty table: snowflake / bigserial {sf_bs:.3}, uuid v4 / snowflake {uu_sf:.2} (medians of per-run ratios)\n\
          2nd million after a CHECKPOINT: snowflake / bigserial {sf_bs2:.3}, uuid v4 / snowflake {uu_sf2:.2}"
     );
-    let goals = vec![
+    let v7_ratios = v7.then(|| {
+        let (first_r, second_r) = (ratio(&first, 3, 0), ratio(&second, 3, 0));
+        println!(
+            "uuid v7 / snowflake: {first_r:.2} into the empty table, {second_r:.2} for the 2nd million; \
+             pkey {:.1} MB against {:.1} MB",
+            index_bytes[3] as f64 / 1048576.0,
+            index_bytes[0] as f64 / 1048576.0
+        );
+        (first_r, second_r)
+    });
+    let mut goals = vec![
         Goal {
             name: "INSERT: snowflake time / bigserial".into(),
             value: sf_bs,
@@ -259,7 +292,23 @@ fn insert(c: &mut Client, reps: usize) -> (Value, Vec<Goal>) {
         "ratio_uuid_over_snowflake": uu_sf,
         "ratio_snowflake_over_bigserial_second_million": sf_bs2,
         "ratio_uuid_over_snowflake_second_million": uu_sf2,
+        "ratio_uuidv7_over_snowflake": v7_ratios.map(|r| r.0),
+        "ratio_uuidv7_over_snowflake_second_million": v7_ratios.map(|r| r.1),
     });
+    if let Some((first_r, _)) = v7_ratios {
+        goals.push(Goal {
+            name: "INSERT: uuid v7 time / snowflake".into(),
+            value: first_r,
+            target: 1.0,
+            at_least: true,
+        });
+        goals.push(Goal {
+            name: "INSERT: pkey size uuid v7 / snowflake".into(),
+            value: index_bytes[3] as f64 / index_bytes[0] as f64,
+            target: 1.0,
+            at_least: true,
+        });
+    }
     (value, goals)
 }
 
@@ -288,13 +337,20 @@ fn pgbench_tps(cluster: &Cluster, script: &std::path::Path, clients: u32, second
         .unwrap_or_else(|| panic!("no tps in pgbench output:\n{text}"))
 }
 
-fn pgbench(cluster: &Cluster, c: &mut Client, seconds: u64, reps: usize) -> (Value, Vec<Goal>) {
+fn pgbench(
+    cluster: &Cluster,
+    c: &mut Client,
+    seconds: u64,
+    reps: usize,
+    v7: bool,
+) -> (Value, Vec<Goal>) {
     c.batch_execute(
         "CREATE TABLE pgb_snowflake (id bigint PRIMARY KEY DEFAULT snowflake_next(), v int);
-         CREATE TABLE pgb_bigserial (id bigserial PRIMARY KEY, v int)",
+         CREATE TABLE pgb_bigserial (id bigserial PRIMARY KEY, v int);
+         CREATE TABLE pgb_uuid (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), v int)",
     )
     .unwrap();
-    let scripts = [
+    let mut scripts = vec![
         ("SELECT snowflake_next()", "SELECT snowflake_next();"),
         ("SELECT nextval('s')", "SELECT nextval('bench_seq');"),
         (
@@ -307,7 +363,20 @@ fn pgbench(cluster: &Cluster, c: &mut Client, seconds: u64, reps: usize) -> (Val
         ),
         // The ceiling of pgbench and the machine: a round trip that does nothing.
         ("SELECT 1 (control)", "SELECT 1;"),
+        ("SELECT gen_random_uuid()", "SELECT gen_random_uuid();"),
+        ("INSERT uuid v4", "INSERT INTO pgb_uuid (v) VALUES (1);"),
     ];
+    if v7 {
+        c.batch_execute("CREATE TABLE pgb_uuidv7 (id uuid PRIMARY KEY DEFAULT uuidv7(), v int)")
+            .unwrap();
+        scripts.push(("SELECT uuidv7()", "SELECT uuidv7();"));
+        scripts.push(("INSERT uuid v7", "INSERT INTO pgb_uuidv7 (v) VALUES (1);"));
+    }
+    let truncate = if v7 {
+        "TRUNCATE pgb_snowflake, pgb_bigserial, pgb_uuid, pgb_uuidv7"
+    } else {
+        "TRUNCATE pgb_snowflake, pgb_bigserial, pgb_uuid"
+    };
     let files: Vec<std::path::PathBuf> = scripts
         .iter()
         .enumerate()
@@ -322,8 +391,7 @@ fn pgbench(cluster: &Cluster, c: &mut Client, seconds: u64, reps: usize) -> (Val
     for rep in 0..reps {
         for (ci, &clients) in client_counts.iter().enumerate() {
             for si in rotated(&(0..scripts.len()).collect::<Vec<_>>(), rep) {
-                c.batch_execute("TRUNCATE pgb_snowflake, pgb_bigserial")
-                    .unwrap();
+                c.batch_execute(truncate).unwrap();
                 tps[ci][si].push(pgbench_tps(cluster, &files[si], clients, seconds));
             }
         }
@@ -361,6 +429,22 @@ fn pgbench(cluster: &Cluster, c: &mut Client, seconds: u64, reps: usize) -> (Val
                 at_least: true,
             });
         }
+        // Against the uuids: reported, not goals (a round trip hides a generator's cost).
+        let mut versus = vec![(0, 5, "SELECT", "uuid v4"), (2, 6, "INSERT", "uuid v4")];
+        if v7 {
+            versus.extend([(0, 7, "SELECT", "uuid v7"), (2, 8, "INSERT", "uuid v7")]);
+        }
+        for (a, b, what, other) in versus {
+            let r: Vec<f64> = (0..reps).map(|k| tps[ci][a][k] / tps[ci][b][k]).collect();
+            ratios.insert(
+                format!("{what} snowflake / {other}, {clients} clients"),
+                json!(median(&r)),
+            );
+        }
+    }
+    println!("median ratios of tps per run:");
+    for (name, r) in &ratios {
+        println!("  {name}: {:.3}", r.as_f64().unwrap());
     }
     let scaling = median(&tps[2][0]) / median(&tps[0][0]);
     let control_scaling = median(&tps[2][4]) / median(&tps[0][4]);
@@ -461,12 +545,20 @@ fn main() {
     let mut c = cluster.connect_ext();
     c.batch_execute("CREATE SEQUENCE bench_seq").unwrap();
     let machine = machine(&mut c);
+    let major: i32 = c
+        .query_one(
+            "SELECT current_setting('server_version_num')::int / 10000",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let v7 = major >= 18;
     println!("pg_snowflake benchmark on {machine}");
 
-    let (bulk_v, mut goals) = bulk(&mut c, reps);
-    let (insert_v, g) = insert(&mut c, reps);
+    let (bulk_v, mut goals) = bulk(&mut c, reps, v7);
+    let (insert_v, g) = insert(&mut c, reps, v7);
     goals.extend(g);
-    let (pgbench_v, g) = pgbench(&cluster, &mut c, pg_seconds, pg_reps);
+    let (pgbench_v, g) = pgbench(&cluster, &mut c, pg_seconds, pg_reps, v7);
     goals.extend(g);
 
     println!("\nGoals");
@@ -492,18 +584,17 @@ fn main() {
             "at_least": g.at_least, "met": g.met()})).collect::<Vec<_>>(),
     });
     std::fs::write(
-        out.join("results.json"),
+        out.join(format!("results-pg{major}.json")),
         serde_json::to_string_pretty(&results).unwrap(),
     )
     .unwrap();
     let chart = svg(&goals, &machine);
-    std::fs::write(out.join("ratios.svg"), &chart).unwrap();
+    std::fs::write(out.join(format!("ratios-pg{major}.svg")), &chart).unwrap();
     let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs");
     std::fs::create_dir_all(&docs).unwrap();
-    std::fs::write(docs.join("bench.svg"), &chart).unwrap();
+    std::fs::write(docs.join(format!("bench-pg{major}.svg")), &chart).unwrap();
     println!(
-        "\nwrote {}/results.json, {}/ratios.svg and docs/bench.svg",
+        "\nwrote {0}/results-pg{major}.json, {0}/ratios-pg{major}.svg and docs/bench-pg{major}.svg",
         out.display(),
-        out.display()
     );
 }

@@ -41,7 +41,7 @@ mod tests {
     fn agrees_with_sql_bit_arithmetic_on_random_ids() {
         // Every one of the 63 bits random (xorshift64, seed printed on failure), so that each
         // field sees every bit pattern; `random() * 2^63` would leave the low bits all zero.
-        let seed: u64 = 0x5eed_0f_5a0f_1a4e;
+        let seed: u64 = 0x5eed_0f5a_0f1a_4e00;
         let mut x = seed;
         let ids: Vec<String> = (0..10_000)
             .map(|_| {

@@ -38,8 +38,10 @@ pub fn init() {
         c"snowflake.max_drift",
         c"Sets how far the time embedded in new ids may run ahead of the system clock.",
         c"Ids borrow time from the future when the clock steps back or when more than 4096 ids \
-          per millisecond are requested. Past this bound snowflake_next() waits for the clock \
-          (see snowflake.drift_wait) and then fails. Valid values are 0 to 2147483647 ms.",
+          per millisecond are requested. Past half of this bound, each backend gets an equal \
+          share of every millisecond's ids, so bursts alone never reach it. Past the bound \
+          snowflake_next() waits for the clock (see snowflake.drift_wait) and then fails. Valid \
+          values are 0 to 2147483647 ms.",
         &MAX_DRIFT_MS,
         0,
         i32::MAX,
@@ -50,9 +52,9 @@ pub fn init() {
         c"snowflake.drift_wait",
         c"Sets how long snowflake_next() waits for the clock when ids run more than \
           snowflake.max_drift ahead of it.",
-        c"0 fails at once. A burst above 4096 ids per millisecond needs at most a millisecond \
-          of waiting; a clock stepped back further than snowflake.max_drift needs as long as \
-          the step. Valid values are 0 to 60000 ms.",
+        c"The wait is counted in naps of 1 ms (at least 1 ms each), so it lasts at least this \
+          long; 0 fails at once. A clock stepped back further than snowflake.max_drift needs as \
+          long as the step beyond it. Valid values are 0 to 60000 ms.",
         &DRIFT_WAIT_MS,
         0,
         60_000,

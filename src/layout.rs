@@ -473,7 +473,7 @@ mod tests {
                 for b in 0..BACKENDS as usize {
                     let wants = if b < bursters {
                         2_000 // 20 000 per ms
-                    } else if (step + b as u64) % 997 == 0 {
+                    } else if (step + b as u64).is_multiple_of(997) {
                         1
                     } else {
                         0

@@ -6,23 +6,27 @@ use pgrx::{PGRXSharedMemory, PgSharedMemoryInitialization};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
-/// Everything is an atomic: the hot path takes no lock. The first cache line holds what every
-/// call reads or writes; the rest is touched about once a second.
+/// Everything is an atomic: the hot path takes no lock. The first cache line holds the three
+/// fields every call reads (and `tick`, which every call writes); the second holds what the
+/// lease renewal writes, about once a second, so that a renewal does not take the hot line away
+/// from the other CPUs.
 #[repr(C, align(64))]
 pub struct Shared {
     /// The last tick handed out (`ms << 12 | sequence`, see `layout`).
     pub tick: AtomicU64,
     /// The highest clock reading seen, in ms since the snowflake epoch: a reading far below it
-    /// is a backward clock step.
+    /// is a backward clock step. Written about once a millisecond.
     pub clock_high_ms: AtomicU64,
     /// Ids below this millisecond need no lease work: `lease_ms` minus the renewal headroom.
     pub renew_at_ms: AtomicU64,
+    _end_of_hot_line: [u64; 5],
 
     /// Ids below this millisecond are covered by a durable mark (WAL and state file, and the
     /// synchronous standbys). 0 until the first renewal after start or promotion.
     pub lease_ms: AtomicU64,
     /// The newest mark written to WAL and the state file; ahead of `lease_ms` while its
-    /// renewer waits for synchronous standbys. Written under the renewal lock.
+    /// renewer waits for synchronous standbys. Written under the renewal lock by renewers, and
+    /// raised by WAL replay in the startup process, when no backend can renew.
     pub mark_ms: AtomicU64,
     /// End of the WAL record of `mark_ms`.
     pub mark_lsn: AtomicU64,
@@ -41,6 +45,8 @@ pub struct Shared {
     pub clock_steps_back: AtomicU64,
 }
 
+const _: () = assert!(std::mem::offset_of!(Shared, lease_ms) == 64);
+
 // SAFETY: atomics only, no pointers: valid at the same address in every process.
 unsafe impl PGRXSharedMemory for Shared {}
 
@@ -56,6 +62,7 @@ impl Shared {
             tick: AtomicU64::new(0),
             clock_high_ms: AtomicU64::new(0),
             renew_at_ms: AtomicU64::new(0),
+            _end_of_hot_line: [0; 5],
             lease_ms: AtomicU64::new(0),
             mark_ms: AtomicU64::new(floor_ms),
             mark_lsn: AtomicU64::new(0),

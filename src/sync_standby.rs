@@ -88,7 +88,7 @@ pub fn wait_for_flush(lsn: pg_sys::XLogRecPtr) {
                 pg_sys::MyLatch,
                 (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
                 nap_ms,
-                pg_sys::WaitEventIPC::WAIT_EVENT_SYNC_REP as u32,
+                pg_sys::WaitEventIPC::WAIT_EVENT_SYNC_REP,
             );
             pg_sys::ResetLatch(pg_sys::MyLatch);
         }

@@ -22,13 +22,12 @@ fn old_pg_config() -> String {
 /// The new cluster: PostgreSQL 18's initdb enables data checksums by default, and pg_upgrade
 /// needs both clusters alike.
 fn new_cluster(name: &str) -> Cluster {
-    let cluster = Cluster::init_with(
+    Cluster::init_with(
         name,
         &default_pg_config(),
         &["--no-data-checksums"],
         &["snowflake.max_drift = '5min'"],
-    );
-    cluster
+    )
 }
 
 fn pg_upgrade(old: &Cluster, new: &Cluster) -> String {
