@@ -27,7 +27,7 @@ MUTATIONS=(
   "clock_rule|src/layout.rs|s/let next = Tick\(if clocked > succ \{ clocked \} else \{ succ \}\);/let next = Tick(clocked);/|ids follow the clock back (no borrowing)"
   "standby_refusal|src/lease.rs|s/if unsafe \{ pg_sys::RecoveryInProgress\(\) \} \{/if false {/|a standby is not refused"
   "sync_wait|src/sync_standby.rs|s/    if acknowledged\(lsn, format\) \{\n        return;\n    \}/    return;/|the lease does not wait for synchronous standbys"
-  "sync_cancel|src/sync_standby.rs|s/        serve_interrupts\(\);/        if unsafe { pg_sys::QueryCancelPending } { unsafe { pg_sys::QueryCancelPending = false }; return; }/|a cancelled wait publishes the lease"
+  "sync_cancel|src/sync_standby.rs|s/        serve_interrupts\(\);/        if unsafe { pg_sys::QueryCancelPending != 0 } { unsafe { pg_sys::QueryCancelPending = 0 }; return; }/|a cancelled wait publishes the lease"
   "worker_unset|src/gucs.rs|s/u32::try_from\(hot\(&WORKER_ID\)\).ok\(\)/Some(u32::try_from(hot(\&WORKER_ID)).unwrap_or(0))/|an unset worker id silently becomes 0"
   "pacing|src/generator.rs|s/if Pacer::applies\(next, now, max_drift\) && !paced\(now\) \{/if false {/|bursts are not paced"
 )
@@ -43,7 +43,8 @@ for m in "${MUTATIONS[@]}"; do
   [ "$count" = 1 ] || { echo "mutation $name matches $count times in $file" >&2; exit 1; }
   perl -0777 -pi -e "$subst" "$file"
   echo "==> $name: $what" >&2
-  cargo pgrx install --pg-config "$PG_CONFIG" >/dev/null 2>&1 || { rows+=("| $name | $what | does not build |"); continue; }
+  cargo pgrx install --profile mutation --pg-config "$PG_CONFIG" >/dev/null 2>&1 \
+    || { rows+=("| $name | $what | does not build |"); continue; }
   log=target/mutations/$name.log
   mkdir -p target/mutations
   cargo test "${SUITES[@]}" --no-fail-fast -- --test-threads=2 >"$log" 2>&1 || true
