@@ -3,8 +3,8 @@
 # without it: a guarantee that no test catches is a finding. Not part of `make test` (it builds
 # the extension once per mutation); run it after changing a mechanism or its tests.
 #
-#   scripts/mutations.sh            # every mutation, black-box suites on PostgreSQL 15
-#   scripts/mutations.sh sync_wait  # one
+#   scripts/mutations.sh                       # every mutation, black-box suites on PostgreSQL 15
+#   scripts/mutations.sh sync_wait wal_redo    # some
 #
 # Each mutation is a Perl substitution that must match exactly once; the source is restored
 # from git afterwards (the tree must be clean). Prints a Markdown table.
@@ -32,12 +32,12 @@ MUTATIONS=(
   "pacing|src/generator.rs|s/if Pacer::applies\(next, now, max_drift\) && !paced\(now\) \{/if false {/|bursts are not paced"
 )
 
-only=${1:-}
+only=" $* "
 rows=()
 trap 'git checkout -q -- src' EXIT
 for m in "${MUTATIONS[@]}"; do
   IFS='|' read -r name file subst what <<< "$m"
-  [ -z "$only" ] || [ "$only" = "$name" ] || continue
+  [ "$only" = "  " ] || [[ "$only" == *" $name "* ]] || continue
   git checkout -q -- src
   count=$(perl -0777 -ne "\$n = ${subst}g; print \$n + 0" "$file")
   [ "$count" = 1 ] || { echo "mutation $name matches $count times in $file" >&2; exit 1; }
@@ -47,8 +47,12 @@ for m in "${MUTATIONS[@]}"; do
     || { rows+=("| $name | $what | does not build |"); continue; }
   log=target/mutations/$name.log
   mkdir -p target/mutations
-  cargo test "${SUITES[@]}" --no-fail-fast -- --test-threads=2 >"$log" 2>&1 || true
-  failed=$(grep -E '^test .* FAILED$' "$log" | sed -E 's/^test (.*) \.\.\. FAILED$/\1/' | sort | paste -sd, - | sed 's/,/, /g')
+  # A mutation can make a test hang (a wait that nothing ends): 10 minutes at most.
+  timeout 600 cargo test "${SUITES[@]}" --no-fail-fast -- --test-threads=2 >"$log" 2>&1 || true
+  failed=$( { grep -E '^test .* FAILED$' "$log" | sed -E 's/^test (.*) \.\.\. FAILED$/\1/'
+              grep -oE "deps/[a-z_]+-[0-9a-f]+ --test-threads=2\` \(signal" "$log" \
+                | sed -E 's/^deps\/([a-z_]+)-.*/\1 (killed, did not finish)/'; } \
+            | sort | paste -sd, - | sed 's/,/, /g' || true)
   rows+=("| $name | $what | ${failed:-none} |")
 done
 git checkout -q -- src

@@ -65,20 +65,44 @@ fn a_promoted_synchronous_standby_continues_above_whatever_sessions_asked() {
     // the acknowledged lease: its ids stop, and its statement_timeout cancels the wait.
     standby.stop("fast");
     lax.batch_execute("SET statement_timeout = '3s'").unwrap();
+    let lax_pid: i32 = lax
+        .query_one("SELECT pg_backend_pid()", &[])
+        .unwrap()
+        .get(0);
     let started = Instant::now();
-    let error = loop {
-        match lax.query(
-            "SELECT snowflake_next() FROM generate_series(1, 20000)",
-            &[],
-        ) {
-            Ok(rows) => old.extend(rows.iter().map(|r| r.get::<_, i64>(0))),
-            Err(e) => break e,
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "ids kept coming for 20 s without the synchronous standby"
-        );
-    };
+    // A statement that outlives its timeout (a wait that swallowed the cancel) would hang the
+    // test: a watchdog ends the session after 20 s, and the checks below then fail.
+    let finished = std::sync::atomic::AtomicBool::new(false);
+    let error = std::thread::scope(|s| {
+        s.spawn(|| {
+            while started.elapsed() < Duration::from_secs(20) {
+                if finished.load(std::sync::atomic::Ordering::Relaxed) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            primary
+                .connect()
+                .batch_execute(&format!("SELECT pg_terminate_backend({lax_pid})"))
+                .unwrap();
+        });
+        let error = loop {
+            match lax.query(
+                "SELECT snowflake_next() FROM generate_series(1, 20000)",
+                &[],
+            ) {
+                Ok(rows) => old.extend(rows.iter().map(|r| r.get::<_, i64>(0))),
+                Err(e) => break e,
+            }
+        };
+        finished.store(true, std::sync::atomic::Ordering::Relaxed);
+        error
+    });
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "ids kept coming, or the wait did not end, for 20 s without the synchronous standby: \
+         {error}"
+    );
     let db = error.as_db_error().expect("a server error");
     assert_eq!(
         (db.code().code(), db.message()),
