@@ -27,7 +27,7 @@ MUTATIONS=(
   "clock_rule|src/layout.rs|s/let next = Tick\(if clocked > succ \{ clocked \} else \{ succ \}\);/let next = Tick(clocked);/|ids follow the clock back (no borrowing)"
   "standby_refusal|src/lease.rs|s/if unsafe \{ pg_sys::RecoveryInProgress\(\) \} \{/if false {/|a standby is not refused"
   "sync_wait|src/sync_standby.rs|s/    if acknowledged\(lsn, format\) \{\n        return;\n    \}/    return;/|the lease does not wait for synchronous standbys"
-  "sync_cancel|src/sync_standby.rs|s/        serve_interrupts\(\);/        if unsafe { pg_sys::QueryCancelPending != 0 } { unsafe { pg_sys::QueryCancelPending = 0 }; return; }/|a cancelled wait publishes the lease"
+  "sync_cancel|src/lease.rs|s/    sync_standby::wait_for_flush\(lsn\);/    let _ = std::panic::catch_unwind(|| sync_standby::wait_for_flush(lsn));/|a cancelled wait publishes the lease"
   "worker_unset|src/gucs.rs|s/u32::try_from\(hot\(&WORKER_ID\)\).ok\(\)/Some(u32::try_from(hot(\&WORKER_ID)).unwrap_or(0))/|an unset worker id silently becomes 0"
   "pacing|src/generator.rs|s/if Pacer::applies\(next, now, max_drift\) && !paced\(now\) \{/if false {/|bursts are not paced"
 )

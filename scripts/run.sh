@@ -2,12 +2,14 @@
 # `make run`: a throwaway cluster with pg_snowflake preloaded, a demo table, and the command to
 # connect. `make stop` (scripts/run.sh stop) stops it. Assumes `make install` has run.
 #
-# The cluster lives in target/run when the postgres user can reach it (PostgreSQL refuses to
-# run as root), else in /tmp/pg_snowflake-run (a checkout under /root is closed to postgres).
+# The cluster of major N lives in target/run-pgN when the postgres user can reach it
+# (PostgreSQL refuses to run as root), else in /tmp/pg_snowflake-run-pgN (a checkout under /root
+# is closed to postgres). One cluster runs at a time, on 127.0.0.1:28815.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PG_BIN=$("${PG_CONFIG:-pg_config}" --bindir)
+MAJOR=$("$PG_BIN/postgres" --version | sed -E 's/.* ([0-9]+)[.a-z].*/\1/')
 PORT=${PGSNOWFLAKE_PORT:-28815}
 WORKER_ID=${PGSNOWFLAKE_WORKER_ID:-1}
 
@@ -16,18 +18,21 @@ as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; 
 pick_dir() {
   mkdir -p target
   if [ "$(id -u)" -ne 0 ] || runuser -u postgres -- test -x "$PWD/target"; then
-    echo "$PWD/target/run"
+    echo "$PWD/target/run-pg$MAJOR"
   else
-    echo /tmp/pg_snowflake-run
+    echo "/tmp/pg_snowflake-run-pg$MAJOR"
   fi
 }
 DIR=$(pick_dir)
 DATA=$DIR/data
 
+# Every demo cluster, of any major, each with its own pg_ctl (a running server has the library
+# mapped, so `make install` stops them before it overwrites it).
 stop() {
-  for d in "$PWD/target/run/data" /tmp/pg_snowflake-run/data; do
+  for d in "$PWD"/target/run-pg*/data /tmp/pg_snowflake-run-pg*/data; do
     if [ -f "$d/postmaster.pid" ]; then
-      as_pg "$PG_BIN/pg_ctl" stop -D "$d" -m fast -w >/dev/null && echo "stopped the cluster in $d"
+      bin=$(dirname "$(readlink -f "/proc/$(head -1 "$d/postmaster.pid")/exe" 2>/dev/null || echo "$PG_BIN/postgres")")
+      as_pg "$bin/pg_ctl" stop -D "$d" -m fast -w >/dev/null && echo "stopped the cluster in $d"
     fi
   done
 }
