@@ -19,24 +19,24 @@ export PG_CONFIG=${PG_CONFIG:-$(scripts/pg-config.sh "$PG")}
 SUITES=(--test restart --test crash --test clock --test standby --test sync_standby
         --test configuration --test concurrency --test burst)
 
-# name | file | perl substitution | what it removes
+# name ~ file ~ perl substitution ~ what it removes
 MUTATIONS=(
-  "durable_mark|src/lease.rs|s/write_mark\(s, mark\);/s.mark_ms.store(mark, Ordering::Release);/|the mark is neither WAL-logged nor written to the state file"
-  "wal_redo|src/wal.rs|s/=> lease::replay_mark\(mark_ms\),/=> {}/|WAL replay of marks (standbys, crash recovery)"
-  "state_file|src/shared.rs|s/match state_file::read\(Path::new\(\".\"\)\) \{/match Ok::<_, state_file::ReadError>(state_file::Loaded::Missing) {/|the state file is not read at start"
-  "clock_rule|src/layout.rs|s/let next = Tick\(if clocked > succ \{ clocked \} else \{ succ \}\);/let next = Tick(clocked);/|ids follow the clock back (no borrowing)"
-  "standby_refusal|src/lease.rs|s/if unsafe \{ pg_sys::RecoveryInProgress\(\) \} \{/if false {/|a standby is not refused"
-  "sync_wait|src/sync_standby.rs|s/    if acknowledged\(lsn, format\) \{\n        return;\n    \}/    return;/|the lease does not wait for synchronous standbys"
-  "sync_cancel|src/lease.rs|s/    sync_standby::wait_for_flush\(lsn\);/    let _ = std::panic::catch_unwind(|| sync_standby::wait_for_flush(lsn));/|a cancelled wait publishes the lease"
-  "worker_unset|src/gucs.rs|s/u32::try_from\(hot\(&WORKER_ID\)\).ok\(\)/Some(u32::try_from(hot(\&WORKER_ID)).unwrap_or(0))/|an unset worker id silently becomes 0"
-  "pacing|src/generator.rs|s/if Pacer::applies\(next, now, max_drift\) && !paced\(now\) \{/if false {/|bursts are not paced"
+  "durable_mark~src/lease.rs~s/write_mark\(s, mark\);/s.mark_ms.store(mark, Ordering::Release);/~the mark is neither WAL-logged nor written to the state file"
+  "wal_redo~src/wal.rs~s/=> lease::replay_mark\(mark_ms\),/=> {}/~WAL replay of marks (standbys, crash recovery)"
+  "state_file~src/shared.rs~s/match state_file::read\(Path::new\(\".\"\)\) \{/match Ok::<_, state_file::ReadError>(state_file::Loaded::Missing) {/~the state file is not read at start"
+  "clock_rule~src/layout.rs~s/let next = Tick\(if clocked > succ \{ clocked \} else \{ succ \}\);/let next = Tick(clocked);/~ids follow the clock back (no borrowing)"
+  "standby_refusal~src/lease.rs~s/if unsafe \{ pg_sys::RecoveryInProgress\(\) \} \{/if false {/~a standby is not refused"
+  "sync_wait~src/sync_standby.rs~s/    if acknowledged\(lsn, format\) \{\n        return;\n    \}/    return;/~the lease does not wait for synchronous standbys"
+  "sync_cancel~src/lease.rs~s/    sync_standby::wait_for_flush\(lsn\);/    let _ = std::panic::catch_unwind(|| sync_standby::wait_for_flush(lsn));/~a cancelled wait publishes the lease"
+  "worker_unset~src/gucs.rs~s/u32::try_from\(hot\(&WORKER_ID\)\).ok\(\)/Some(u32::try_from(hot(\&WORKER_ID)).unwrap_or(0))/~an unset worker id silently becomes 0"
+  "pacing~src/generator.rs~s/if Pacer::applies\(next, now, max_drift\) && !paced\(now\) \{/if false {/~bursts are not paced"
 )
 
 only=" $* "
 rows=()
 trap 'git checkout -q -- src' EXIT
 for m in "${MUTATIONS[@]}"; do
-  IFS='|' read -r name file subst what <<< "$m"
+  IFS='~' read -r name file subst what <<< "$m"
   [ "$only" = "  " ] || [[ "$only" == *" $name "* ]] || continue
   git checkout -q -- src
   count=$(perl -0777 -ne "\$n = ${subst}g; print \$n + 0" "$file")
