@@ -25,9 +25,15 @@ setup:
 	@scripts/setup.sh $(ONE_MAJOR)
 
 # A running demo cluster has the library mapped; overwriting it in place could crash it.
+# cargo pgrx installs the current install script and the upgrade scripts of sql/; the install
+# scripts of earlier releases (sql/pg_snowflake--X.Y.Z.sql) are copied too, so that an earlier
+# version can be created and then updated (tests/extension_upgrade.rs does).
 install: setup
 	@scripts/run.sh stop
 	cargo pgrx install --release --pg-config "$$(command -v $(PG_CONFIG))"
+	@for f in sql/pg_snowflake--*.sql; do \
+	  case "$$f" in *--*--*) ;; *) install -m 644 "$$f" "$$($(PG_CONFIG) --sharedir)/extension/";; esac; \
+	done
 
 run: install
 	@scripts/run.sh

@@ -65,6 +65,50 @@ pub fn negative_id(id: i64) -> ! {
 
 #[cold]
 #[track_caller]
+pub fn bad_base62(text: &str, why: crate::base62::ParseError) -> ! {
+    use crate::base62::{ParseError, WIDTH};
+    let (code, message, detail) = match why {
+        ParseError::Length(n) => (
+            PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
+            format!("invalid input syntax for a base62 snowflake id: \"{text}\""),
+            format!("It has {n} characters; a base62 snowflake id has exactly {WIDTH}."),
+        ),
+        ParseError::Character(c, at) => (
+            PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
+            format!("invalid input syntax for a base62 snowflake id: \"{text}\""),
+            format!("Character \"{c}\" at position {at} is not one of 0-9, A-Z and a-z."),
+        ),
+        // As PostgreSQL's own bigint input reports a value out of range: 22003, not 22P02.
+        ParseError::OutOfRange => (
+            PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+            format!("base62 snowflake id \"{text}\" is out of range for type bigint"),
+            "The largest bigint is AzL8n0Y58m7 in base62.".to_string(),
+        ),
+    };
+    raise(report(code, message).set_detail(detail))
+}
+
+#[cold]
+#[track_caller]
+pub fn advance_too_far(id: i64, ahead_ms: u64, max_drift_ms: u64) -> ! {
+    raise(
+        report(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("snowflake id {id} is too far ahead of the clock"),
+        )
+        .set_detail(format!(
+            "Ids above it would be {ahead_ms} ms ahead of the clock, and snowflake.max_drift \
+             allows {max_drift_ms} ms: every later call would wait for the clock and fail."
+        ))
+        .set_hint(
+            "Check where this id came from. If the clock of the server that made it was right, \
+             raise snowflake.max_drift in postgresql.conf and reload.",
+        ),
+    )
+}
+
+#[cold]
+#[track_caller]
 pub fn clock_before_epoch(unix_ms: i64) -> ! {
     raise(
         report(

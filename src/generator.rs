@@ -7,7 +7,7 @@
 
 use crate::layout::{self, Advance, Pacer, Tick};
 use crate::shared::{self, Shared};
-use crate::{clock, errors, gucs, lease};
+use crate::{clock, errors, gucs, lease, stats};
 use pgrx::pg_sys;
 use std::cell::Cell;
 use std::sync::atomic::Ordering;
@@ -25,7 +25,9 @@ pub fn next_id() -> i64 {
     let Some(worker_id) = gucs::worker_id() else {
         errors::worker_id_unset()
     };
-    next_tick(s).id(worker_id)
+    let id = next_tick(s).id(worker_id);
+    stats::count_id();
+    id
 }
 
 #[inline]
@@ -39,6 +41,7 @@ fn next_tick(s: &Shared) -> Tick {
         match layout::advance(Tick(prev), now, max_drift) {
             Advance::To(next) => {
                 if Pacer::applies(next, now, max_drift) && !paced(now) {
+                    s.paced_waits.fetch_add(1, Ordering::Relaxed);
                     nap_one_ms(); // this backend's share of the millisecond is used up
                     now = now_ms();
                     prev = s.tick.load(Ordering::Acquire);
@@ -58,7 +61,7 @@ fn next_tick(s: &Shared) -> Tick {
                 }
             }
             Advance::TooFarAhead { ahead_ms } => {
-                nap_for_clock(&mut naps, ahead_ms, max_drift);
+                nap_for_clock(s, &mut naps, ahead_ms, max_drift);
                 now = now_ms();
                 prev = s.tick.load(Ordering::Acquire);
             }
@@ -69,7 +72,7 @@ fn next_tick(s: &Shared) -> Tick {
 
 /// The clock in milliseconds since the snowflake epoch.
 #[inline]
-fn now_ms() -> u64 {
+pub fn now_ms() -> u64 {
     let unix_ms = clock::now_unix_ms();
     match layout::ms_since_epoch(unix_ms) {
         Some(ms) => ms,
@@ -104,6 +107,8 @@ fn clock_stepped_back(s: &Shared) {
         .is_ok()
     {
         let events = s.clock_steps_back.fetch_add(1, Ordering::Relaxed) + 1;
+        s.largest_step_back_ms
+            .fetch_max(high - fresh, Ordering::Relaxed);
         errors::clock_stepped_back(high - fresh, events, gucs::max_drift_ms());
     }
 }
@@ -132,12 +137,14 @@ fn paced(now: u64) -> bool {
 /// Naps are counted instead of timed so that a clock that steps during the wait cannot stretch
 /// or cut it.
 #[cold]
-fn nap_for_clock(naps: &mut u64, ahead_ms: u64, max_drift: u64) {
+fn nap_for_clock(s: &Shared, naps: &mut u64, ahead_ms: u64, max_drift: u64) {
     let limit = gucs::drift_wait_ms();
     if *naps >= limit {
+        s.clock_failures.fetch_add(1, Ordering::Relaxed);
         errors::clock_too_far_behind(ahead_ms, max_drift, limit);
     }
     *naps += 1;
+    s.clock_waits.fetch_add(1, Ordering::Relaxed);
     nap_one_ms();
 }
 

@@ -84,6 +84,8 @@ fn raise_to_floor(s: &Shared, now: u64) -> Option<(u64, u64)> {
     s.tick.fetch_max(Tick::at_ms(floor).0, Ordering::AcqRel);
     if floor > now.saturating_add(LEASE_AHEAD_MS) {
         let events = s.clock_steps_back.fetch_add(1, Ordering::Relaxed) + 1;
+        s.largest_step_back_ms
+            .fetch_max(floor - now, Ordering::Relaxed);
         return Some((floor - now, events));
     }
     None

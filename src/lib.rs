@@ -11,8 +11,10 @@ compile_error!(
     "pg_snowflake is built and tested for PostgreSQL 15, 17 and 18; 16 is not in its test matrix"
 );
 
+mod base62;
 mod clock;
 mod errors;
+mod floor;
 mod functions;
 mod generator;
 mod gucs;
@@ -20,7 +22,9 @@ mod layout;
 mod lease;
 mod shared;
 mod state_file;
+mod stats;
 mod sync_standby;
+mod toolkit;
 mod upgrade;
 mod wal;
 
@@ -50,4 +54,5 @@ pub extern "C-unwind" fn _PG_init() {
     gucs::init();
     shared::init();
     wal::register();
+    stats::init();
 }

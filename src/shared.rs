@@ -39,10 +39,22 @@ pub struct Shared {
     /// no lease is granted until an operator settles it (see `upgrade`).
     pub not_carried: AtomicBool,
 
+    /// Counters for `snowflake_stats()`, all written on cold paths.
     /// Durable writes of a new mark since start.
     pub renewals: AtomicU64,
     /// Backward clock steps seen since start (including a clock behind the recovered mark).
     pub clock_steps_back: AtomicU64,
+    pub largest_step_back_ms: AtomicU64,
+    /// 1 ms naps of callers that found the ids more than `max_drift` ahead of the clock.
+    pub clock_waits: AtomicU64,
+    /// Calls that failed after `drift_wait` of such naps.
+    pub clock_failures: AtomicU64,
+    /// 1 ms naps of paced backends (see `layout::Pacer`).
+    pub paced_waits: AtomicU64,
+    /// Ids handed out, added by each backend at the end of each transaction (see `stats`).
+    pub ids: AtomicU64,
+    /// When this struct was set up (start, or crash recovery), in Unix ms.
+    pub started_unix_ms: AtomicU64,
 }
 
 const _: () = assert!(std::mem::offset_of!(Shared, lease_ms) == 64);
@@ -71,6 +83,12 @@ impl Shared {
             not_carried: AtomicBool::new(state == state_file::Loaded::NotCarried),
             renewals: AtomicU64::new(0),
             clock_steps_back: AtomicU64::new(0),
+            largest_step_back_ms: AtomicU64::new(0),
+            clock_waits: AtomicU64::new(0),
+            clock_failures: AtomicU64::new(0),
+            paced_waits: AtomicU64::new(0),
+            ids: AtomicU64::new(0),
+            started_unix_ms: AtomicU64::new(crate::clock::now_unix_ms().max(0) as u64),
         }
     }
 }
@@ -144,6 +162,13 @@ fn recovered_state() -> state_file::Loaded {
             matches!(e, state_file::ReadError::Corrupt(_)),
         ),
     }
+}
+
+/// The shared struct, if the library was preloaded.
+pub fn try_get() -> Option<&'static Shared> {
+    let ptr = SLOT.shared.load(Ordering::Relaxed);
+    // SAFETY: set once at shmem startup to a struct that lives as long as the cluster.
+    (!ptr.is_null()).then(|| unsafe { &*ptr })
 }
 
 /// The shared struct; errors if the library was not preloaded.

@@ -81,33 +81,31 @@ fn readme_examples_run_as_written() {
             .get(i + 1)
             .filter(|b| b.lang == "text")
             .map(|b| normalize(&b.body));
-        let out = cluster
+        // One pipe for stdout and stderr, so that notices and errors come in the order a
+        // terminal shows them.
+        let (mut reader, writer) = std::io::pipe().unwrap();
+        let mut child = cluster
             .client_cmd("psql")
             .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", "-"])
             .env("PGTZ", "UTC")
             .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+            .stdout(writer.try_clone().unwrap())
+            .stderr(writer)
             .spawn()
-            .and_then(|mut child| {
-                use std::io::Write;
-                child
-                    .stdin
-                    .take()
-                    .unwrap()
-                    .write_all(block.body.as_bytes())?;
-                child.wait_with_output()
-            })
             .unwrap();
-        let printed = normalize(&format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ));
+        {
+            use std::io::Write;
+            let mut stdin = child.stdin.take().unwrap();
+            stdin.write_all(block.body.as_bytes()).unwrap();
+        }
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut reader, &mut text).unwrap();
+        let status = child.wait().unwrap();
+        let printed = normalize(&text);
         match &expected {
             Some(e) => assert_eq!(&printed, e, "README.md line {}: output differs", block.line),
             None => assert!(
-                out.status.success(),
+                status.success(),
                 "README.md line {} failed:\n{}\n{printed}",
                 block.line,
                 block.body
@@ -115,7 +113,7 @@ fn readme_examples_run_as_written() {
         }
         if expected.as_deref().is_some_and(|e| e.starts_with("ERROR:")) {
             assert!(
-                !out.status.success(),
+                !status.success(),
                 "README.md line {}: expected an error",
                 block.line
             );
