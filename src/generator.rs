@@ -61,7 +61,13 @@ fn next_tick(s: &Shared) -> Tick {
                 }
             }
             Advance::TooFarAhead { ahead_ms } => {
-                nap_for_clock(s, &mut naps, ahead_ms, max_drift);
+                // `now` may be stale: read when the call began, and a backend descheduled since
+                // (or retrying a contended CAS) would see the ids further ahead than they are.
+                // Look at the clock again before waiting, or failing when drift_wait is 0.
+                let fresh = now_ms();
+                if fresh <= now {
+                    nap_for_clock(s, &mut naps, ahead_ms, max_drift);
+                }
                 now = now_ms();
                 prev = s.tick.load(Ordering::Acquire);
             }
