@@ -108,9 +108,13 @@ mod tests {
     #[pg_test]
     fn decode_is_immutable_strict_parallel_safe() {
         let flags: String = one(
-            "SELECT provolatile::text || proisstrict::text || proparallel::text
-             FROM pg_proc WHERE proname = 'snowflake_decode'",
+            "SELECT string_agg(DISTINCT provolatile::text || proisstrict::text
+                                        || proparallel::text, ' ')
+             FROM pg_proc WHERE proname IN ('snowflake_decode', 'snowflake_timestamp',
+                                            'snowflake_min_id', 'snowflake_max_id')",
         );
         assert_eq!(flags, "itrues");
+        let overloads: i64 = one("SELECT count(*) FROM pg_proc WHERE proname = 'snowflake_decode'");
+        assert_eq!(overloads, 2);
     }
 }

@@ -7,6 +7,7 @@
 mod decode;
 mod next;
 mod settings;
+mod time;
 mod toolkit;
 
 /// Hooks the pgrx test framework calls at `crate::pg_test`.

@@ -35,8 +35,10 @@ mod tests {
         let rows = Spi::connect(|client| {
             client
                 .select(
-                    "SELECT name || ' ' || context || ' ' || min_val || ' ' || max_val || ' '
-                            || coalesce(unit, '-') || ' ' || boot_val
+                    "SELECT concat_ws(' ', name, context, coalesce(min_val, '-'),
+                                      coalesce(max_val, '-'), coalesce(unit, '-'),
+                                      coalesce(boot_val, '-'),
+                                      array_to_string(enumvals, ','))
                      FROM pg_settings WHERE name LIKE 'snowflake.%' ORDER BY name",
                     None,
                     &[],
@@ -49,7 +51,14 @@ mod tests {
             rows,
             [
                 "snowflake.drift_wait sighup 0 60000 ms 100",
+                "snowflake.epoch postmaster - - - -",
+                "snowflake.layout postmaster - - - twitter \
+                 twitter,discord,sonyflake,instagram,js53,custom",
                 "snowflake.max_drift sighup 0 2147483647 ms 10000",
+                "snowflake.sequence_bits postmaster 0 31 - 12",
+                "snowflake.time_bits postmaster 1 63 - 41",
+                "snowflake.time_unit postmaster 1 1000 ms 1",
+                "snowflake.worker_bits postmaster 0 31 - 10",
                 "snowflake.worker_id postmaster -1 1023 - -1",
             ]
         );

@@ -1,8 +1,36 @@
--- pg_snowflake 0.1.0 -> 0.2.0: adds the toolkit (sortable base62 text ids, generator stats,
--- a durable floor, adopting serial and identity columns). Nothing of 0.1.0 changes. The
+-- pg_snowflake 0.1.0 -> 0.2.0: adds layouts (decoding by layout name, the time helpers, a
+-- layout reset) and the toolkit (sortable base62 text ids, generator stats, a durable floor,
+-- adopting serial and identity columns). Nothing of 0.1.0 changes. The
 -- objects below must match what `CREATE EXTENSION pg_snowflake` makes at 0.2.0:
 -- tests/extension_upgrade.rs compares an updated database with a fresh one.
 \echo Use "ALTER EXTENSION pg_snowflake UPDATE TO '0.2.0'" to load this file. \quit
+
+CREATE FUNCTION snowflake_decode("id" bigint, "layout" text) RETURNS snowflake_parts
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowflake_decode_layout_wrapper';
+
+CREATE FUNCTION snowflake_timestamp("id" bigint) RETURNS timestamp with time zone
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowflake_timestamp_wrapper';
+
+CREATE FUNCTION snowflake_min_id("ts" timestamp with time zone) RETURNS bigint
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowflake_min_id_wrapper';
+
+CREATE FUNCTION snowflake_max_id("ts" timestamp with time zone) RETURNS bigint
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowflake_max_id_wrapper';
+
+CREATE FUNCTION snowflake_reset_layout() RETURNS bool
+STRICT VOLATILE PARALLEL UNSAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowflake_reset_layout_wrapper';
+
+REVOKE ALL ON FUNCTION snowflake_reset_layout() FROM PUBLIC;
 
 CREATE FUNCTION snowflake_to_base62("id" bigint) RETURNS text
 IMMUTABLE STRICT PARALLEL SAFE

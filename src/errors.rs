@@ -1,7 +1,8 @@
 //! Every error a user can meet, in one place: a real SQLSTATE (never XX000), a lower-case message
 //! without a final period, and full-sentence detail and hint where the user can act.
 
-use crate::layout::{EPOCH_UNIX_MS, MAX_WORKER_ID};
+use crate::gucs;
+use crate::layout::{iso_unix, Layout};
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 
@@ -35,8 +36,25 @@ pub fn not_preloaded() -> ! {
 #[cold]
 #[track_caller]
 pub fn worker_id_unset() -> ! {
-    raise(
-        report(
+    let layout = gucs::layout();
+    let hint = format!(
+        "Pick a worker id between 0 and {} that no other server uses, run ALTER SYSTEM SET \
+         snowflake.worker_id = <id>; and restart the server.",
+        layout.max_worker_id()
+    );
+    let report = match gucs::problem() {
+        Some(problem) => report(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            "snowflake.worker_id is not in use: the snowflake settings were refused at server \
+             start"
+                .into(),
+        )
+        .set_detail(format!("{}.", capitalised(problem)))
+        .set_hint(
+            "Correct the snowflake.* settings in postgresql.conf (see the server log) and \
+             restart the server.",
+        ),
+        None => report(
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             "snowflake.worker_id is not set".into(),
         )
@@ -44,10 +62,28 @@ pub fn worker_id_unset() -> ! {
             "Every server that generates snowflake ids needs a worker id of its own; two \
              servers with the same worker id can generate the same ids.",
         )
-        .set_hint(format!(
-            "Pick a worker id between 0 and {MAX_WORKER_ID} that no other server uses, run \
-             ALTER SYSTEM SET snowflake.worker_id = <id>; and restart the server."
-        )),
+        .set_hint(hint),
+    };
+    raise(report)
+}
+
+#[cold]
+#[track_caller]
+pub fn id_outside_layout(id: i64, layout: &Layout) -> ! {
+    let bits = layout.time_bits + layout.worker_bits + layout.sequence_bits;
+    raise(
+        report(
+            PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+            format!("snowflake id {id} is out of range"),
+        )
+        .set_detail(if id < 0 {
+            "Snowflake ids are never negative: their sign bit is always 0.".into()
+        } else {
+            format!(
+                "Ids of the {} layout are below 2^{bits}.",
+                layout.describe()
+            )
+        }),
     )
 }
 
@@ -61,6 +97,89 @@ pub fn negative_id(id: i64) -> ! {
         )
         .set_detail("Snowflake ids are never negative: their sign bit is always 0."),
     )
+}
+
+#[cold]
+#[track_caller]
+pub fn unknown_layout(name: &str) -> ! {
+    let names = crate::layout::Preset::ALL
+        .iter()
+        .filter(|p| p.layout().is_some())
+        .map(|p| p.name())
+        .collect::<Vec<_>>()
+        .join(", ");
+    raise(
+        report(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("unknown snowflake layout \"{name}\""),
+        )
+        .set_hint(format!(
+            "The layouts are {names}. A custom layout decodes on a server configured with it, \
+             through snowflake_decode(id)."
+        )),
+    )
+}
+
+#[cold]
+#[track_caller]
+pub fn timestamp_outside_layout(layout: &Layout) -> ! {
+    raise(
+        report(
+            PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
+            "timestamp out of range for snowflake ids".into(),
+        )
+        .set_detail(format!(
+            "Ids of the {} layout hold times from {} to {}.",
+            layout.describe(),
+            iso_unix(layout.epoch_unix_ms),
+            iso_unix(layout.end_unix_ms().unwrap_or(i64::MAX))
+        )),
+    )
+}
+
+/// The configured layout differs from the one the cluster's ids were made with, and its ids
+/// made now would not all be above the old ones.
+#[cold]
+#[track_caller]
+pub fn layout_changed(configured: &Layout, recorded: &Layout) -> ! {
+    raise(
+        report(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!(
+                "snowflake.layout is {}, but this cluster's ids were made with the {} layout",
+                configured.describe(),
+                recorded.describe()
+            ),
+        )
+        .set_detail(format!(
+            "Ids of the {} layout made now would not all be above the ids already handed out, \
+             so they could repeat them or sort before them.",
+            configured.describe()
+        ))
+        .set_hint(format!(
+            "Set snowflake.layout back to {} and restart, or, if no table keeps the old ids or \
+             they may mix, have a superuser run SELECT snowflake_reset_layout();",
+            recorded.preset.name()
+        )),
+    )
+}
+
+/// Once per process when less than a year of the layout is left.
+#[cold]
+pub fn layout_ending(layout: &Layout) {
+    report(
+        PgSqlErrorCode::ERRCODE_WARNING,
+        format!(
+            "snowflake ids of the {} layout run out at {}",
+            layout.describe(),
+            iso_unix(layout.end_unix_ms().unwrap_or(i64::MAX))
+        ),
+    )
+    .set_detail("Less than a year of the layout's time field is left.")
+    .set_hint(
+        "Plan a move to a layout with a later end; ids are refused after it rather than wrap.",
+    )
+    .report(PgLogLevel::WARNING);
 }
 
 #[cold]
@@ -109,15 +228,17 @@ pub fn advance_too_far(id: i64, ahead_ms: u64, max_drift_ms: u64) -> ! {
 
 #[cold]
 #[track_caller]
-pub fn clock_before_epoch(unix_ms: i64) -> ! {
+pub fn clock_before_epoch(unix_ms: i64, layout: &Layout) -> ! {
     raise(
         report(
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             "the system clock is set before the snowflake epoch".into(),
         )
         .set_detail(format!(
-            "The clock reads {unix_ms} ms since 1970-01-01; ids count from {EPOCH_UNIX_MS} ms \
-             (2010-11-04 01:42:54.657 UTC)."
+            "The clock reads {}; ids of the {} layout count from {}.",
+            iso_unix(unix_ms),
+            layout.describe(),
+            iso_unix(layout.epoch_unix_ms)
         ))
         .set_hint("Set the system clock to the correct time."),
     )
@@ -125,13 +246,20 @@ pub fn clock_before_epoch(unix_ms: i64) -> ! {
 
 #[cold]
 #[track_caller]
-pub fn layout_exhausted() -> ! {
+pub fn layout_exhausted(layout: &Layout) -> ! {
     raise(
         report(
             PgSqlErrorCode::ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED,
             "snowflake ids are exhausted".into(),
         )
-        .set_detail("41 bits of milliseconds since 2010-11-04 end at 2080-07-10 17:30:30.208 UTC."),
+        .set_detail(format!(
+            "{} bits of {} ms since {} end at {}.",
+            layout.time_bits,
+            layout.unit_ms,
+            iso_unix(layout.epoch_unix_ms),
+            iso_unix(layout.end_unix_ms().unwrap_or(i64::MAX))
+        ))
+        .set_hint("Ids are refused rather than wrap: move to a layout with a later end."),
     )
 }
 
@@ -292,15 +420,12 @@ pub fn clock_behind_recovered_mark(by_ms: u64, events: u64) {
 }
 
 /// In WAL redo (startup process): recovery stops rather than move the generator to a time no id
-/// of this layout can have.
+/// of the record's layout can have.
 #[cold]
-pub fn wal_mark_corrupt(mark_ms: u64) -> ! {
+pub fn wal_mark_corrupt(why: &str) -> ! {
     report(
         PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
-        format!(
-            "snowflake mark {mark_ms} ms in WAL lies past the end of the id layout ({} ms)",
-            crate::layout::END_MARK
-        ),
+        format!("snowflake mark in WAL is corrupt: {why}"),
     )
     .set_detail(
         "The record was not written by this version of pg_snowflake, or the WAL is damaged.",

@@ -2,7 +2,7 @@
 //! elsewhere (a restored dump, an import, a worker id moved between servers), so that every
 //! later id of this cluster is larger.
 
-use crate::layout::{Parts, Tick, MAX_MS};
+use crate::layout::Layout;
 use crate::shared::{self, Shared};
 use crate::{errors, generator, gucs, lease};
 use std::sync::atomic::Ordering;
@@ -11,31 +11,35 @@ use std::sync::atomic::Ordering;
 /// the mark goes to WAL and the state file (and the synchronous standbys) before the tick moves.
 pub fn advance_past(id: i64) {
     let s = shared::get();
-    let Some(parts) = Parts::of(id) else {
+    let layout = gucs::layout();
+    let Ok(unsigned) = u64::try_from(id) else {
         errors::negative_id(id)
     };
-    // From the next millisecond on: an id of another worker in the same millisecond could sort
-    // either side of ours.
-    let ms = parts.ms + 1;
-    if ms > MAX_MS {
-        errors::layout_exhausted();
+    // From the next time unit on: an id of another worker in the same unit could sort either
+    // side of ours. Read through the id's value, not its fields, so that an id of any layout
+    // (one made before a layout change, or by another system) is passed.
+    let units = layout.units_from_id(unsigned.saturating_add(1));
+    if units > layout.max_units() {
+        errors::layout_exhausted(layout);
     }
-    let now = generator::now_ms();
-    let max_drift = gucs::max_drift_ms();
-    if ms > now + max_drift {
-        errors::advance_too_far(id, ms - now, max_drift);
+    let now = generator::clock_units(layout);
+    let max_drift = layout.units_in(gucs::max_drift_ms());
+    if units > now + max_drift {
+        let ahead_ms = (units - now) * layout.unit_ms;
+        errors::advance_too_far(id, ahead_ms, gucs::max_drift_ms());
     }
-    cover(s, ms, now);
-    // The id before the first one of millisecond `ms`, or of the clock's if that is later (the
-    // next id would be there anyway; the tick then stays a recent id, as stats show it): the
-    // next id lands in `ms` or later, also if the clock steps back right after this.
+    cover(s, layout, units, now);
+    // The id before the first one of unit `units`, or of the clock's if that is later (the next
+    // id would be there anyway; the tick then stays a recent id, as stats show it): the next id
+    // lands in `units` or later, also if the clock steps back right after this.
+    let start = units.max(now).min(layout.max_units());
     s.tick
-        .fetch_max(Tick::at_ms(ms.max(now).min(MAX_MS)).0 - 1, Ordering::AcqRel);
+        .fetch_max(layout.tick_at(start).0.saturating_sub(1), Ordering::AcqRel);
 }
 
-/// A durable mark above `ms`, renewing the lease if it does not reach that far yet.
-fn cover(s: &Shared, ms: u64, now: u64) {
-    if ms >= s.lease_ms.load(Ordering::Acquire) {
-        lease::cover(s, ms, now);
+/// A durable mark above `units`, renewing the lease if it does not reach that far yet.
+fn cover(s: &Shared, layout: &Layout, units: u64, now: u64) {
+    if units >= s.lease.load(Ordering::Acquire) {
+        lease::cover(s, layout, units, now);
     }
 }

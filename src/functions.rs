@@ -1,13 +1,15 @@
-//! The SQL API: `snowflake_next()` and `snowflake_decode(bigint)`.
+//! The SQL API of the generator and its layout: `snowflake_next()`, decoding, and the time
+//! helpers.
 
-use crate::layout::Parts;
-use crate::{errors, generator};
+use crate::layout::{Layout, Preset};
+use crate::{errors, generator, gucs, lease, shared};
+use pgrx::datum::TimestampWithTimeZone;
 use pgrx::heap_tuple::PgHeapTuple;
 use pgrx::prelude::*;
 use pgrx::{PgSqlErrorCode, PgTupleDesc};
 
 /// 2000-01-01 00:00:00 UTC, PostgreSQL's timestamp epoch, in Unix milliseconds.
-const PG_EPOCH_UNIX_MS: i64 = 946_684_800_000;
+pub const PG_EPOCH_UNIX_MS: i64 = 946_684_800_000;
 
 /// The next id of this cluster.
 ///
@@ -32,21 +34,50 @@ COMMENT ON TYPE snowflake_parts IS 'The fields of a snowflake id, as returned by
     bootstrap
 );
 
-/// Splits an id into its time, worker id and sequence.
+/// Splits an id of this server's layout into its time, worker id and sequence.
 ///
 /// IMMUTABLE STRICT PARALLEL SAFE and returning one composite value (not a set), so that
 /// `(snowflake_decode(id)).ts` can go into an expression index and `.worker_id` into a WHERE.
+/// IMMUTABLE holds while the server keeps its layout (a change needs a restart, and is refused
+/// while it would make ids below the old ones): after a change, REINDEX what depends on it.
 #[pg_extern(immutable, strict, parallel_safe)]
 fn snowflake_decode(
     id: i64,
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> pgrx::composite_type!('static, "snowflake_parts") {
-    let Some(parts) = Parts::of(id) else {
-        errors::negative_id(id)
+    decode(id, gucs::layout(), fcinfo)
+}
+
+/// Splits an id of the named layout: for ids that come from another system (a Discord id, a
+/// Sonyflake id) or from a server with another layout.
+#[pg_extern(immutable, strict, parallel_safe, name = "snowflake_decode")]
+fn snowflake_decode_layout(
+    id: i64,
+    layout: &str,
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> pgrx::composite_type!('static, "snowflake_parts") {
+    decode(id, &preset(layout), fcinfo)
+}
+
+fn preset(name: &str) -> Layout {
+    match Preset::parse(name).and_then(Preset::layout) {
+        Some(layout) => layout,
+        None => errors::unknown_layout(name),
+    }
+}
+
+fn decode(
+    id: i64,
+    layout: &Layout,
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> pgrx::composite_type!('static, "snowflake_parts") {
+    let Some(parts) = layout.parts(id) else {
+        errors::id_outside_layout(id, layout)
     };
-    let ts_us = (parts.unix_ms() - PG_EPOCH_UNIX_MS) * 1000;
     let datums = [
-        Some(pg_sys::Datum::from(ts_us)),
+        Some(pg_sys::Datum::from(pg_timestamp(
+            layout.unix_ms(parts.units),
+        ))),
         Some(pg_sys::Datum::from(parts.worker_id as i32)),
         Some(pg_sys::Datum::from(parts.sequence as i32)),
     ];
@@ -55,6 +86,73 @@ fn snowflake_decode(
     unsafe { PgHeapTuple::from_datums(result_tupdesc(fcinfo), datums) }
         .unwrap_or_else(|e| unreachable!("row type was checked: {e}"))
 }
+
+/// Microseconds since 2000-01-01, PostgreSQL's timestamp, of a Unix millisecond. Every time a
+/// layout holds ends by the year 9999 (see `Layout::check`), well inside both ranges.
+fn pg_timestamp(unix_ms: i64) -> i64 {
+    (unix_ms - PG_EPOCH_UNIX_MS) * 1000
+}
+
+/// The Unix millisecond of a timestamp (rounded down); `None` for infinity.
+fn unix_ms_of(ts: TimestampWithTimeZone) -> Option<i64> {
+    if ts.is_infinity() || ts.is_neg_infinity() {
+        return None;
+    }
+    let us: i64 = ts.into_inner();
+    Some(us.div_euclid(1000) + PG_EPOCH_UNIX_MS)
+}
+
+/// The time unit of this server's layout that holds `ts`; an error outside the layout.
+fn units_of(ts: TimestampWithTimeZone, layout: &Layout) -> u64 {
+    match unix_ms_of(ts).and_then(|ms| layout.units_at(ms)) {
+        Some(units) if units <= layout.max_units() => units,
+        _ => errors::timestamp_outside_layout(layout),
+    }
+}
+
+/// The time inside an id of this server's layout: the start of its time unit.
+#[pg_extern(immutable, strict, parallel_safe)]
+fn snowflake_timestamp(id: i64) -> TimestampWithTimeZone {
+    let layout = gucs::layout();
+    let Some(parts) = layout.parts(id) else {
+        errors::id_outside_layout(id, layout)
+    };
+    TimestampWithTimeZone::try_from(pg_timestamp(layout.unix_ms(parts.units)))
+        .unwrap_or_else(|_| errors::timestamp_outside_layout(layout))
+}
+
+/// The smallest id any worker can make in the time unit that holds `ts`: `id >=
+/// snowflake_min_id(a)` is "made at `a` or later", a range on the primary key index.
+#[pg_extern(immutable, strict, parallel_safe)]
+fn snowflake_min_id(ts: TimestampWithTimeZone) -> i64 {
+    let layout = gucs::layout();
+    layout.first_id(units_of(ts, layout)) as i64
+}
+
+/// The largest id any worker can make in the time unit that holds `ts`.
+#[pg_extern(immutable, strict, parallel_safe)]
+fn snowflake_max_id(ts: TimestampWithTimeZone) -> i64 {
+    let layout = gucs::layout();
+    (layout.first_id(units_of(ts, layout) + 1) - 1) as i64
+}
+
+/// Forgets, on purpose, the ids made with the layout this cluster used before, and starts the
+/// configured layout from the clock. Superuser only (EXECUTE is revoked from PUBLIC). Returns
+/// false when there was nothing to reset.
+#[pg_extern(volatile, parallel_unsafe)]
+fn snowflake_reset_layout() -> bool {
+    let s = shared::get();
+    let layout = gucs::layout();
+    lease::reset_layout(s, layout, generator::clock_units(layout))
+}
+
+extension_sql!(
+    r#"
+REVOKE ALL ON FUNCTION snowflake_reset_layout() FROM PUBLIC;
+"#,
+    name = "layout_privileges",
+    requires = [snowflake_reset_layout],
+);
 
 /// The declared row type of the calling function, looked up once per call site and kept in
 /// `fn_extra`. Taking it from the function's own declaration (instead of looking the type up by

@@ -1,47 +1,196 @@
-//! Every `snowflake.*` setting: the statics are private, `init()` defines them, and the rest of
-//! the crate reads them through the typed getters below.
+//! Every `snowflake.*` setting: the statics are private, `init()` defines them and resolves the
+//! layout and the worker id once, and the rest of the crate reads them through the getters below.
 //!
 //! None of them is `USERSET` or `SUSET`: a session must not be able to change which ids the
 //! cluster hands out, so they come from the configuration files only, which only a superuser
-//! (or `ALTER SYSTEM`, itself superuser-only by default) can change.
+//! (or `ALTER SYSTEM`, itself superuser-only by default) can change. The layout and the worker
+//! id are postmaster settings: every backend of a running server uses the same ones.
 
-use crate::layout::MAX_WORKER_ID;
-use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
+use crate::layout::{self, Layout, Preset};
+use pgrx::datum::TimestampWithTimeZone;
+use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting, PostgresGucEnum};
+use std::ffi::CString;
+use std::sync::OnceLock;
 
 /// -1 means "not set": a missing worker id must fail loudly instead of silently colliding
 /// with another server that also forgot to set it (as pgEdge's snowflake does for its node id).
 const WORKER_ID_UNSET: i32 = -1;
 
+#[derive(PostgresGucEnum, Clone, Copy, PartialEq, Eq, Debug)]
+enum LayoutSetting {
+    #[name = c"twitter"]
+    Twitter,
+    #[name = c"discord"]
+    Discord,
+    #[name = c"sonyflake"]
+    Sonyflake,
+    #[name = c"instagram"]
+    Instagram,
+    #[name = c"js53"]
+    Js53,
+    #[name = c"custom"]
+    Custom,
+}
+
+impl LayoutSetting {
+    fn preset(self) -> Preset {
+        match self {
+            LayoutSetting::Twitter => Preset::Twitter,
+            LayoutSetting::Discord => Preset::Discord,
+            LayoutSetting::Sonyflake => Preset::Sonyflake,
+            LayoutSetting::Instagram => Preset::Instagram,
+            LayoutSetting::Js53 => Preset::Js53,
+            LayoutSetting::Custom => Preset::Custom,
+        }
+    }
+}
+
 static WORKER_ID: GucSetting<i32> = GucSetting::<i32>::new(WORKER_ID_UNSET);
 static MAX_DRIFT_MS: GucSetting<i32> = GucSetting::<i32>::new(10_000);
 static DRIFT_WAIT_MS: GucSetting<i32> = GucSetting::<i32>::new(100);
+static LAYOUT: GucSetting<LayoutSetting> = GucSetting::<LayoutSetting>::new(LayoutSetting::Twitter);
+static EPOCH: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+// The custom layout's defaults are Twitter's, so that `custom` with only an epoch set is
+// Twitter's widths from that epoch.
+static TIME_UNIT_MS: GucSetting<i32> = GucSetting::<i32>::new(layout::TWITTER.unit_ms as i32);
+static TIME_BITS: GucSetting<i32> = GucSetting::<i32>::new(layout::TWITTER.time_bits as i32);
+static WORKER_BITS: GucSetting<i32> = GucSetting::<i32>::new(layout::TWITTER.worker_bits as i32);
+static SEQUENCE_BITS: GucSetting<i32> =
+    GucSetting::<i32>::new(layout::TWITTER.sequence_bits as i32);
+
+/// The layout and worker id this server runs with, resolved once in the postmaster and
+/// inherited by every backend.
+struct Resolved {
+    layout: Layout,
+    /// `None` while unset, or when the settings are invalid (see `problem`).
+    worker_id: Option<u32>,
+    /// Why the settings were refused at start.
+    problem: Option<String>,
+}
+
+static RESOLVED: OnceLock<Resolved> = OnceLock::new();
 
 /// Defines the settings and reserves the `snowflake.` prefix, so that a typo such as
-/// `snowflake.workerid` in postgresql.conf is reported instead of silently ignored.
+/// `snowflake.workerid` in postgresql.conf is reported instead of silently ignored. Then checks
+/// the layout and the worker id together: a bad combination is logged as a WARNING, and the
+/// server starts with the worker id unset, so that `snowflake_next()` refuses with the reason
+/// instead of guessing which ids were meant.
 pub fn init() {
+    define_layout();
+    let layout = layout_from_settings();
+    // The worker id's range is the layout's: PostgreSQL itself then refuses a value the layout
+    // cannot hold, in postgresql.conf (logged, and the worker id stays unset) and in ALTER
+    // SYSTEM (an error), and pg_settings shows the real range.
+    let max_worker_id = layout.as_ref().unwrap_or(&layout::TWITTER).max_worker_id();
+    define_worker_id(max_worker_id as i32);
+    define_drift();
+    // SAFETY: called from _PG_init on the main thread with a NUL-terminated literal.
+    unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"snowflake".as_ptr()) };
+    let resolved = resolve(layout);
+    if let Some(problem) = &resolved.problem {
+        pgrx::warning!("pg_snowflake: {problem}; snowflake_next() refuses until it is fixed");
+    }
+    let _ = RESOLVED.set(resolved);
+}
+
+fn define_worker_id(max: i32) {
     GucRegistry::define_int_guc(
         c"snowflake.worker_id",
         c"Sets the worker id that this server embeds in every snowflake id.",
-        c"Valid values are 0 to 1023; -1 (the default) means unset, and snowflake_next() then \
-          fails. Every server that generates ids for the same data needs its own worker id. \
-          Changing it requires a restart, so that all backends always use the same value.",
+        c"Valid values are 0 to the largest worker id of snowflake.layout (1023 for twitter); \
+          -1 (the default) means unset, and snowflake_next() then fails. Every server that \
+          generates ids for the same data needs its own worker id. Changing it requires a \
+          restart, so that all backends always use the same value.",
         &WORKER_ID,
         WORKER_ID_UNSET,
-        MAX_WORKER_ID as i32,
+        max,
         // Postmaster, not sighup: after a reload, backends pick up a new value one by one, so
         // for a moment two worker ids would be in use at once and a new id with a smaller worker
         // id could sort below an older id of the same millisecond.
         GucContext::Postmaster,
         GucFlags::default(),
     );
+}
+
+fn define_layout() {
+    GucRegistry::define_enum_guc(
+        c"snowflake.layout",
+        c"Sets the bit layout of snowflake ids: twitter, discord, sonyflake, instagram, js53 or \
+          custom.",
+        c"The layout an id was made with decides its epoch, time unit and field widths. custom \
+          takes them from snowflake.epoch, snowflake.time_unit, snowflake.time_bits, \
+          snowflake.worker_bits and snowflake.sequence_bits. Changing it requires a restart, \
+          and ids are refused if the new layout's ids would not all be above those made before.",
+        &LAYOUT,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+    GucRegistry::define_string_guc(
+        c"snowflake.epoch",
+        c"Sets the epoch of the custom layout, as a timestamp with time zone.",
+        c"Only for snowflake.layout = custom; it may not lie in the future. Unset, the custom \
+          layout uses Twitter's epoch, 2010-11-04 01:42:54.657 UTC.",
+        &EPOCH,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+    let widths = [
+        (
+            c"snowflake.time_unit",
+            c"Sets the time unit of the custom layout, 1 ms to 1 s.",
+            &TIME_UNIT_MS,
+            1,
+            1000,
+            GucFlags::UNIT_MS,
+        ),
+        (
+            c"snowflake.time_bits",
+            c"Sets the width of the time field of the custom layout.",
+            &TIME_BITS,
+            1,
+            63,
+            GucFlags::default(),
+        ),
+        (
+            c"snowflake.worker_bits",
+            c"Sets the width of the worker id field of the custom layout.",
+            &WORKER_BITS,
+            0,
+            31,
+            GucFlags::default(),
+        ),
+        (
+            c"snowflake.sequence_bits",
+            c"Sets the width of the sequence field of the custom layout.",
+            &SEQUENCE_BITS,
+            0,
+            31,
+            GucFlags::default(),
+        ),
+    ];
+    for (name, short, setting, min, max, flags) in widths {
+        GucRegistry::define_int_guc(
+            name,
+            short,
+            c"Only for snowflake.layout = custom. The three widths add up to 63 or fewer.",
+            setting,
+            min,
+            max,
+            GucContext::Postmaster,
+            flags,
+        );
+    }
+}
+
+fn define_drift() {
     GucRegistry::define_int_guc(
         c"snowflake.max_drift",
         c"Sets how far the time embedded in new ids may run ahead of the system clock.",
-        c"Ids borrow time from the future when the clock steps back or when more than 4096 ids \
-          per millisecond are requested. Past half of this bound, each backend gets an equal \
-          share of every millisecond's ids, so bursts alone never reach it. Past the bound \
-          snowflake_next() waits for the clock (see snowflake.drift_wait) and then fails. Valid \
-          values are 0 to 2147483647 ms.",
+        c"Ids borrow time from the future when the clock steps back or when more ids per time \
+          unit are requested than the sequence holds. Past half of this bound, each backend gets \
+          an equal share of every time unit's ids, so bursts alone never reach it. Past the \
+          bound snowflake_next() waits for the clock (see snowflake.drift_wait) and then fails. \
+          Valid values are 0 to 2147483647 ms.",
         &MAX_DRIFT_MS,
         0,
         i32::MAX,
@@ -61,27 +210,150 @@ pub fn init() {
         GucContext::Sighup,
         GucFlags::UNIT_MS,
     );
-    // SAFETY: called from _PG_init on the main thread with a NUL-terminated literal.
-    unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"snowflake".as_ptr()) };
+}
+
+/// The configured layout, or why it is refused.
+fn layout_from_settings() -> Result<Layout, String> {
+    let preset = LAYOUT.get().preset();
+    let custom = [
+        (
+            "snowflake.time_unit",
+            TIME_UNIT_MS.get(),
+            layout::TWITTER.unit_ms as i32,
+        ),
+        (
+            "snowflake.time_bits",
+            TIME_BITS.get(),
+            layout::TWITTER.time_bits as i32,
+        ),
+        (
+            "snowflake.worker_bits",
+            WORKER_BITS.get(),
+            layout::TWITTER.worker_bits as i32,
+        ),
+        (
+            "snowflake.sequence_bits",
+            SEQUENCE_BITS.get(),
+            layout::TWITTER.sequence_bits as i32,
+        ),
+    ];
+    let epoch = EPOCH.get();
+    if let Some(fixed) = preset.layout() {
+        // A custom field set beside a preset is a mistake the user should hear about: they
+        // think they changed the layout, and they did not.
+        let stray = custom
+            .iter()
+            .filter(|(_, value, default)| value != default)
+            .map(|(name, ..)| *name)
+            .chain(epoch.is_some().then_some("snowflake.epoch"))
+            .collect::<Vec<_>>();
+        return match stray.as_slice() {
+            [] => Ok(fixed),
+            names => Err(format!(
+                "{} only apply to snowflake.layout = custom, and the layout is {}",
+                names.join(", "),
+                preset.name()
+            )),
+        };
+    }
+    let epoch_unix_ms = match &epoch {
+        None => layout::TWITTER.epoch_unix_ms,
+        Some(text) => parse_epoch(&text.to_string_lossy())?,
+    };
+    let [unit, time, worker, sequence] = custom.map(|(_, value, _)| value as u32);
+    Layout::custom(
+        epoch_unix_ms,
+        unit as u64,
+        time,
+        worker,
+        sequence,
+        crate::clock::now_unix_ms(),
+    )
+    .map_err(|e| format!("the custom layout is invalid: {}", e.0))
+}
+
+/// A timestamp with time zone, read by PostgreSQL's own input function (in the server's
+/// TimeZone when none is given), in Unix milliseconds.
+fn parse_epoch(text: &str) -> Result<i64, String> {
+    let lower = text.to_ascii_lowercase();
+    if ["now", "today", "tomorrow", "yesterday"]
+        .iter()
+        .any(|word| lower.contains(word))
+    {
+        return Err(format!(
+            "snowflake.epoch \"{text}\" is not a fixed moment: give a date and time"
+        ));
+    }
+    let ts: TimestampWithTimeZone = text
+        .parse()
+        .map_err(|_| format!("snowflake.epoch \"{text}\" is not a timestamp with time zone"))?;
+    if ts.is_infinity() || ts.is_neg_infinity() {
+        return Err(format!(
+            "snowflake.epoch \"{text}\" is not a finite timestamp"
+        ));
+    }
+    let pg_us: i64 = ts.into_inner();
+    Ok(pg_us.div_euclid(1000) + crate::functions::PG_EPOCH_UNIX_MS)
+}
+
+fn resolve(layout: Result<Layout, String>) -> Resolved {
+    let layout = match layout {
+        Ok(layout) => layout,
+        Err(problem) => {
+            return Resolved {
+                layout: layout::TWITTER,
+                worker_id: None,
+                problem: Some(problem),
+            }
+        }
+    };
+    // PostgreSQL keeps the value within the layout's range (see `init`).
+    Resolved {
+        layout,
+        worker_id: u32::try_from(WORKER_ID.get()).ok(),
+        problem: None,
+    }
+}
+
+/// The layout of this server: the configured one, or Twitter's where pg_snowflake is not
+/// preloaded (or its layout settings were refused, when no id can be made anyway).
+#[inline]
+pub fn layout() -> &'static Layout {
+    match RESOLVED.get() {
+        Some(r) => &r.layout,
+        None => &layout::TWITTER,
+    }
+}
+
+/// The configured worker id, or `None` while `snowflake.worker_id` is unset or refused.
+pub fn worker_id() -> Option<u32> {
+    RESOLVED.get().and_then(|r| r.worker_id)
+}
+
+/// The layout and the worker id, for the hot path: `None` while the worker id is unset or
+/// refused, when no id can be made.
+#[inline]
+pub fn generating() -> Option<(&'static Layout, u32)> {
+    let r = RESOLVED.get()?;
+    Some((&r.layout, r.worker_id?))
+}
+
+/// Why the layout settings or the worker id were refused at start, if they were.
+pub fn problem() -> Option<&'static str> {
+    RESOLVED.get().and_then(|r| r.problem.as_deref())
 }
 
 /// Reads a setting on the hot path.
 ///
 /// `GucSetting::get()` first checks that it runs on PostgreSQL's thread, which costs a
-/// `__tls_get_addr` call in a shared library; two settings are read per id (together with the
-/// direct clock read in `clock`, this took an id from 230 to 147.5 instructions, callgrind). PostgreSQL writes
-/// these variables only from this backend's one thread (at start and when it processes a
-/// reload between statements), so a plain read is what C extensions do.
+/// `__tls_get_addr` call in a shared library (together with the direct clock read in `clock`,
+/// avoiding it took an id from 230 to 147.5 instructions, callgrind). PostgreSQL writes these
+/// variables only from this backend's one thread (at start and when it processes a reload
+/// between statements), so a plain read is what C extensions do.
 #[inline]
 fn hot(setting: &'static GucSetting<i32>) -> i32 {
     // SAFETY: see above; the pointer is to a static that lives for the whole process.
     unsafe { *setting.as_ptr() }
-}
-
-/// The configured worker id, or `None` while `snowflake.worker_id` is unset.
-#[inline]
-pub fn worker_id() -> Option<u32> {
-    u32::try_from(hot(&WORKER_ID)).ok()
 }
 
 /// Never negative: the setting's minimum is 0.

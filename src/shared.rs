@@ -1,6 +1,8 @@
 //! The generator's state in shared memory, one per cluster, and how it is set up at server start.
 
-use crate::{errors, state_file};
+use crate::layout::Layout;
+use crate::state_file::Mark;
+use crate::{errors, gucs, state_file};
 use pgrx::prelude::*;
 use pgrx::{PGRXSharedMemory, PgSharedMemoryInitialization};
 use std::path::Path;
@@ -10,34 +12,43 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 /// fields every call reads (and `tick`, which every call writes); the second holds what the
 /// lease renewal writes, about once a second, so that a renewal does not take the hot line away
 /// from the other CPUs.
+///
+/// Times are in time units of the configured layout (milliseconds for Twitter's), except the
+/// clock readings, which are in milliseconds since 1970 whatever the layout.
 #[repr(C, align(64))]
 pub struct Shared {
-    /// The last tick handed out (`ms << 12 | sequence`, see `layout`).
+    /// The last tick handed out (`units << sequence_bits | sequence`, see `layout`).
     pub tick: AtomicU64,
-    /// The highest clock reading seen, in ms since the snowflake epoch: a reading far below it
-    /// is a backward clock step. Written about once a millisecond.
+    /// The highest clock reading seen, in Unix ms: a reading far below it is a backward clock
+    /// step. Written about once a millisecond.
     pub clock_high_ms: AtomicU64,
-    /// Ids below this millisecond need no lease work: `lease_ms` minus the renewal headroom.
-    pub renew_at_ms: AtomicU64,
+    /// Ids below this time unit need no lease work: `lease` minus the renewal headroom.
+    pub renew_at: AtomicU64,
     _end_of_hot_line: [u64; 5],
 
-    /// Ids below this millisecond are covered by a durable mark (WAL and state file, and the
+    /// Ids below this time unit are covered by a durable mark (WAL and state file, and the
     /// synchronous standbys). 0 until the first renewal after start or promotion.
-    pub lease_ms: AtomicU64,
-    /// The newest mark written to WAL and the state file; ahead of `lease_ms` while its
+    pub lease: AtomicU64,
+    /// The newest mark written to WAL and the state file; ahead of `lease` while its
     /// renewer waits for synchronous standbys. Written under the renewal lock by renewers, and
     /// raised by WAL replay in the startup process, when no backend can renew.
-    pub mark_ms: AtomicU64,
-    /// End of the WAL record of `mark_ms`.
+    pub mark: AtomicU64,
+    /// End of the WAL record of `mark`.
     pub mark_lsn: AtomicU64,
-    /// The mark recovered at start from the state file and raised by WAL replay: ids after a
-    /// restart or promotion start here.
-    pub floor_ms: AtomicU64,
+    /// The mark recovered at start from the state file and raised by WAL replay, converted to
+    /// the configured layout: ids after a restart or promotion start here.
+    pub floor: AtomicU64,
     /// The state file's directory entry has been synced since start.
     pub state_file_synced: AtomicBool,
     /// The state file says this cluster was made by pg_upgrade without the old cluster's mark:
     /// no lease is granted until an operator settles it (see `upgrade`).
     pub not_carried: AtomicBool,
+    /// The recovered mark was made with another layout than the configured one (kept in
+    /// `recorded_layout`): the first renewal checks that the configured layout's ids can
+    /// continue above the old ones (see `lease::settle_layout`).
+    pub layout_differs: AtomicBool,
+    /// `Layout::to_bytes` of that layout, in two words.
+    pub recorded_layout: [AtomicU64; 2],
 
     /// Counters for `snowflake_stats()`, all written on cold paths.
     /// Durable writes of a new mark since start.
@@ -57,30 +68,28 @@ pub struct Shared {
     pub started_unix_ms: AtomicU64,
 }
 
-const _: () = assert!(std::mem::offset_of!(Shared, lease_ms) == 64);
+const _: () = assert!(std::mem::offset_of!(Shared, lease) == 64);
 
 // SAFETY: atomics only, no pointers: valid at the same address in every process.
 unsafe impl PGRXSharedMemory for Shared {}
 
 impl Shared {
-    fn starting_from(state: state_file::Loaded) -> Shared {
-        let floor_ms = match state {
-            state_file::Loaded::Mark(ms) => ms,
-            state_file::Loaded::Missing | state_file::Loaded::NotCarried => 0,
-        };
-        Shared {
+    fn starting_from(state: state_file::Loaded, layout: &Layout) -> Shared {
+        let s = Shared {
             // 0, not the floor: the first renewal raises it (lease::raise_to_floor), and warns
             // if the clock is behind the floor.
             tick: AtomicU64::new(0),
             clock_high_ms: AtomicU64::new(0),
-            renew_at_ms: AtomicU64::new(0),
+            renew_at: AtomicU64::new(0),
             _end_of_hot_line: [0; 5],
-            lease_ms: AtomicU64::new(0),
-            mark_ms: AtomicU64::new(floor_ms),
+            lease: AtomicU64::new(0),
+            mark: AtomicU64::new(0),
             mark_lsn: AtomicU64::new(0),
-            floor_ms: AtomicU64::new(floor_ms),
+            floor: AtomicU64::new(0),
             state_file_synced: AtomicBool::new(false),
             not_carried: AtomicBool::new(state == state_file::Loaded::NotCarried),
+            layout_differs: AtomicBool::new(false),
+            recorded_layout: [AtomicU64::new(0), AtomicU64::new(0)],
             renewals: AtomicU64::new(0),
             clock_steps_back: AtomicU64::new(0),
             largest_step_back_ms: AtomicU64::new(0),
@@ -89,7 +98,49 @@ impl Shared {
             paced_waits: AtomicU64::new(0),
             ids: AtomicU64::new(0),
             started_unix_ms: AtomicU64::new(crate::clock::now_unix_ms().max(0) as u64),
+        };
+        if let state_file::Loaded::Mark(mark) = state {
+            s.raise_floor(mark, layout);
         }
+        s
+    }
+
+    /// Raises the floor to a recovered mark, converted to the configured layout, and notes a
+    /// mark of another layout. Returns whether the floor moved.
+    pub fn raise_floor(&self, mark: Mark, layout: &Layout) -> bool {
+        let units = mark.units_in(layout).min(layout.end_mark());
+        if !mark.layout.same_ids(layout) {
+            self.note_recorded_layout(&mark.layout);
+        }
+        let moved = units > self.floor.load(Ordering::Acquire);
+        if moved {
+            self.floor.store(units, Ordering::Release);
+            self.mark.fetch_max(units, Ordering::AcqRel);
+        }
+        moved
+    }
+
+    pub fn note_recorded_layout(&self, recorded: &Layout) {
+        let bytes = recorded.to_bytes();
+        for (word, half) in self.recorded_layout.iter().zip(bytes.chunks(8)) {
+            word.store(
+                u64::from_le_bytes(half.try_into().unwrap()),
+                Ordering::Release,
+            );
+        }
+        self.layout_differs.store(true, Ordering::Release);
+    }
+
+    /// The layout of the recovered mark, when it differs from the configured one.
+    pub fn recorded_layout(&self) -> Option<Layout> {
+        if !self.layout_differs.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut bytes = [0u8; 16];
+        for (word, half) in self.recorded_layout.iter().zip(bytes.chunks_mut(8)) {
+            half.copy_from_slice(&word.load(Ordering::Acquire).to_le_bytes());
+        }
+        Layout::from_bytes(&bytes).ok()
     }
 }
 
@@ -147,7 +198,7 @@ impl PgSharedMemoryInitialization for Slot {
 /// Sets up shared memory, starting from the state file's mark. Only call while
 /// `shared_preload_libraries` is being processed.
 pub fn init() {
-    pgrx::pg_shmem_init!(SLOT = Shared::starting_from(recovered_state()));
+    pgrx::pg_shmem_init!(SLOT = Shared::starting_from(recovered_state(), gucs::layout()));
 }
 
 /// The state of the previous run, read in the postmaster at every setup of shared memory (at

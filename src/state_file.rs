@@ -1,35 +1,62 @@
-//! `$PGDATA/pg_snowflake.state`: the durable mark, in plain Rust (no PostgreSQL needed to test).
+//! `$PGDATA/pg_snowflake.state`: the durable mark and the layout it counts in, in plain Rust (no
+//! PostgreSQL needed to test).
 //!
-//! The mark is a millisecond that no id handed out so far has reached. After a restart or crash
+//! The mark is a time unit that no id handed out so far has reached. After a restart or crash
 //! the generator starts at the mark, whatever the clock says. WAL carries the same mark to
 //! standbys and through crash recovery (see `wal`), but recovery only replays WAL written after
 //! the last checkpoint, so a mark older than that must come from this file.
 //!
-//! 24 bytes, written in place with one `pwrite` and `fdatasync`: magic (8), mark in ms since the
-//! snowflake epoch (8, little endian), CRC-32C of the first 16 bytes (4), zero (4). A 24-byte
-//! write within one sector is atomic on the storage PostgreSQL supports (its own `pg_control`
-//! relies on the same for 512 bytes); the CRC catches anything else.
+//! 40 bytes, written in place with one `pwrite` and `fdatasync`: magic (8), mark in time units
+//! since the layout's epoch (8, little endian), the layout (16, see `Layout::to_bytes`),
+//! CRC-32C of the first 32 bytes (4), zero (4). A 40-byte write within one sector is atomic on
+//! the storage PostgreSQL supports (its own `pg_control` relies on the same for 512 bytes); the
+//! CRC catches anything else.
 //!
-//! A second magic marks a cluster made by `pg_upgrade` to which the old cluster's mark was not
-//! carried (see `upgrade`): the generator refuses until an operator settles it. pg_snowflake
-//! 0.1.0 does not know this magic and refuses to start on it, which is just as safe.
+//! pg_snowflake 0.1.0 wrote 24 bytes (magic `PGSNOW01`, the mark in Twitter's milliseconds, CRC,
+//! zero): such a file still reads, as a mark of the Twitter layout. A second magic of that size
+//! marks a cluster made by `pg_upgrade` to which the old cluster's mark was not carried (see
+//! `upgrade`): the generator refuses until an operator settles it. 0.1.0 refuses to start on
+//! either newer form, which is just as safe.
 
-use crate::layout::END_MARK;
+use crate::layout::{Layout, TWITTER};
 use std::fs::{File, OpenOptions};
 use std::io::{self, ErrorKind};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 pub const FILE_NAME: &str = "pg_snowflake.state";
-const MAGIC: [u8; 8] = *b"PGSNOW01";
+const MAGIC_V1: [u8; 8] = *b"PGSNOW01";
+const MAGIC: [u8; 8] = *b"PGSNOW02";
 const MAGIC_NOT_CARRIED: [u8; 8] = *b"PGSNOWUP";
-const LEN: usize = 24;
+const LEN_V1: usize = 24;
+const LEN: usize = 40;
+
+/// A durable mark: no id of `layout` has reached time unit `units`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mark {
+    pub units: u64,
+    pub layout: Layout,
+}
+
+impl Mark {
+    /// The smallest id no id handed out has reached, in any layout: ids of all layouts compare
+    /// as plain integers.
+    pub const fn bound(&self) -> u64 {
+        self.layout.first_id(self.units)
+    }
+
+    /// The same mark in time units of `layout`: its ids from there on are all at or above the
+    /// bound.
+    pub const fn units_in(&self, layout: &Layout) -> u64 {
+        layout.units_from_id(self.bound())
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Loaded {
     /// No file: this data directory never handed out an id (or the file was deleted).
     Missing,
-    Mark(u64),
+    Mark(Mark),
     /// Made by pg_upgrade, and the old cluster's mark did not arrive.
     NotCarried,
 }
@@ -49,50 +76,69 @@ impl std::fmt::Display for ReadError {
     }
 }
 
-pub fn encode(state: Loaded) -> [u8; LEN] {
-    let (magic, mark) = match state {
-        Loaded::Mark(ms) => (MAGIC, ms),
-        Loaded::NotCarried => (MAGIC_NOT_CARRIED, 0),
+pub fn encode(state: Loaded) -> Vec<u8> {
+    let mut buf = match state {
+        Loaded::Mark(mark) => {
+            let mut buf = vec![0u8; LEN];
+            buf[..8].copy_from_slice(&MAGIC);
+            buf[8..16].copy_from_slice(&mark.units.to_le_bytes());
+            buf[16..32].copy_from_slice(&mark.layout.to_bytes());
+            buf
+        }
+        Loaded::NotCarried => {
+            let mut buf = vec![0u8; LEN_V1];
+            buf[..8].copy_from_slice(&MAGIC_NOT_CARRIED);
+            buf
+        }
         Loaded::Missing => unreachable!("a missing file is not written"),
     };
-    let mut buf = [0u8; LEN];
-    buf[..8].copy_from_slice(&magic);
-    buf[8..16].copy_from_slice(&mark.to_le_bytes());
-    let crc = crc32c(&buf[..16]);
-    buf[16..20].copy_from_slice(&crc.to_le_bytes());
+    let body = buf.len() - 8;
+    let crc = crc32c(&buf[..body]);
+    buf[body..body + 4].copy_from_slice(&crc.to_le_bytes());
     buf
 }
 
 pub fn decode(bytes: &[u8]) -> Result<Loaded, String> {
-    if bytes.len() != LEN {
+    let magic = bytes.get(..8).unwrap_or_default();
+    let len = match magic {
+        m if m == MAGIC => LEN,
+        m if m == MAGIC_V1 || m == MAGIC_NOT_CARRIED => LEN_V1,
+        _ => return Err("the file does not start with the pg_snowflake magic".into()),
+    };
+    if bytes.len() != len {
         return Err(format!(
-            "the file has {} bytes instead of {LEN}",
+            "the file has {} bytes instead of {len}",
             bytes.len()
         ));
     }
-    if bytes[..8] != MAGIC && bytes[..8] != MAGIC_NOT_CARRIED {
-        return Err("the file does not start with the pg_snowflake magic".into());
-    }
-    let stored = u32::from_le_bytes(bytes[16..20].try_into().unwrap());
-    let computed = crc32c(&bytes[..16]);
-    if stored != computed || bytes[20..] != [0; 4] {
+    let body = len - 8;
+    let stored = u32::from_le_bytes(bytes[body..body + 4].try_into().unwrap());
+    let computed = crc32c(&bytes[..body]);
+    if stored != computed || bytes[body + 4..] != [0; 4] {
         return Err(format!(
             "checksum mismatch (stored {stored:08x}, computed {computed:08x})"
         ));
     }
-    let mark = u64::from_le_bytes(bytes[8..16].try_into().unwrap());
-    if bytes[..8] == MAGIC_NOT_CARRIED {
-        return match mark {
-            0 => Ok(Loaded::NotCarried),
-            _ => Err("the pg_upgrade marker holds a mark".into()),
-        };
-    }
-    if mark > END_MARK {
+    let units = u64::from_le_bytes(bytes[8..16].try_into().unwrap());
+    let layout = match magic {
+        m if m == MAGIC_NOT_CARRIED => {
+            return match units {
+                0 => Ok(Loaded::NotCarried),
+                _ => Err("the pg_upgrade marker holds a mark".into()),
+            }
+        }
+        m if m == MAGIC_V1 => TWITTER,
+        _ => Layout::from_bytes(bytes[16..32].try_into().unwrap())
+            .map_err(|e| format!("the recorded layout is invalid: {}", e.0))?,
+    };
+    if units > layout.end_mark() {
         return Err(format!(
-            "the mark {mark} ms lies past the end of the id layout ({END_MARK} ms)"
+            "the mark {units} lies past the end of the {} layout ({})",
+            layout.describe(),
+            layout.end_mark()
         ));
     }
-    Ok(Loaded::Mark(mark))
+    Ok(Loaded::Mark(Mark { units, layout }))
 }
 
 pub fn read(dir: &Path) -> Result<Loaded, ReadError> {
@@ -111,7 +157,12 @@ pub fn write(dir: &Path, state: Loaded, sync_dir: bool) -> io::Result<()> {
         .create(true)
         .truncate(false)
         .open(dir.join(FILE_NAME))?;
-    file.write_all_at(&encode(state), 0)?;
+    let bytes = encode(state);
+    file.write_all_at(&bytes, 0)?;
+    // The pg_upgrade marker is shorter than a mark: cut what a longer form left behind.
+    if file.metadata()?.len() != bytes.len() as u64 {
+        file.set_len(bytes.len() as u64)?;
+    }
     file.sync_data()?;
     if sync_dir {
         File::open(dir)?.sync_all()?;
@@ -139,6 +190,14 @@ fn crc32c(data: &[u8]) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::layout::{SONYFLAKE, TWITTER};
+
+    fn twitter(units: u64) -> Loaded {
+        Loaded::Mark(Mark {
+            units,
+            layout: TWITTER,
+        })
+    }
 
     #[test]
     fn crc32c_check_value() {
@@ -148,51 +207,75 @@ mod tests {
 
     #[test]
     fn encode_decode_roundtrip() {
-        for mark in [0, 1, 1_234_567_890_123, (1 << 41) - 1, END_MARK] {
-            assert_eq!(decode(&encode(Loaded::Mark(mark))), Ok(Loaded::Mark(mark)));
+        for units in [0, 1, 1_234_567_890_123, (1 << 41) - 1, TWITTER.end_mark()] {
+            assert_eq!(decode(&encode(twitter(units))), Ok(twitter(units)));
         }
+        let sony = Loaded::Mark(Mark {
+            units: 123_456,
+            layout: SONYFLAKE,
+        });
+        assert_eq!(decode(&encode(sony)), Ok(sony));
         assert_eq!(decode(&encode(Loaded::NotCarried)), Ok(Loaded::NotCarried));
     }
 
     #[test]
     fn a_mark_past_the_end_of_the_layout_is_corrupt_even_with_a_good_checksum() {
-        for mark in [END_MARK + 1, 1 << 52, u64::MAX] {
-            let err = decode(&encode(Loaded::Mark(mark))).unwrap_err();
-            assert!(err.contains("past the end of the id layout"), "{err}");
+        for units in [TWITTER.end_mark() + 1, 1 << 52, u64::MAX] {
+            let err = decode(&encode(twitter(units))).unwrap_err();
+            assert!(err.contains("past the end of the twitter layout"), "{err}");
         }
+        let err = decode(&encode(Loaded::Mark(Mark {
+            units: 1 << 39 | 1,
+            layout: SONYFLAKE,
+        })))
+        .unwrap_err();
+        assert!(err.contains("sonyflake"), "{err}");
     }
 
     #[test]
     fn every_flipped_bit_is_detected() {
-        let good = encode(Loaded::Mark(987_654_321));
-        for i in 0..LEN {
-            for bit in 0..8 {
-                let mut bad = good;
-                bad[i] ^= 1 << bit;
-                assert!(
-                    decode(&bad).is_err(),
-                    "flip of bit {bit} in byte {i} went unnoticed"
-                );
+        for good in [encode(twitter(987_654_321)), encode(Loaded::NotCarried)] {
+            for i in 0..good.len() {
+                for bit in 0..8 {
+                    let mut bad = good.clone();
+                    bad[i] ^= 1 << bit;
+                    assert!(
+                        decode(&bad).is_err(),
+                        "flip of bit {bit} in byte {i} went unnoticed"
+                    );
+                }
             }
         }
     }
 
     #[test]
-    fn a_file_written_by_version_0_1_0_still_reads() {
-        // The bytes 0.1.0 wrote for mark 1 234 567 890 123 (its format is this one's).
-        let mut v010 = [0u8; LEN];
+    fn a_file_written_by_version_0_1_0_still_reads_as_twitter() {
+        // The bytes 0.1.0 wrote for mark 1 234 567 890 123 ms.
+        let mut v010 = [0u8; LEN_V1];
         v010[..8].copy_from_slice(b"PGSNOW01");
         v010[8..16].copy_from_slice(&1_234_567_890_123u64.to_le_bytes());
         let crc = crc32c(&v010[..16]);
         v010[16..20].copy_from_slice(&crc.to_le_bytes());
-        assert_eq!(decode(&v010), Ok(Loaded::Mark(1_234_567_890_123)));
+        assert_eq!(decode(&v010), Ok(twitter(1_234_567_890_123)));
     }
 
     #[test]
     fn short_and_foreign_files_are_corrupt() {
-        assert!(decode(&encode(Loaded::Mark(5))[..20]).is_err());
+        assert!(decode(&encode(twitter(5))[..20]).is_err());
+        assert!(decode(&encode(twitter(5))[..24]).is_err());
         assert!(decode(&[0u8; LEN]).is_err());
         assert!(decode(b"").is_err());
+    }
+
+    #[test]
+    fn marks_carry_over_to_other_layouts_through_their_bound() {
+        let m = Mark {
+            units: 1_000_000,
+            layout: TWITTER,
+        };
+        assert_eq!(m.units_in(&TWITTER), 1_000_000);
+        // Sonyflake's ids have 24 low bits to Twitter's 22: a quarter of the units.
+        assert_eq!(m.units_in(&SONYFLAKE), 250_000);
     }
 
     #[test]
@@ -200,12 +283,15 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("pg_snowflake_state_{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         assert_eq!(read(&dir).unwrap(), Loaded::Missing);
-        write(&dir, Loaded::Mark(42), true).unwrap();
-        assert_eq!(read(&dir).unwrap(), Loaded::Mark(42));
-        write(&dir, Loaded::Mark(7_000_000_000), false).unwrap();
-        assert_eq!(read(&dir).unwrap(), Loaded::Mark(7_000_000_000));
+        write(&dir, twitter(42), true).unwrap();
+        assert_eq!(read(&dir).unwrap(), twitter(42));
+        write(&dir, twitter(7_000_000_000), false).unwrap();
+        assert_eq!(read(&dir).unwrap(), twitter(7_000_000_000));
+        // The shorter marker replaces the longer file whole.
         write(&dir, Loaded::NotCarried, false).unwrap();
         assert_eq!(read(&dir).unwrap(), Loaded::NotCarried);
+        write(&dir, twitter(9), false).unwrap();
+        assert_eq!(read(&dir).unwrap(), twitter(9));
         std::fs::write(dir.join(FILE_NAME), b"garbage").unwrap();
         assert!(matches!(read(&dir), Err(ReadError::Corrupt(_))));
         std::fs::remove_dir_all(&dir).unwrap();

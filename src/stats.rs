@@ -4,7 +4,7 @@
 //! ids, which each backend keeps in a plain process-local counter and adds to shared memory at
 //! the end of each transaction: the hot path pays one local increment, no shared write.
 
-use crate::layout::{self, Tick};
+use crate::layout::{iso_unix, Order, Tick};
 use crate::shared::{self, Shared};
 use crate::{clock, gucs};
 use pgrx::prelude::*;
@@ -80,8 +80,14 @@ pub struct Layout {
     pub time_bits: u32,
     pub worker_bits: u32,
     pub sequence_bits: u32,
+    /// Where the worker id sits.
+    pub order: &'static str,
     /// The last moment an id can hold.
-    pub ends: String,
+    pub ends: Option<String>,
+    /// The layout of the ids made before, while it differs from this one and the generator has
+    /// not settled the change (see the README's "Changing the layout").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recorded: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -108,66 +114,39 @@ pub struct Lease {
     pub renewals: u64,
 }
 
-/// ISO 8601 in UTC with milliseconds, from ms since the snowflake epoch.
-fn iso(ms_since_epoch: u64) -> String {
-    iso_unix(layout::EPOCH_UNIX_MS + ms_since_epoch as i64)
-}
-
-fn iso_unix(unix_ms: i64) -> String {
-    let (days, ms_of_day) = (
-        unix_ms.div_euclid(86_400_000),
-        unix_ms.rem_euclid(86_400_000),
-    );
-    let (y, m, d) = civil_from_days(days);
-    let (h, min, s, ms) = (
-        ms_of_day / 3_600_000,
-        ms_of_day / 60_000 % 60,
-        ms_of_day / 1000 % 60,
-        ms_of_day % 1000,
-    );
-    format!("{y:04}-{m:02}-{d:02}T{h:02}:{min:02}:{s:02}.{ms:03}Z")
-}
-
-/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
-}
-
 /// The figures of this cluster now.
 pub fn collect() -> Stats {
     let s = shared::get();
     flush(s);
+    let layout = gucs::layout();
     let worker_id = gucs::worker_id();
     let tick = Tick(s.tick.load(Ordering::Acquire));
-    let now = layout::ms_since_epoch(clock::now_unix_ms()).unwrap_or(0);
-    let lease_ms = s.lease_ms.load(Ordering::Acquire);
-    let mark_ms = s.mark_ms.load(Ordering::Acquire);
+    let now_ms = clock::now_unix_ms();
+    let iso = |units: u64| iso_unix(layout.unix_ms(units));
+    let lease = s.lease.load(Ordering::Acquire);
+    let mark = s.mark.load(Ordering::Acquire);
     Stats {
         worker_id,
         layout: Layout {
-            name: "twitter",
-            epoch: iso(0),
-            time_unit_ms: 1,
-            time_bits: layout::TIME_BITS,
-            worker_bits: layout::WORKER_BITS,
-            sequence_bits: layout::SEQUENCE_BITS,
-            ends: iso(layout::MAX_MS),
+            name: layout.preset.name(),
+            epoch: iso_unix(layout.epoch_unix_ms),
+            time_unit_ms: layout.unit_ms,
+            time_bits: layout.time_bits,
+            worker_bits: layout.worker_bits,
+            sequence_bits: layout.sequence_bits,
+            order: match layout.order {
+                Order::WorkerThenSequence => "time, worker, sequence",
+                Order::SequenceThenWorker => "time, sequence, worker",
+            },
+            ends: layout.end_unix_ms().map(iso_unix),
+            recorded: s.recorded_layout().map(|l| l.describe()),
         },
-        last_id: (tick.0 != 0).then(|| tick.id(worker_id.unwrap_or(0))),
+        last_id: (tick.0 != 0).then(|| layout.id(tick, worker_id.unwrap_or(0))),
         ids_since_start: s.ids.load(Ordering::Relaxed),
         ahead_of_clock_ms: if tick.0 == 0 {
             0
         } else {
-            tick.ms() as i64 - now as i64
+            layout.unix_ms(layout.units(tick)) - now_ms
         },
         clock: Clock {
             steps_back: s.clock_steps_back.load(Ordering::Relaxed),
@@ -177,24 +156,10 @@ pub fn collect() -> Stats {
             paced_ms: s.paced_waits.load(Ordering::Relaxed),
         },
         lease: Lease {
-            covered_until: (lease_ms != 0).then(|| iso(lease_ms)),
-            mark: (mark_ms != 0).then(|| iso(mark_ms)),
+            covered_until: (lease != 0).then(|| iso(lease)),
+            mark: (mark != 0).then(|| iso(mark)),
             renewals: s.renewals.load(Ordering::Relaxed),
         },
         since: iso_unix(s.started_unix_ms.load(Ordering::Relaxed) as i64),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn iso_dates() {
-        assert_eq!(iso(0), "2010-11-04T01:42:54.657Z");
-        assert_eq!(iso(layout::MAX_MS), "2080-07-10T17:30:30.208Z");
-        assert_eq!(iso_unix(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(iso_unix(951_782_400_000), "2000-02-29T00:00:00.000Z");
-        assert_eq!(iso_unix(1_577_836_800_000), "2020-01-01T00:00:00.000Z");
     }
 }

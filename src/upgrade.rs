@@ -15,7 +15,8 @@
 //!
 //! Nothing here runs outside binary-upgrade mode.
 
-use crate::state_file::{self, Loaded};
+use crate::layout::TWITTER;
+use crate::state_file::{self, Loaded, Mark};
 use std::path::{Path, PathBuf};
 
 /// The directory `pg_upgrade` creates inside the new cluster's data directory for its logs.
@@ -49,8 +50,14 @@ pub fn step(own: Loaded, theirs: Option<Loaded>) -> Step {
         // The old cluster: carry the higher mark; an old cluster that never handed out an id
         // carries 0, which tells the new one that nothing is missing.
         (Loaded::Missing, Some(Loaded::Mark(_))) => Step::Nothing,
-        (Loaded::Missing, Some(_)) => Step::Carry(Loaded::Mark(0)),
-        (Loaded::Mark(mine), Some(Loaded::Mark(there))) if there >= mine => Step::Nothing,
+        (Loaded::Missing, Some(_)) => Step::Carry(Loaded::Mark(Mark {
+            units: 0,
+            layout: TWITTER,
+        })),
+        // Marks of different layouts compare through their ids.
+        (Loaded::Mark(mine), Some(Loaded::Mark(there))) if there.bound() >= mine.bound() => {
+            Step::Nothing
+        }
         (Loaded::Mark(mine), _) => Step::Carry(Loaded::Mark(mine)),
         // Upgraded before without its mark, and never settled: the new one is not settled
         // either, unless it already holds a mark.
@@ -90,8 +97,10 @@ pub fn at_binary_upgrade_start() {
     };
     match state_file::write(dir, state, true) {
         Ok(()) => log(&match state {
-            Loaded::Mark(ms) => format!(
-                "pg_snowflake: carried the mark {ms} ms to the new cluster in \"{}\"",
+            Loaded::Mark(mark) => format!(
+                "pg_snowflake: carried the mark {} of the {} layout to the new cluster in \"{}\"",
+                mark.units,
+                mark.layout.describe(),
                 new.display()
             ),
             _ => format!(
@@ -131,28 +140,47 @@ mod tests {
         assert_eq!(new_cluster_of("/dev/null"), None);
     }
 
+    fn m(units: u64) -> Loaded {
+        Loaded::Mark(Mark {
+            units,
+            layout: TWITTER,
+        })
+    }
+
+    #[test]
+    fn marks_of_different_layouts_compare_through_their_ids() {
+        use crate::layout::SONYFLAKE;
+        // Sonyflake's 24 low bits to Twitter's 22: 300 of its units are 1200 of Twitter's.
+        let sony = Loaded::Mark(Mark {
+            units: 300,
+            layout: SONYFLAKE,
+        });
+        assert_eq!(step(sony, Some(m(1_000))), Step::Carry(sony));
+        assert_eq!(step(sony, Some(m(1_300))), Step::Nothing);
+    }
+
     #[test]
     fn the_old_cluster_carries_the_higher_mark() {
-        use Loaded::*;
-        assert_eq!(step(Mark(500), Some(Missing)), Step::Carry(Mark(500)));
-        assert_eq!(step(Mark(500), Some(Mark(400))), Step::Carry(Mark(500)));
-        assert_eq!(step(Mark(500), Some(Mark(600))), Step::Nothing);
-        assert_eq!(step(Mark(500), Some(NotCarried)), Step::Carry(Mark(500)));
+        use Loaded::{Missing, NotCarried};
+        assert_eq!(step(m(500), Some(Missing)), Step::Carry(m(500)));
+        assert_eq!(step(m(500), Some(m(400))), Step::Carry(m(500)));
+        assert_eq!(step(m(500), Some(m(600))), Step::Nothing);
+        assert_eq!(step(m(500), Some(NotCarried)), Step::Carry(m(500)));
         // Never handed out an id: 0 says so, and keeps the new cluster from refusing.
-        assert_eq!(step(Missing, Some(Missing)), Step::Carry(Mark(0)));
-        assert_eq!(step(Missing, Some(Mark(7))), Step::Nothing);
-        assert_eq!(step(Missing, Some(NotCarried)), Step::Carry(Mark(0)));
+        assert_eq!(step(Missing, Some(Missing)), Step::Carry(m(0)));
+        assert_eq!(step(Missing, Some(m(7))), Step::Nothing);
+        assert_eq!(step(Missing, Some(NotCarried)), Step::Carry(m(0)));
         // An unsettled marker travels on.
         assert_eq!(step(NotCarried, Some(Missing)), Step::Carry(NotCarried));
-        assert_eq!(step(NotCarried, Some(Mark(7))), Step::Nothing);
+        assert_eq!(step(NotCarried, Some(m(7))), Step::Nothing);
     }
 
     #[test]
     fn the_new_cluster_refuses_when_nothing_arrived() {
-        use Loaded::*;
+        use Loaded::{Missing, NotCarried};
         assert_eq!(step(Missing, None), Step::MarkNotCarried);
-        assert_eq!(step(Mark(0), None), Step::Nothing);
-        assert_eq!(step(Mark(500), None), Step::Nothing);
+        assert_eq!(step(m(0), None), Step::Nothing);
+        assert_eq!(step(m(500), None), Step::Nothing);
         assert_eq!(step(NotCarried, None), Step::Nothing);
     }
 }

@@ -1,0 +1,146 @@
+//! Layouts from SQL on the test server (Twitter's layout): decoding ids of other layouts by
+//! name, the time helpers, and time ranges answered by the primary key index.
+
+#[pgrx::pg_schema]
+mod tests {
+    use crate::pg_tests::{error_of, one};
+    use pgrx::prelude::*;
+
+    fn decoded(sql: &str) -> String {
+        one(&format!(
+            "SELECT to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.MS') || ' '
+                    || worker_id || ' ' || sequence FROM {sql}"
+        ))
+    }
+
+    #[pg_test]
+    fn ids_of_other_systems_decode_by_layout_name() {
+        // Discord's documented example id: 2016-04-30 11:18:25.796 UTC, worker 1 and process 0
+        // (worker id 32 in our 10-bit field), increment 7.
+        assert_eq!(
+            decoded("snowflake_decode(175928847299117063, 'discord')"),
+            "2016-04-30 11:18:25.796 32 7"
+        );
+        // Sonyflake, from sony/sonyflake's Decompose: time 12345678 ten-ms units after
+        // 2014-09-01, sequence 3, machine id 4242.
+        assert_eq!(
+            decoded(&format!(
+                "snowflake_decode({}, 'Sonyflake')",
+                12_345_678i64 << 24 | 3 << 16 | 4242
+            )),
+            "2014-09-02 10:17:36.780 4242 3"
+        );
+        // Instagram: shifts 23 and 10, epoch 2011-08-24 21:07:01.721 UTC.
+        assert_eq!(
+            decoded(&format!(
+                "snowflake_decode({}, 'instagram')",
+                1_000i64 << 23 | 1341 << 10 | 1
+            )),
+            "2011-08-24 21:07:02.721 1341 1"
+        );
+        assert_eq!(
+            decoded("snowflake_decode(0, 'js53')"),
+            "2025-01-01 00:00:00.000 0 0"
+        );
+        assert_eq!(
+            decoded("snowflake_decode(1212161512043466759, 'twitter')"),
+            decoded("snowflake_decode(1212161512043466759)")
+        );
+    }
+
+    #[pg_test]
+    fn unknown_layouts_and_ids_outside_a_layout_are_errors() {
+        let err = error_of("SELECT snowflake_decode(1, 'snowflake')").unwrap();
+        assert_eq!(err.sqlstate, "22023", "{err:?}");
+        assert_eq!(err.message, "unknown snowflake layout \"snowflake\"");
+        let err = error_of("SELECT snowflake_decode(1, 'custom')").unwrap();
+        assert_eq!(err.sqlstate, "22023", "{err:?}");
+        let err = error_of(&format!("SELECT snowflake_decode({}, 'js53')", 1i64 << 53)).unwrap();
+        assert_eq!(err.sqlstate, "22003", "{err:?}");
+        let err = error_of("SELECT snowflake_timestamp(-5)").unwrap();
+        assert_eq!(err.sqlstate, "22003", "{err:?}");
+        // Instagram's ids turn negative in 2046, and still decode.
+        assert_eq!(
+            decoded("snowflake_decode(-1, 'instagram')"),
+            "2081-04-30 12:54:37.272 8191 1023"
+        );
+    }
+
+    #[pg_test]
+    fn timestamp_min_id_and_max_id_agree_with_decode() {
+        let bad: i64 = one(
+            "WITH ids AS (SELECT snowflake_next() AS id FROM generate_series(1, 5000))
+             SELECT count(*) FROM ids
+             WHERE snowflake_timestamp(id) IS DISTINCT FROM (snowflake_decode(id)).ts
+                OR id NOT BETWEEN snowflake_min_id(snowflake_timestamp(id))
+                              AND snowflake_max_id(snowflake_timestamp(id))
+                OR snowflake_timestamp(snowflake_min_id(snowflake_timestamp(id)) - 1)
+                   <> snowflake_timestamp(id) - interval '1 ms'
+                OR snowflake_timestamp(snowflake_max_id(snowflake_timestamp(id)) + 1)
+                   <> snowflake_timestamp(id) + interval '1 ms'",
+        );
+        assert_eq!(bad, 0);
+        // Every worker's ids of one millisecond lie between the two.
+        let (lo, hi) = Spi::get_two::<i64, i64>(
+            "SELECT snowflake_min_id('2020-01-01 00:00:00+00'), \
+                    snowflake_max_id('2020-01-01 00:00:00.000999+00')",
+        )
+        .unwrap();
+        assert_eq!(lo.unwrap(), 1_212_161_512_043_446_272);
+        assert_eq!(hi.unwrap(), 1_212_161_512_043_446_272 + (1 << 22) - 1);
+        let err = error_of("SELECT snowflake_min_id('2000-01-01')").unwrap();
+        assert_eq!(err.sqlstate, "22008", "{err:?}");
+        let err = error_of("SELECT snowflake_max_id('infinity')").unwrap();
+        assert_eq!(err.sqlstate, "22008", "{err:?}");
+    }
+
+    #[pg_test]
+    fn a_time_range_is_an_index_range_scan_on_the_primary_key() {
+        // One row a minute for 20 000 minutes, as worker 42 would have made them.
+        Spi::run(
+            "CREATE TEMP TABLE ev (id bigint PRIMARY KEY, n int);
+             INSERT INTO ev
+             SELECT snowflake_min_id(timestamptz '2026-01-01 00:00:00+00'
+                                     + g * interval '1 minute') + (42 << 12), g
+             FROM generate_series(1, 20000) g;
+             ANALYZE ev",
+        )
+        .unwrap();
+        let range = "id BETWEEN snowflake_min_id('2026-01-05 00:00:00+00')
+                            AND snowflake_max_id('2026-01-05 23:59:59.999+00')";
+        let plan = plan_of(&format!("SELECT count(*) FROM ev WHERE {range}"));
+        assert!(
+            plan.contains("Index Only Scan using ev_pkey") && plan.contains("Index Cond"),
+            "{plan}"
+        );
+        let n: i64 = one(&format!("SELECT count(*) FROM ev WHERE {range}"));
+        let by_time: i64 = one("SELECT count(*) FROM ev
+             WHERE snowflake_timestamp(id) >= '2026-01-05 00:00:00+00'
+               AND snowflake_timestamp(id) < '2026-01-06 00:00:00+00'");
+        assert_eq!((n, by_time), (1440, 1440));
+    }
+
+    /// The plan of a query, all lines.
+    fn plan_of(sql: &str) -> String {
+        Spi::run(
+            "CREATE OR REPLACE FUNCTION pg_temp.plan(q text) RETURNS SETOF text
+             LANGUAGE plpgsql AS $$
+             BEGIN RETURN QUERY EXECUTE 'EXPLAIN (COSTS OFF) ' || q; END $$",
+        )
+        .unwrap();
+        Spi::get_one_with_args::<String>(
+            "SELECT string_agg(line, E'\\n') FROM pg_temp.plan($1) line",
+            &[sql.into()],
+        )
+        .unwrap()
+        .unwrap()
+    }
+
+    #[pg_test]
+    fn reset_layout_has_nothing_to_reset_and_is_superuser_only() {
+        assert!(!one::<bool>("SELECT snowflake_reset_layout()"));
+        let public: bool =
+            one("SELECT has_function_privilege('public', 'snowflake_reset_layout()', 'EXECUTE')");
+        assert!(!public);
+    }
+}
