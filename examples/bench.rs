@@ -556,6 +556,10 @@ fn main() {
     println!("pg_snowflake benchmark on {machine}");
 
     let (bulk_v, mut goals) = bulk(&mut c, reps, v7);
+    // BENCH_ONLY=bulk: the per-id cost alone, in a minute (results are not written).
+    if std::env::var("BENCH_ONLY").as_deref() == Ok("bulk") {
+        return;
+    }
     let (insert_v, g) = insert(&mut c, reps, v7);
     goals.extend(g);
     let (pgbench_v, g) = pgbench(&cluster, &mut c, pg_seconds, pg_reps, v7);
