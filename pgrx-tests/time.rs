@@ -120,6 +120,67 @@ mod tests {
         assert_eq!((n, by_time), (1440, 1440));
     }
 
+    /// `snowflake_timestamp(id) op value`, written the way people think, becomes a range scan
+    /// on the primary key (through `planner`), and selects exactly the rows that the same
+    /// condition selects when the planner cannot see it (wrapped in `= true`), for every
+    /// operator, both operand orders, values inside a millisecond, and values before the
+    /// epoch.
+    #[pg_test]
+    fn time_conditions_become_index_ranges_with_the_same_rows() {
+        Spi::run(
+            "CREATE TEMP TABLE ev (id bigint PRIMARY KEY, n int);
+             INSERT INTO ev
+             SELECT snowflake_min_id(timestamptz '2026-01-01 00:00:00+00'
+                                     + g * interval '1 minute') + (42 << 12), g
+             FROM generate_series(1, 20000) g;
+             -- The edges of two milliseconds: the smallest and the largest id of each.
+             INSERT INTO ev VALUES
+                 (snowflake_min_id('2026-01-05 00:00:00+00'), -1),
+                 (snowflake_max_id('2026-01-05 00:00:00+00'), -2),
+                 (snowflake_min_id('2026-01-05 00:00:00.001+00'), -3),
+                 (snowflake_max_id('2026-01-05 00:00:00.001+00'), -4);
+             ANALYZE ev",
+        )
+        .unwrap();
+        let ts = "snowflake_timestamp(id)";
+        let conditions = [
+            format!("{ts} >= '2026-01-05 00:00:00+00' AND {ts} < '2026-01-06 00:00:00+00'"),
+            format!("{ts} > '2026-01-05 00:00:00+00' AND {ts} <= '2026-01-05 12:00:00+00'"),
+            format!("{ts} BETWEEN '2026-01-05 00:00:00.0005+00' AND '2026-01-05 06:00:00.0005+00'"),
+            format!(
+                "{ts} > '2026-01-04 23:59:59.9995+00' AND {ts} < '2026-01-05 00:00:00.0015+00'"
+            ),
+            format!("{ts} = '2026-01-05 00:00:00+00'"),
+            format!("{ts} = '2026-01-05 00:00:00.0005+00'"),
+            format!("'2026-01-05 00:00:00.001+00' <= {ts} AND '2026-01-05 01:00:00+00' > {ts}"),
+            format!("{ts} < '2000-01-01 00:00:00+00'"),
+            format!("{ts} >= now() - interval '1 hour' AND n > 0"),
+        ];
+        for condition in &conditions {
+            let plan = plan_of(&format!("SELECT id FROM ev WHERE {condition}"));
+            assert!(
+                plan.contains("Index") && plan.contains("ev_pkey") && plan.contains("Index Cond"),
+                "{condition}:\n{plan}"
+            );
+            let hidden = format!("({condition}) = true");
+            let plan = plan_of(&format!("SELECT id FROM ev WHERE {hidden}"));
+            assert!(plan.contains("Seq Scan"), "{hidden}:\n{plan}");
+            let same: bool = one(&format!(
+                "SELECT array(SELECT id FROM ev WHERE {condition} ORDER BY id)
+                      = array(SELECT id FROM ev WHERE {hidden} ORDER BY id)"
+            ));
+            assert!(same, "{condition}: other rows than a sequential scan");
+        }
+        // Known counts: a day of minutes plus the three edge rows after midnight; the one
+        // millisecond holds its two edge ids and worker 42's row.
+        let count =
+            |condition: &str| -> i64 { one(&format!("SELECT count(*) FROM ev WHERE {condition}")) };
+        assert_eq!(count(&conditions[0]), 1440 + 4);
+        assert_eq!(count(&conditions[4]), 3);
+        assert_eq!(count(&conditions[5]), 0);
+        assert_eq!(count(&conditions[3]), 5);
+    }
+
     /// The plan of a query, all lines.
     fn plan_of(sql: &str) -> String {
         Spi::run(

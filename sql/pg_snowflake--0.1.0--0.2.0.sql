@@ -25,6 +25,11 @@ IMMUTABLE STRICT PARALLEL SAFE
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'snowflake_max_id_wrapper';
 
+CREATE FUNCTION snowflake_id_bound("ts" timestamp with time zone, "strategy" integer) RETURNS bigint
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowflake_id_bound_wrapper';
+
 CREATE FUNCTION snowflake_reset_layout() RETURNS bool
 STRICT VOLATILE PARALLEL UNSAFE
 LANGUAGE c

@@ -137,6 +137,18 @@ pub fn timestamp_outside_layout(layout: &Layout) -> ! {
     )
 }
 
+#[cold]
+#[track_caller]
+pub fn bad_strategy(strategy: i32) -> ! {
+    raise(
+        report(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("{strategy} is not a comparison strategy of snowflake_id_bound"),
+        )
+        .set_detail("The planner calls it with 1 (<), 2 (<=), 4 (>=) or 5 (>)."),
+    )
+}
+
 /// The configured layout differs from the one the cluster's ids were made with, and its ids
 /// made now would not all be above the old ones.
 #[cold]

@@ -20,6 +20,7 @@ mod generator;
 mod gucs;
 mod layout;
 mod lease;
+mod planner;
 mod shared;
 mod state_file;
 mod stats;
@@ -55,4 +56,5 @@ pub extern "C-unwind" fn _PG_init() {
     shared::init();
     wal::register();
     stats::init();
+    planner::init();
 }
