@@ -173,6 +173,116 @@ fn bulk(c: &mut Client, reps: usize, v7: bool) -> (Value, Vec<Goal>) {
     (value, goals)
 }
 
+/// A one-day count out of 30 days of rows, three ways: the time condition as people write it
+/// (`snowflake_timestamp(id)`, which the planner hook turns into a primary key range), the raw
+/// id range (`snowflake_min_id`/`snowflake_max_id`), and an expression index on
+/// `(snowflake_decode(id)).ts`, which the first two need not build or maintain.
+fn time_range(c: &mut Client, reps: usize) -> (Value, Vec<Goal>) {
+    c.batch_execute(&format!(
+        "DROP TABLE IF EXISTS bench_range;
+         CREATE TABLE bench_range (id bigint PRIMARY KEY, v int NOT NULL);
+         INSERT INTO bench_range
+         SELECT snowflake_min_id(timestamptz '2026-01-01 00:00:00+00'
+                                 + g * (interval '30 days' / {INSERT_ROWS})) + (1 << 12), g
+         FROM generate_series(1, {INSERT_ROWS}) g;
+         CREATE INDEX bench_range_ts ON bench_range (((snowflake_decode(id)).ts))"
+    ))
+    .unwrap();
+    // Index-only scans need the visibility map, which VACUUM sets (outside a transaction).
+    c.batch_execute("VACUUM ANALYZE bench_range").unwrap();
+    let (day, next) = ("'2026-01-15 00:00:00+00'", "'2026-01-16 00:00:00+00'");
+    let candidates = [
+        (
+            "snowflake_timestamp(id)",
+            format!("snowflake_timestamp(id) >= {day} AND snowflake_timestamp(id) < {next}"),
+        ),
+        (
+            "id range",
+            format!(
+                "id BETWEEN snowflake_min_id({day}) \
+                 AND snowflake_min_id({next}) - 1"
+            ),
+        ),
+        (
+            "expression index",
+            format!("(snowflake_decode(id)).ts >= {day} AND (snowflake_decode(id)).ts < {next}"),
+        ),
+    ];
+    let sql = |cond: &str| format!("SELECT count(*) FROM bench_range WHERE {cond}");
+    let counts: Vec<i64> = candidates
+        .iter()
+        .map(|(_, cond)| c.query_one(&sql(cond), &[]).unwrap().get(0))
+        .collect();
+    assert!(
+        counts.iter().all(|&n| n == counts[0]),
+        "different counts: {counts:?}"
+    );
+    let plans: Vec<String> = candidates
+        .iter()
+        .map(|(_, cond)| {
+            c.query(&format!("EXPLAIN (COSTS OFF) {}", sql(cond)), &[])
+                .unwrap()
+                .iter()
+                .map(|r| r.get::<_, String>(0))
+                .collect::<Vec<_>>()
+                .join(" / ")
+        })
+        .collect();
+    // 20 queries per timing, so that one timing is a few milliseconds, not a round trip.
+    let batch = |cond: &str| vec![sql(cond); 20].join(";\n");
+    let mut secs: Vec<Vec<f64>> = vec![Vec::new(); candidates.len()];
+    for (_, cond) in &candidates {
+        timed(c, &batch(cond));
+    }
+    for rep in 0..reps * 3 {
+        for i in rotated(&(0..candidates.len()).collect::<Vec<_>>(), rep) {
+            secs[i].push(timed(c, &batch(&candidates[i].1)) / 20.0);
+        }
+    }
+    let ratio = |i: usize| -> f64 {
+        median(
+            &secs[i]
+                .iter()
+                .zip(&secs[1])
+                .map(|(a, b)| a / b)
+                .collect::<Vec<_>>(),
+        )
+    };
+    println!(
+        "\nTime range: count of one day ({} rows) out of {INSERT_ROWS} rows over 30 days, {} alternated runs",
+        counts[0],
+        reps * 3
+    );
+    println!(
+        "{:<26} {:>12} {:>14}  plan",
+        "condition", "median ms", "vs id range"
+    );
+    for (i, (name, _)) in candidates.iter().enumerate() {
+        println!(
+            "{name:<26} {:>12.3} {:>14.3}  {}",
+            median(&secs[i]) * 1e3,
+            ratio(i),
+            plans[i]
+        );
+    }
+    c.batch_execute("DROP TABLE bench_range").unwrap();
+    let goals = vec![Goal {
+        name: "time range: snowflake_timestamp(id) vs id range".into(),
+        value: ratio(0),
+        target: 1.1,
+        at_least: false,
+    }];
+    let value = json!({
+        "rows": INSERT_ROWS,
+        "rows_in_range": counts[0],
+        "median_ms": candidates.iter().enumerate().map(|(i, (n, _))| (n.to_string(), json!(median(&secs[i]) * 1e3))).collect::<serde_json::Map<_, _>>(),
+        "ratio_timestamp_over_id_range": ratio(0),
+        "ratio_expression_index_over_id_range": ratio(2),
+        "plans": plans,
+    });
+    (value, goals)
+}
+
 fn insert(c: &mut Client, reps: usize, v7: bool) -> (Value, Vec<Goal>) {
     let mut candidates = vec![
         (
@@ -555,11 +665,19 @@ fn main() {
     let v7 = major >= 18;
     println!("pg_snowflake benchmark on {machine}");
 
-    let (bulk_v, mut goals) = bulk(&mut c, reps, v7);
-    // BENCH_ONLY=bulk: the per-id cost alone, in a minute (results are not written).
-    if std::env::var("BENCH_ONLY").as_deref() == Ok("bulk") {
+    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
+    // BENCH_ONLY=range: the time-range counts alone (results are not written).
+    if only == "range" {
+        time_range(&mut c, reps);
         return;
     }
+    let (bulk_v, mut goals) = bulk(&mut c, reps, v7);
+    // BENCH_ONLY=bulk: the per-id cost alone, in a minute (results are not written).
+    if only == "bulk" {
+        return;
+    }
+    let (range_v, g) = time_range(&mut c, reps);
+    goals.extend(g);
     let (insert_v, g) = insert(&mut c, reps, v7);
     goals.extend(g);
     let (pgbench_v, g) = pgbench(&cluster, &mut c, pg_seconds, pg_reps, v7);
@@ -582,6 +700,7 @@ fn main() {
     let results = json!({
         "machine": machine,
         "bulk": bulk_v,
+        "time_range": range_v,
         "insert": insert_v,
         "pgbench": pgbench_v,
         "goals": goals.iter().map(|g| json!({"name": g.name, "value": g.value, "target": g.target,

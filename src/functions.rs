@@ -136,13 +136,13 @@ fn snowflake_max_id(ts: TimestampWithTimeZone) -> i64 {
     (layout.first_id(units_of(ts, layout) + 1) - 1) as i64
 }
 
-/// For the planner (see `planner`): the bound on ids implied by comparing their
-/// `snowflake_timestamp` with `ts`, as a B-tree strategy: `id <= bound` for `<` (1) and `<=`
-/// (2), `id >= bound` for `>=` (4) and `>` (5). The time of an id is the start of its time unit,
-/// and `ts` has microseconds. Never an error: outside the layout the bound is clamped so that it
-/// keeps every id that could match (the original comparison still filters them).
+/// For the planner (see `planner`): the bound on ids equivalent to comparing their
+/// `snowflake_timestamp` with `ts`, by B-tree strategy: `id <= bound` for `<` (1) and `<=` (2),
+/// `id >= bound` for `>=` (4) and `>` (5). The time of an id is the start of its time unit,
+/// and `ts` has microseconds. Never an error: outside the layout the bound still selects exactly
+/// the ids that compare true (NULL, which selects none, for a lower bound past the end).
 #[pg_extern(immutable, strict, parallel_safe)]
-fn snowflake_id_bound(ts: TimestampWithTimeZone, strategy: i32) -> i64 {
+fn snowflake_id_bound(ts: TimestampWithTimeZone, strategy: i32) -> Option<i64> {
     let layout = gucs::layout();
     let us = if ts.is_infinity() {
         i128::MAX / 4
@@ -156,9 +156,11 @@ fn snowflake_id_bound(ts: TimestampWithTimeZone, strategy: i32) -> i64 {
     let offset = us + (PG_EPOCH_UNIX_MS as i128 - layout.epoch_unix_ms as i128) * 1000;
     let floor = offset.div_euclid(unit_us);
     let ceil = floor + i128::from(offset.rem_euclid(unit_us) != 0);
+    // The first id of a time unit, for units from before the epoch (0) to past the end (the
+    // last id + 1, which may be 2^63).
     let first_id = |units: i128| -> i128 {
         let units = units.clamp(0, layout.end_mark() as i128);
-        (layout.first_id(units as u64) as i128).min(i64::MAX as i128)
+        layout.first_id(units as u64) as i128
     };
     let bound = match strategy {
         1 => first_id(ceil) - 1,      // start < ts: units <= ceil - 1
@@ -167,9 +169,9 @@ fn snowflake_id_bound(ts: TimestampWithTimeZone, strategy: i32) -> i64 {
         5 => first_id(floor + 1),     // start > ts: units >= floor + 1
         _ => errors::bad_strategy(strategy),
     };
-    // Below the epoch an upper bound is -1 (no id), a lower bound 0; past the end a lower bound
-    // is the largest bigint: lossy at worst, never wrong, as the filter stays.
-    bound.clamp(-1, i64::MAX as i128) as i64
+    // An upper bound is at least -1 (no id) and at most the largest bigint; a lower bound past
+    // the largest bigint selects nothing, which only NULL says.
+    i64::try_from(bound.max(-1)).ok()
 }
 
 /// Forgets, on purpose, the ids made with the layout this cluster used before, and starts the

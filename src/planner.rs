@@ -1,13 +1,16 @@
 //! Time ranges written as people think, `WHERE snowflake_timestamp(id) >= a AND
 //! snowflake_timestamp(id) < b`, answered by the primary key index on `id`.
 //!
-//! Ids are ordered by time, so every comparison of `snowflake_timestamp(id)` with a value implies
-//! a range of `id`. Before the planner runs, this hook finds such comparisons among the
-//! AND-ed conditions of each `WHERE` and `JOIN ... ON` and adds the implied condition on the id:
-//! `snowflake_timestamp(id) >= a` gains `id >= snowflake_id_bound(a, 4)`, which the planner folds
-//! to a constant and matches to the index like any `id >= 123`. The original condition stays
-//! (as a filter, checked on the few rows the range returns), so the rows are exactly those it
-//! selects: an added condition only ever narrows what the index reads.
+//! Ids are ordered by time, so every comparison of `snowflake_timestamp(id)` with a value is a
+//! range of `id`: the ids of time unit `u` are exactly `u << (worker + sequence bits)` up to the
+//! next unit's first id, in every layout. Before the planner runs, this hook finds such
+//! comparisons among the AND-ed conditions of each `WHERE` and `JOIN ... ON` and replaces each
+//! with the equivalent condition on the id: `snowflake_timestamp(id) >= a` becomes
+//! `id >= snowflake_id_bound(a, 4)`, which the planner folds to a constant and matches to the
+//! index like any `id >= 123`. Nothing is left to re-check per row, so the query costs what the
+//! hand-written id range costs. The one difference: an id that the layout cannot hold (a
+//! negative one) is compared as a number, where `snowflake_timestamp` would have raised an
+//! error.
 //!
 //! Why a planner hook and not a `SUPPORT` function: PostgreSQL asks a support function for an
 //! index condition (`SupportRequestIndexCondition`) only when one side of the comparison *is*
@@ -17,8 +20,8 @@
 //! `time_bucket(...)` the same way, for the same reason.
 //!
 //! What it does not see: comparisons inside OR, NOT or CASE, in a sub-select of a WHERE
-//! (`EXISTS (...)`), and with a volatile value (`random()`, `clock_timestamp()`). Those plan as
-//! before.
+//! (`EXISTS (...)`), and with a volatile value (`random()`, `clock_timestamp()`). Those run as
+//! written.
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -80,58 +83,69 @@ unsafe extern "C-unwind" {
 
 #[pg_guard]
 unsafe extern "C-unwind" fn rewrite(parse: *mut pg_sys::Query) {
-    let mut functions = None;
     // SAFETY: as in `plan`.
-    unsafe { add_id_ranges(parse, &mut functions) };
+    unsafe { add_id_ranges(parse) };
 }
 
-/// The functions of the extension in this database: looked up only once a query holds a
-/// comparison of a function named `snowflake_timestamp`, so other queries pay nothing but a
-/// walk over their top-level conditions.
-#[derive(Clone, Copy)]
-struct Functions {
-    timestamp: pg_sys::Oid,
-    bound: pg_sys::Oid,
-}
+/// pg_language's `c`.
+const C_LANGUAGE: u32 = 13;
 
-/// `None` inside: looked up and not there (the extension is not created, or is 0.1.0).
-type Lookup = Option<Option<Functions>>;
-
-unsafe fn functions(lookup: &mut Lookup) -> Option<Functions> {
-    *lookup.get_or_insert_with(|| unsafe {
-        let ext = pg_sys::get_extension_oid(c"pg_snowflake".as_ptr(), true);
-        if ext == pg_sys::InvalidOid {
-            return None;
+/// Whether `funcid` is this library's `snowflake_timestamp`: a C function whose symbol is its
+/// wrapper, whatever its schema (PostgreSQL 15 has no cheap way from a function to its
+/// extension). Two syscache lookups, made only for calls of a function of that name.
+unsafe fn is_our_timestamp(funcid: pg_sys::Oid) -> bool {
+    // SAFETY: syscache lookups of a valid function oid; the tuple is released before return.
+    unsafe {
+        let name = pg_sys::get_func_name(funcid);
+        if name.is_null() || CStr::from_ptr(name) != c"snowflake_timestamp" {
+            return false;
         }
-        let schema = pg_sys::get_namespace_name(pg_sys::get_extension_schema(ext));
+        let cache = pg_sys::SysCacheIdentifier::PROCOID as std::ffi::c_int;
+        let tuple = pg_sys::SearchSysCache1(cache, pg_sys::Datum::from(funcid));
+        if tuple.is_null() {
+            return false;
+        }
+        let form = &*pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_proc>(tuple);
+        let mut null = false;
+        let src = pg_sys::SysCacheGetAttr(
+            cache,
+            tuple,
+            pg_sys::Anum_pg_proc_prosrc as pg_sys::AttrNumber,
+            &mut null,
+        );
+        let ours = !null
+            && form.prolang == pg_sys::Oid::from(C_LANGUAGE)
+            && CStr::from_ptr(pg_sys::text_to_cstring(src.cast_mut_ptr()))
+                == c"snowflake_timestamp_wrapper";
+        pg_sys::ReleaseSysCache(tuple);
+        ours
+    }
+}
+
+/// `snowflake_id_bound`, from the schema of the `snowflake_timestamp` that was found (an
+/// extension keeps its functions in one schema); `None` for a 0.1.0 install that has neither.
+unsafe fn bound_function(timestamp: pg_sys::Oid) -> Option<pg_sys::Oid> {
+    // SAFETY: catalog lookups of a valid function and its schema.
+    unsafe {
+        let schema = pg_sys::get_namespace_name(pg_sys::get_func_namespace(timestamp));
         if schema.is_null() {
             return None;
         }
-        let name = |f: &CStr| {
-            let mut list = PgList::<pg_sys::Node>::new();
-            list.push(pg_sys::makeString(schema).cast());
-            list.push(pg_sys::makeString(f.as_ptr().cast_mut()).cast());
-            list.into_pg()
-        };
-        let timestamp = pg_sys::LookupFuncName(
-            name(c"snowflake_timestamp"),
-            1,
-            [pg_sys::INT8OID].as_ptr(),
-            true,
-        );
+        let mut name = PgList::<pg_sys::Node>::new();
+        name.push(pg_sys::makeString(schema).cast());
+        name.push(pg_sys::makeString(c"snowflake_id_bound".as_ptr().cast_mut()).cast());
         let bound = pg_sys::LookupFuncName(
-            name(c"snowflake_id_bound"),
+            name.into_pg(),
             2,
             [pg_sys::TIMESTAMPTZOID, pg_sys::INT4OID].as_ptr(),
             true,
         );
-        (timestamp != pg_sys::InvalidOid && bound != pg_sys::InvalidOid)
-            .then_some(Functions { timestamp, bound })
-    })
+        (bound != pg_sys::InvalidOid).then_some(bound)
+    }
 }
 
 /// Adds the implied id ranges in a query, its sub-queries in FROM and its CTEs.
-unsafe fn add_id_ranges(query: *mut pg_sys::Query, lookup: &mut Lookup) {
+unsafe fn add_id_ranges(query: *mut pg_sys::Query) {
     // SAFETY: a valid Query from the parser or rewriter; its nodes are ours to extend.
     unsafe {
         if query.is_null() {
@@ -139,63 +153,64 @@ unsafe fn add_id_ranges(query: *mut pg_sys::Query, lookup: &mut Lookup) {
         }
         let q = &mut *query;
         if !q.jointree.is_null() {
-            in_from_expr(q.jointree, lookup);
+            in_from_expr(q.jointree);
         }
         for rte in PgList::<pg_sys::RangeTblEntry>::from_pg(q.rtable).iter_ptr() {
             if (*rte).rtekind == pg_sys::RTEKind::RTE_SUBQUERY {
-                add_id_ranges((*rte).subquery, lookup);
+                add_id_ranges((*rte).subquery);
             }
         }
         for cte in PgList::<pg_sys::CommonTableExpr>::from_pg(q.cteList).iter_ptr() {
             let inner = (*cte).ctequery;
             if is_a(inner, pg_sys::NodeTag::T_Query) {
-                add_id_ranges(inner.cast(), lookup);
+                add_id_ranges(inner.cast());
             }
         }
     }
 }
 
-unsafe fn in_from_expr(from: *mut pg_sys::FromExpr, lookup: &mut Lookup) {
+unsafe fn in_from_expr(from: *mut pg_sys::FromExpr) {
     // SAFETY: as in `add_id_ranges`.
     unsafe {
-        (*from).quals = with_id_ranges((*from).quals, lookup);
+        (*from).quals = with_id_ranges((*from).quals);
         for item in PgList::<pg_sys::Node>::from_pg((*from).fromlist).iter_ptr() {
-            in_join_tree(item, lookup);
+            in_join_tree(item);
         }
     }
 }
 
-unsafe fn in_join_tree(node: *mut pg_sys::Node, lookup: &mut Lookup) {
+unsafe fn in_join_tree(node: *mut pg_sys::Node) {
     // SAFETY: as in `add_id_ranges`.
     unsafe {
         if is_a(node, pg_sys::NodeTag::T_FromExpr) {
-            in_from_expr(node.cast(), lookup);
+            in_from_expr(node.cast());
         } else if is_a(node, pg_sys::NodeTag::T_JoinExpr) {
             let join = node.cast::<pg_sys::JoinExpr>();
             // Adding a condition implied by the ON clause to that same ON clause changes
             // nothing, for outer joins too.
-            (*join).quals = with_id_ranges((*join).quals, lookup);
-            in_join_tree((*join).larg, lookup);
-            in_join_tree((*join).rarg, lookup);
+            (*join).quals = with_id_ranges((*join).quals);
+            in_join_tree((*join).larg);
+            in_join_tree((*join).rarg);
         }
     }
 }
 
-/// The conditions, AND the id ranges their top-level comparisons imply.
-unsafe fn with_id_ranges(quals: *mut pg_sys::Node, lookup: &mut Lookup) -> *mut pg_sys::Node {
+/// The conditions, with each top-level comparison of `snowflake_timestamp` replaced by its id
+/// range.
+unsafe fn with_id_ranges(quals: *mut pg_sys::Node) -> *mut pg_sys::Node {
     // SAFETY: as in `add_id_ranges`.
     unsafe {
-        let mut added = PgList::<pg_sys::Node>::new();
-        for clause in conjuncts(quals) {
-            implied_ranges(clause, lookup, &mut added);
-        }
-        if added.is_empty() {
-            return quals;
-        }
         let mut all = PgList::<pg_sys::Node>::new();
-        all.push(quals);
-        for clause in added.iter_ptr() {
-            all.push(clause);
+        let mut replaced = false;
+        for clause in conjuncts(quals) {
+            if !id_range(clause, &mut all) {
+                all.push(clause);
+            } else {
+                replaced = true;
+            }
+        }
+        if !replaced {
+            return quals;
         }
         pg_sys::make_andclause(all.into_pg()).cast()
     }
@@ -221,22 +236,18 @@ unsafe fn conjuncts(node: *mut pg_sys::Node) -> Vec<*mut pg_sys::Node> {
     }
 }
 
-/// For `snowflake_timestamp(x) op value` (or `value op snowflake_timestamp(x)`), the conditions
-/// on `x` it implies.
-unsafe fn implied_ranges(
-    clause: *mut pg_sys::Node,
-    lookup: &mut Lookup,
-    added: &mut PgList<pg_sys::Node>,
-) {
+/// For `snowflake_timestamp(x) op value` (or `value op snowflake_timestamp(x)`), pushes the
+/// equivalent conditions on `x` and returns true.
+unsafe fn id_range(clause: *mut pg_sys::Node, added: &mut PgList<pg_sys::Node>) -> bool {
     // SAFETY: as in `add_id_ranges`.
     unsafe {
         if !is_a(clause, pg_sys::NodeTag::T_OpExpr) {
-            return;
+            return false;
         }
         let op = &*clause.cast::<pg_sys::OpExpr>();
         let args = PgList::<pg_sys::Node>::from_pg(op.args);
         if args.len() != 2 {
-            return;
+            return false;
         }
         let strategy = match pg_sys::get_opcode(op.opno).to_u32() {
             pg_sys::F_TIMESTAMPTZ_LT => LESS,
@@ -244,20 +255,22 @@ unsafe fn implied_ranges(
             pg_sys::F_TIMESTAMPTZ_EQ => EQUAL,
             pg_sys::F_TIMESTAMPTZ_GE => GREATER_EQUAL,
             pg_sys::F_TIMESTAMPTZ_GT => GREATER,
-            _ => return,
+            _ => return false,
         };
         let (left, right) = (args.get_ptr(0).unwrap(), args.get_ptr(1).unwrap());
-        let (id, value, strategy) = if let Some(id) = timestamp_argument(left, lookup) {
-            (id, right, strategy)
-        } else if let Some(id) = timestamp_argument(right, lookup) {
-            (id, left, 6 - strategy) // value op ts(id) is ts(id) commuted-op value
+        let ((id, timestamp), value, strategy) = if let Some(call) = timestamp_call(left) {
+            (call, right, strategy)
+        } else if let Some(call) = timestamp_call(right) {
+            (call, left, 6 - strategy) // value op ts(id) is ts(id) commuted-op value
         } else {
-            return;
+            return false;
         };
         if pg_sys::contain_volatile_functions(value) {
-            return; // evaluated twice, it could differ: the range would not be implied
+            return false; // evaluated twice for `=`, it could differ
         }
-        let functions = functions(lookup).expect("checked by timestamp_argument");
+        let Some(bound_function) = bound_function(timestamp) else {
+            return false;
+        };
         let mut range = |operator: u32, strategy: i32| {
             let mut bound_args = PgList::<pg_sys::Node>::new();
             bound_args.push(pg_sys::copyObjectImpl(value.cast()).cast());
@@ -274,7 +287,7 @@ unsafe fn implied_ranges(
                 .cast(),
             );
             let bound = pg_sys::makeFuncExpr(
-                functions.bound,
+                bound_function,
                 pg_sys::INT8OID,
                 bound_args.into_pg(),
                 pg_sys::InvalidOid,
@@ -302,29 +315,23 @@ unsafe fn implied_ranges(
                 range(INT8_LE, LESS_EQUAL);
             }
         }
+        true
     }
 }
 
-/// `x` if `node` is a call of this extension's `snowflake_timestamp(x)`.
-unsafe fn timestamp_argument(
-    node: *mut pg_sys::Node,
-    lookup: &mut Lookup,
-) -> Option<*mut pg_sys::Node> {
+/// `(x, function)` if `node` is a call of this library's `snowflake_timestamp(x)`.
+unsafe fn timestamp_call(node: *mut pg_sys::Node) -> Option<(*mut pg_sys::Node, pg_sys::Oid)> {
     // SAFETY: as in `add_id_ranges`.
     unsafe {
         if !is_a(node, pg_sys::NodeTag::T_FuncExpr) {
             return None;
         }
         let call = &*node.cast::<pg_sys::FuncExpr>();
-        // The cheap test first: a syscache lookup of the name, before the extension's.
-        let name = pg_sys::get_func_name(call.funcid);
-        if name.is_null() || CStr::from_ptr(name) != c"snowflake_timestamp" {
+        if !is_our_timestamp(call.funcid) {
             return None;
         }
-        if functions(lookup)?.timestamp != call.funcid {
-            return None;
-        }
-        PgList::<pg_sys::Node>::from_pg(call.args).get_ptr(0)
+        let arg = PgList::<pg_sys::Node>::from_pg(call.args).get_ptr(0)?;
+        Some((arg, call.funcid))
     }
 }
 
