@@ -1,6 +1,7 @@
 //! snowflake_decode() agrees bit for bit with an independent decoder: the npm package
 //! @sapphire/snowflake (its `workerId << 5 | processId` is our worker_id, its `increment` our
-//! sequence), run by node on ids the server generated and on seeded random ids.
+//! sequence), run by node on ids the server generated and on seeded random ids, for the Twitter
+//! layout (its TwitterSnowflake) and the Discord layout (its DiscordSnowflake).
 #![cfg(not(feature = "pg_test"))]
 
 mod common;
@@ -10,16 +11,37 @@ use std::process::{Command, Stdio};
 
 #[test]
 fn decode_agrees_with_sapphire_snowflake() {
+    agrees_with_sapphire("twitter", "snowflake_decode(id)");
+}
+
+#[test]
+fn a_discord_server_makes_ids_that_sapphires_discord_decoder_reads() {
+    agrees_with_sapphire("discord", "snowflake_decode(id)");
+}
+
+#[test]
+fn discord_ids_decode_by_name_on_a_twitter_server() {
+    agrees_with_sapphire("twitter", "snowflake_decode(id, 'discord')");
+}
+
+/// `server`: the layout of the server that makes the ids; `decode`: how the server decodes
+/// them. The JavaScript decoder is Discord's when either says discord.
+fn agrees_with_sapphire(server: &str, decode: &str) {
     let js = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/js");
     assert!(
         js.join("node_modules/@sapphire/snowflake").exists(),
         "run `npm ci --prefix tests/js` first (make test does)"
     );
-    let cluster = Cluster::start_new("decoder_js", &["snowflake.worker_id = 1023"]);
+    let layout = format!("snowflake.layout = {server}");
+    let cluster = Cluster::start_new(
+        &format!("decoder_js_{server}"),
+        &["snowflake.worker_id = 1023", &layout],
+    );
     let mut c = cluster.connect_ext();
     let rows = c
         .query(
-            "WITH ids AS (
+            format!(
+                "WITH ids AS (
                  SELECT snowflake_next() AS id FROM generate_series(1, 5000)
                  UNION ALL
                  SELECT (random() * 9223372036854775807)::bigint
@@ -29,7 +51,9 @@ fn decode_agrees_with_sapphire_snowflake() {
              )
              SELECT id::text, (extract(epoch FROM d.ts) * 1000)::bigint::text,
                     d.worker_id, d.sequence
-             FROM ids, snowflake_decode(id) d",
+             FROM ids, {decode} d"
+            )
+            .as_str(),
             &[],
         )
         .unwrap();
@@ -42,6 +66,11 @@ fn decode_agrees_with_sapphire_snowflake() {
     }
     let mut node = Command::new("node")
         .arg(js.join("check_decode.mjs"))
+        .arg(if server == "discord" || decode.contains("discord") {
+            "discord"
+        } else {
+            "twitter"
+        })
         .current_dir(&js)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
