@@ -6,7 +6,13 @@ mod common;
 use common::*;
 
 fn ids_after_restart_exceed_those_before(mode: &str) {
-    let mut cluster = Cluster::init(&format!("restart_{mode}"), &[]);
+    ids_after_restart_exceed_those_before_in(mode, "twitter");
+}
+
+/// The lease holds in every layout: the mark counts in the layout's own time units.
+fn ids_after_restart_exceed_those_before_in(mode: &str, layout: &str) {
+    let layout_line = format!("snowflake.layout = {layout}");
+    let mut cluster = Cluster::init(&format!("restart_{mode}_{layout}"), &[&layout_line]);
     let clock = cluster.use_fake_clock();
     cluster.start();
     let before = ids(
@@ -40,4 +46,11 @@ fn ids_after_a_fast_restart_exceed_those_before() {
 #[test]
 fn ids_after_an_immediate_restart_exceed_those_before() {
     ids_after_restart_exceed_those_before("immediate");
+}
+
+#[test]
+fn ids_after_an_immediate_restart_exceed_those_before_in_sonyflake_and_js53() {
+    // 10 ms units, and the sequence above the machine id (sonyflake).
+    ids_after_restart_exceed_those_before_in("immediate", "sonyflake");
+    ids_after_restart_exceed_those_before_in("immediate", "js53");
 }
