@@ -14,27 +14,29 @@ cd "$(dirname "$0")/.."
 
 PG=${PG:-15}
 export PG_CONFIG=${PG_CONFIG:-$(scripts/pg-config.sh "$PG")}
-# Suites that can tell: the soak (60 s), the README and the JavaScript decoder test nothing
-# these mutations touch. pg_upgrade needs two majors (see the `upgrade` row).
+# Suites that can tell: the soak (60 s) and the JavaScript decoder test nothing these
+# mutations touch; the README shows a time-range plan. pg_upgrade needs two majors (see the `upgrade` row).
 SUITES=(--test restart --test crash --test clock --test standby --test sync_standby
         --test configuration --test concurrency --test burst --test toolkit
-        --test extension_upgrade)
+        --test extension_upgrade --test layouts --test readme)
 
 # name ~ file ~ perl substitution ~ what it removes
 MUTATIONS=(
-  "durable_mark~src/lease.rs~s/write_mark\(s, mark\);/s.mark_ms.store(mark, Ordering::Release);/~the mark is neither WAL-logged nor written to the state file"
-  "wal_redo~src/wal.rs~s/=> lease::replay_mark\(mark_ms\),/=> {}/~WAL replay of marks (standbys, crash recovery)"
+  "durable_mark~src/lease.rs~s/write_mark\(s, layout, mark\);/s.mark.store(mark, Ordering::Release);/~the mark is neither WAL-logged nor written to the state file"
+  "wal_redo~src/wal.rs~s/Record::Mark\(mark\) => lease::replay_mark\(mark\),/Record::Mark(_) => {}/~WAL replay of marks (standbys, crash recovery)"
   "state_file~src/shared.rs~s/match state_file::read\(Path::new\(\".\"\)\) \{/match Ok::<_, state_file::ReadError>(state_file::Loaded::Missing) {/~the state file is not read at start"
   "clock_rule~src/layout.rs~s/let next = Tick\(if clocked > succ \{ clocked \} else \{ succ \}\);/let next = Tick(clocked);/~ids follow the clock back (no borrowing)"
-  "standby_refusal~src/lease.rs~s/if unsafe \{ pg_sys::RecoveryInProgress\(\) \} \{/if false {/~a standby is not refused"
+  "standby_refusal~src/lease.rs~s/(pub fn cover.*?)if unsafe \{ pg_sys::RecoveryInProgress\(\) \} \{/$1if false {/s~a standby is not refused"
   "sync_wait~src/sync_standby.rs~s/    if acknowledged\(lsn, format\) \{\n        return;\n    \}/    return;/~the lease does not wait for synchronous standbys"
-  "sync_cancel~src/lease.rs~s/    sync_standby::wait_for_flush\(lsn\);/    let _ = std::panic::catch_unwind(|| sync_standby::wait_for_flush(lsn));/~a cancelled wait publishes the lease"
-  "worker_unset~src/gucs.rs~s/u32::try_from\(hot\(&WORKER_ID\)\).ok\(\)/Some(u32::try_from(hot(\&WORKER_ID)).unwrap_or(0))/~an unset worker id silently becomes 0"
-  "pacing~src/generator.rs~s/if Pacer::applies\(next, now, max_drift\) && !paced\(now\) \{/if false {/~bursts are not paced"
-  "floor_durable~src/floor.rs~s/    cover\(s, ms, now\);\n//~snowflake_advance_past() writes no durable mark"
+  "sync_cancel~src/lease.rs~s/    sync_standby::wait_for_flush\(lsn\);\n    s.lease.fetch_max/    let _ = std::panic::catch_unwind(|| sync_standby::wait_for_flush(lsn));\n    s.lease.fetch_max/~a cancelled wait publishes the lease"
+  "worker_unset~src/gucs.rs~s/worker_id: u32::try_from\(WORKER_ID.get\(\)\).ok\(\),/worker_id: Some(u32::try_from(WORKER_ID.get()).unwrap_or(0)),/~an unset worker id silently becomes 0"
+  "pacing~src/generator.rs~s/if Pacer::applies\(layout, next, now, max_drift\) && !paced\(layout, now\) \{/if false {/~bursts are not paced"
+  "floor_durable~src/floor.rs~s/    cover\(s, layout, units, now\);\n//~snowflake_advance_past() writes no durable mark"
   "adopt_floor~src/adopt.sql~s/        PERFORM \@extschema\@.snowflake_advance_past\(top\);/        NULL;/~snowflake_adopt() does not move the generator above the column"
   "update_script~sql/pg_snowflake--0.1.0--0.2.0.sql~s/GRANT EXECUTE ON FUNCTION snowflake_stats\(\) TO pg_monitor;\n//~the 0.1.0 -> 0.2.0 script forgets a grant"
   "ids_counted~src/generator.rs~s/    stats::count_id\(\);\n//~ids are not counted in the stats"
+  "layout_refusal~src/lease.rs~s/if s.layout_differs.load\(Ordering::Acquire\) \{/if false {/~a layout change whose ids would go below the old ones is not refused"
+  "time_ranges~src/lib.rs~s/    planner::init\(\);\n//~comparisons of snowflake_timestamp(id) are not turned into id ranges"
 )
 
 only=" $* "
