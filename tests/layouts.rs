@@ -334,3 +334,46 @@ fn ids_never_wrap_a_layout_warns_in_its_last_year_and_ends_with_an_error() {
         ("2200H", "snowflake ids are exhausted")
     );
 }
+
+#[test]
+fn a_promoted_standby_with_another_layout_refuses_until_reset() {
+    let primary = Cluster::start_new("layout_primary", &[]);
+    let mut p = primary.connect_ext();
+    let mut old = ids(
+        &mut p,
+        "SELECT snowflake_next() FROM generate_series(1, 1000)",
+    );
+    let standby = primary.basebackup("layout_standby");
+    standby.append_conf(&["snowflake.layout = discord"]);
+    standby.start();
+    let mut s = standby.connect();
+    // Two lease renewals' worth of ids, replayed by the standby as marks of Twitter's layout
+    // (the base backup's state file already holds one).
+    let until = std::time::Instant::now() + std::time::Duration::from_millis(2500);
+    while std::time::Instant::now() < until {
+        old.extend(ids(
+            &mut p,
+            "SELECT snowflake_next() FROM generate_series(1, 20000)",
+        ));
+    }
+    wait_for_replay(&mut p, &mut s);
+    primary.stop("immediate");
+    standby.promote();
+    let mut s = standby.connect();
+    let (state, message, _) = expect_error(&mut s, "SELECT snowflake_next()");
+    assert_eq!(state, "55000");
+    assert_eq!(
+        message,
+        "snowflake.layout is discord, but this cluster's ids were made with the twitter layout"
+    );
+    assert!(s
+        .query_one("SELECT snowflake_reset_layout()", &[])
+        .unwrap()
+        .get::<_, bool>(0));
+    let id = next(&mut s);
+    assert_eq!(decode(&mut s, id).1, 1);
+    assert!(
+        id < *old.last().unwrap(),
+        "a Discord id of now is below the Twitter ids"
+    );
+}

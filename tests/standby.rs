@@ -7,31 +7,6 @@ mod common;
 use common::*;
 use std::time::{Duration, Instant};
 
-fn wait_for_replay(primary: &mut Client, standby: &mut Client) {
-    let target: String = primary
-        .query_one("SELECT pg_current_wal_flush_lsn()::text", &[])
-        .unwrap()
-        .get(0);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let caught_up: bool = standby
-            .query_one(
-                "SELECT pg_last_wal_replay_lsn() >= $1::text::pg_lsn",
-                &[&target],
-            )
-            .unwrap()
-            .get(0);
-        if caught_up {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the standby did not replay up to {target}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 fn a_promoted_standby_continues_above_the_old_primary() {
     let primary = Cluster::start_new(

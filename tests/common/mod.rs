@@ -564,3 +564,29 @@ pub fn assert_strictly_increasing(ids: &[i64], what: &str) {
         );
     }
 }
+
+/// Waits until the standby has replayed everything the primary flushed so far.
+pub fn wait_for_replay(primary: &mut Client, standby: &mut Client) {
+    let target: String = primary
+        .query_one("SELECT pg_current_wal_flush_lsn()::text", &[])
+        .unwrap()
+        .get(0);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let caught_up: bool = standby
+            .query_one(
+                "SELECT pg_last_wal_replay_lsn() >= $1::text::pg_lsn",
+                &[&target],
+            )
+            .unwrap()
+            .get(0);
+        if caught_up {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the standby did not replay up to {target}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
