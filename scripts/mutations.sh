@@ -26,7 +26,7 @@ MUTATIONS=(
   "wal_redo~src/wal.rs~s/Record::Mark\(mark\) => lease::replay_mark\(mark\),/Record::Mark(_) => {}/~WAL replay of marks (standbys, crash recovery)"
   "state_file~src/shared.rs~s/match state_file::read\(Path::new\(\".\"\)\) \{/match Ok::<_, state_file::ReadError>(state_file::Loaded::Missing) {/~the state file is not read at start"
   "clock_rule~src/layout.rs~s/let next = Tick\(if clocked > succ \{ clocked \} else \{ succ \}\);/let next = Tick(clocked);/~ids follow the clock back (no borrowing)"
-  "standby_refusal~src/lease.rs~s/(pub fn cover.*?)if unsafe \{ pg_sys::RecoveryInProgress\(\) \} \{/$1if false {/s~a standby is not refused"
+  "standby_refusal~src/lease.rs~s/(pub fn cover.*?)if unsafe \{ pg_sys::RecoveryInProgress\(\) \} \{/\$1if false {/s~a standby is not refused"
   "sync_wait~src/sync_standby.rs~s/    if acknowledged\(lsn, format\) \{\n        return;\n    \}/    return;/~the lease does not wait for synchronous standbys"
   "sync_cancel~src/lease.rs~s/    sync_standby::wait_for_flush\(lsn\);\n    s.lease.fetch_max/    let _ = std::panic::catch_unwind(|| sync_standby::wait_for_flush(lsn));\n    s.lease.fetch_max/~a cancelled wait publishes the lease"
   "worker_unset~src/gucs.rs~s/worker_id: u32::try_from\(WORKER_ID.get\(\)\).ok\(\),/worker_id: Some(u32::try_from(WORKER_ID.get()).unwrap_or(0)),/~an unset worker id silently becomes 0"
