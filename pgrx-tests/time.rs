@@ -94,18 +94,24 @@ mod tests {
         assert_eq!(err.sqlstate, "22008", "{err:?}");
     }
 
-    #[pg_test]
-    fn a_time_range_is_an_index_range_scan_on_the_primary_key() {
-        // One row a minute for 20 000 minutes, as worker 42 would have made them.
-        Spi::run(
+    /// `ev`: one row a minute for 20 000 minutes from 2026-01-01, as worker 42 would have made
+    /// them, plus `extra` SQL.
+    fn minutes_table(extra: &str) {
+        Spi::run(&format!(
             "CREATE TEMP TABLE ev (id bigint PRIMARY KEY, n int);
              INSERT INTO ev
              SELECT snowflake_min_id(timestamptz '2026-01-01 00:00:00+00'
                                      + g * interval '1 minute') + (42 << 12), g
              FROM generate_series(1, 20000) g;
-             ANALYZE ev",
-        )
+             {extra}
+             ANALYZE ev"
+        ))
         .unwrap();
+    }
+
+    #[pg_test]
+    fn a_time_range_is_an_index_range_scan_on_the_primary_key() {
+        minutes_table("");
         let range = "id BETWEEN snowflake_min_id('2026-01-05 00:00:00+00')
                             AND snowflake_max_id('2026-01-05 23:59:59.999+00')";
         let plan = plan_of(&format!("SELECT count(*) FROM ev WHERE {range}"));
@@ -127,21 +133,14 @@ mod tests {
     /// values before the epoch and past the end.
     #[pg_test]
     fn time_conditions_become_index_ranges_with_the_same_rows() {
-        Spi::run(
-            "CREATE TEMP TABLE ev (id bigint PRIMARY KEY, n int);
-             INSERT INTO ev
-             SELECT snowflake_min_id(timestamptz '2026-01-01 00:00:00+00'
-                                     + g * interval '1 minute') + (42 << 12), g
-             FROM generate_series(1, 20000) g;
-             -- The edges of two milliseconds: the smallest and the largest id of each.
+        minutes_table(
+            "-- The edges of two milliseconds: the smallest and the largest id of each.
              INSERT INTO ev VALUES
                  (snowflake_min_id('2026-01-05 00:00:00+00'), -1),
                  (snowflake_max_id('2026-01-05 00:00:00+00'), -2),
                  (snowflake_min_id('2026-01-05 00:00:00.001+00'), -3),
-                 (snowflake_max_id('2026-01-05 00:00:00.001+00'), -4);
-             ANALYZE ev",
-        )
-        .unwrap();
+                 (snowflake_max_id('2026-01-05 00:00:00.001+00'), -4);",
+        );
         let ts = "snowflake_timestamp(id)";
         let conditions = [
             format!("{ts} >= '2026-01-05 00:00:00+00' AND {ts} < '2026-01-06 00:00:00+00'"),
