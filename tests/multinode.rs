@@ -126,3 +126,79 @@ fn a_hub_receives_every_row_of_three_nodes_without_a_conflict() {
 fn the_same_with_the_nodes_clocks_seconds_apart() {
     consolidate("consolidate_skew", [-4.0, 0.0, 3.0]);
 }
+
+/// `pg_dump --data-only` of the same table from three clusters, restored into a fourth: no key
+/// conflict, and ordering by id orders the rows by the time they were made, across nodes,
+/// within the clocks' agreement (here one machine's clock, so within a few milliseconds).
+#[test]
+fn dumps_of_three_nodes_merge_into_one_table_in_time_order() {
+    let nodes: Vec<Cluster> = (1..=3)
+        .map(|i| {
+            let worker = format!("snowflake.worker_id = {i}");
+            let node = Cluster::start_new(&format!("merge_node{i}"), &[&worker]);
+            node.connect_ext().batch_execute(TABLE).unwrap();
+            node
+        })
+        .collect();
+    // The nodes take turns, a few rows each, so that their ids interleave in time.
+    let mut clients: Vec<_> = nodes.iter().map(|n| n.connect()).collect();
+    for round in 0..300 {
+        for (i, c) in clients.iter_mut().enumerate() {
+            c.execute("INSERT INTO events (node) VALUES ($1)", &[&(i as i32 + 1)])
+                .unwrap();
+        }
+        if round % 50 == 0 {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    let merged = Cluster::start_new("merge_hub", &["snowflake.worker_id = 9"]);
+    merged.connect_ext().batch_execute(TABLE).unwrap();
+    for node in &nodes {
+        let dump = check(
+            node.client_cmd("pg_dump")
+                .args(["--data-only", "--table=events"])
+                .output()
+                .unwrap(),
+            "pg_dump",
+        );
+        let mut psql = merged
+            .client_cmd("psql")
+            .args(["-v", "ON_ERROR_STOP=1", "-q"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        psql.stdin.take().unwrap().write_all(&dump.stdout).unwrap();
+        check(psql.wait_with_output().unwrap(), "psql restore");
+    }
+    let mut m = merged.connect();
+    let n: i64 = m
+        .query_one("SELECT count(*) FROM events", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 900);
+    // The largest step back in `made` between neighbours in id order.
+    let worst_ms: f64 = m
+        .query_one(
+            "SELECT coalesce(max(extract(epoch FROM prev - made) * 1000), 0)::float8
+             FROM (SELECT made, lag(made) OVER (ORDER BY id) AS prev FROM events) t",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(worst_ms <= 5.0, "id order goes back {worst_ms} ms in time");
+    let interleaved: i64 = m
+        .query_one(
+            "SELECT count(*) FROM (SELECT node, lag(node) OVER (ORDER BY id) AS prev
+                                   FROM events) t WHERE node <> prev",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(
+        interleaved > 500,
+        "the nodes' rows do not interleave: {interleaved}"
+    );
+}
