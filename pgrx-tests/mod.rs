@@ -77,16 +77,21 @@ pub fn error_of(sql: &str) -> Option<SqlError> {
     })
 }
 
-/// Every row of a one-column bigint query, in the order the query returned them.
-pub fn bigints(sql: &str) -> Vec<i64> {
+/// Every row of a one-column query without NULLs, in the order the query returned them.
+pub fn column<T: pgrx::FromDatum + pgrx::IntoDatum>(sql: &str) -> Vec<T> {
     use pgrx::prelude::*;
     Spi::connect(|client| {
         client
             .select(sql, None, &[])
             .unwrap()
-            .map(|row| row.get::<i64>(1).unwrap().unwrap())
+            .map(|row| row.get::<T>(1).unwrap().unwrap())
             .collect()
     })
+}
+
+/// Every row of a one-column bigint query, in the order the query returned them.
+pub fn bigints(sql: &str) -> Vec<i64> {
+    column(sql)
 }
 
 pub fn one<T: pgrx::FromDatum + pgrx::IntoDatum>(sql: &str) -> T {

@@ -2,7 +2,7 @@
 
 #[pgrx::pg_schema]
 mod tests {
-    use crate::pg_tests::{error_of, one};
+    use crate::pg_tests::{column, error_of, one};
     use pgrx::prelude::*;
 
     #[pg_test]
@@ -32,21 +32,13 @@ mod tests {
 
     #[pg_test]
     fn settings_have_their_documented_ranges_and_contexts() {
-        let rows = Spi::connect(|client| {
-            client
-                .select(
-                    "SELECT concat_ws(' ', name, context, coalesce(min_val, '-'),
+        let rows: Vec<String> = column(
+            "SELECT concat_ws(' ', name, context, coalesce(min_val, '-'),
                                       coalesce(max_val, '-'), coalesce(unit, '-'),
                                       coalesce(boot_val, '-'),
                                       array_to_string(enumvals, ','))
                      FROM pg_settings WHERE name LIKE 'snowflake.%' ORDER BY name",
-                    None,
-                    &[],
-                )
-                .unwrap()
-                .map(|row| row.get::<String>(1).unwrap().unwrap())
-                .collect::<Vec<_>>()
-        });
+        );
         assert_eq!(
             rows,
             [

@@ -4,7 +4,7 @@
 
 #[pgrx::pg_schema]
 mod tests {
-    use crate::pg_tests::{error_of, one};
+    use crate::pg_tests::{column, error_of, one};
     use pgrx::prelude::*;
     use pgrx::JsonB;
 
@@ -166,10 +166,8 @@ mod tests {
 
     #[pg_test]
     fn flags_and_privileges_of_the_toolkit() {
-        let rows = Spi::connect(|client| {
-            client
-                .select(
-                    "SELECT proname || ' ' || provolatile::text || proisstrict::text || proparallel::text
+        let rows: Vec<String> = column(
+            "SELECT proname || ' ' || provolatile::text || proisstrict::text || proparallel::text
                             || ' public:' || has_function_privilege('public', oid, 'EXECUTE')
                             || ' pg_monitor:' || has_function_privilege('pg_monitor', oid, 'EXECUTE')
                      FROM pg_proc
@@ -177,13 +175,7 @@ mod tests {
                                        'snowflake_stats', 'snowflake_advance_past',
                                        'snowflake_adopt')
                      ORDER BY proname",
-                    None,
-                    &[],
-                )
-                .unwrap()
-                .map(|row| row.get::<String>(1).unwrap().unwrap())
-                .collect::<Vec<_>>()
-        });
+        );
         assert_eq!(
             rows,
             [
