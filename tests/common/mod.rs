@@ -102,6 +102,17 @@ fn base_dir() -> PathBuf {
     base
 }
 
+/// A directory no other cluster of this run uses. Tests of one binary run in parallel in one
+/// process, so the pid alone is not enough: two tests that named their clusters alike once
+/// shared a directory and one initdb removed the other's.
+fn fresh_dir(name: &str) -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = base_dir().join(format!("{name}-{}-{n}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    dir
+}
+
 /// Hands a directory the tests created to `postgres`, which runs the servers.
 fn owned_by_postgres(dir: &Path) {
     if running_as_root() {
@@ -130,8 +141,7 @@ impl Cluster {
             "{} is missing: run `make install` first",
             so.display()
         );
-        let dir = base_dir().join(format!("{name}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
+        let dir = fresh_dir(name);
         let cluster = Cluster {
             name: name.into(),
             dir,
@@ -350,8 +360,7 @@ impl Cluster {
     /// A streaming standby of this (running) cluster, made with `pg_basebackup -R`; not started.
     /// It inherits the primary's postgresql.conf, worker id included.
     pub fn basebackup(&self, name: &str) -> Cluster {
-        let dir = base_dir().join(format!("{name}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
+        let dir = fresh_dir(name);
         fs::create_dir_all(&dir).unwrap();
         owned_by_postgres(&dir);
         let standby = Cluster {
