@@ -42,6 +42,8 @@ mod tests {
         assert_eq!(
             rows,
             [
+                "snowflake.claims_database postmaster - - - -",
+                "snowflake.claims_interval sighup 1 3600 s 10",
                 "snowflake.drift_wait sighup 0 60000 ms 100",
                 "snowflake.epoch postmaster - - - -",
                 "snowflake.layout postmaster - - - twitter \

@@ -57,6 +57,8 @@ static TIME_BITS: GucSetting<i32> = GucSetting::<i32>::new(layout::TWITTER.time_
 static WORKER_BITS: GucSetting<i32> = GucSetting::<i32>::new(layout::TWITTER.worker_bits as i32);
 static SEQUENCE_BITS: GucSetting<i32> =
     GucSetting::<i32>::new(layout::TWITTER.sequence_bits as i32);
+static CLAIMS_DATABASE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+static CLAIMS_INTERVAL_S: GucSetting<i32> = GucSetting::<i32>::new(10);
 
 /// The layout and worker id this server runs with, resolved once in the postmaster and
 /// inherited by every backend.
@@ -84,6 +86,7 @@ pub fn init() {
     let max_worker_id = layout.as_ref().unwrap_or(&layout::TWITTER).max_worker_id();
     define_worker_id(max_worker_id as i32);
     define_drift();
+    define_claims();
     // SAFETY: called from _PG_init on the main thread with a NUL-terminated literal.
     unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"snowflake".as_ptr()) };
     let resolved = resolve(layout);
@@ -209,6 +212,32 @@ fn define_drift() {
         60_000,
         GucContext::Sighup,
         GucFlags::UNIT_MS,
+    );
+}
+
+fn define_claims() {
+    GucRegistry::define_string_guc(
+        c"snowflake.claims_database",
+        c"Sets the database where a background worker records this server's worker id claim.",
+        c"Empty (the default) starts no worker. Set, a background worker calls \
+          snowflake_claim() in that database every snowflake.claims_interval, once \
+          pg_snowflake is installed there and the server is a primary, so that servers whose \
+          snowflake_claims tables meet (through logical replication) find a shared worker id.",
+        &CLAIMS_DATABASE,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"snowflake.claims_interval",
+        c"Sets how often the background worker renews this server's worker id claim.",
+        c"A claim is valid for three intervals; a server that stops renewing it (stopped, or \
+          its worker id moved) no longer clashes with later claims after that. Valid values \
+          are 1 to 3600 s.",
+        &CLAIMS_INTERVAL_S,
+        1,
+        3600,
+        GucContext::Sighup,
+        GucFlags::UNIT_S,
     );
 }
 
@@ -364,4 +393,16 @@ pub fn max_drift_ms() -> u64 {
 
 pub fn drift_wait_ms() -> u64 {
     DRIFT_WAIT_MS.get() as u64
+}
+
+/// The database of the claims worker, if one is configured.
+pub fn claims_database() -> Option<String> {
+    CLAIMS_DATABASE
+        .get()
+        .map(|db| db.to_string_lossy().into_owned())
+        .filter(|db| !db.is_empty())
+}
+
+pub fn claims_interval() -> std::time::Duration {
+    std::time::Duration::from_secs(CLAIMS_INTERVAL_S.get() as u64)
 }

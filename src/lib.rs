@@ -12,6 +12,7 @@ compile_error!(
 );
 
 mod base62;
+mod claims;
 mod clock;
 mod errors;
 mod floor;
@@ -57,4 +58,5 @@ pub extern "C-unwind" fn _PG_init() {
     wal::register();
     stats::init();
     planner::init();
+    claims::init();
 }

@@ -1,7 +1,7 @@
 //! ALTER EXTENSION pg_snowflake UPDATE from every earlier release: a database created at 0.1.0,
 //! with a table that takes its ids from the default, is updated in place; old and new functions
 //! work, the table keeps its rows and its default, and the database then holds exactly the
-//! objects (definitions, flags, privileges, comments) of a fresh install of the current version.
+//! objects (definitions, flags, privileges, comments; a table's columns, indexes and triggers) of a fresh install of the current version.
 #![cfg(not(feature = "pg_test"))]
 
 mod common;
@@ -20,6 +20,20 @@ fn extension_objects(c: &mut Client) -> Vec<String> {
                                                       ORDER BY a.attnum)
                                     FROM pg_attribute a WHERE a.attrelid = t.typrelid AND a.attnum > 0))
                   FROM pg_type t WHERE d.classid = 'pg_type'::regclass AND t.oid = d.objid),
+                 (SELECT concat_ws(' ', c.relkind, c.relacl::text,
+                                   (SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
+                                                      || CASE WHEN a.attnotnull THEN ' not null' ELSE '' END,
+                                                      ', ' ORDER BY a.attnum)
+                                    FROM pg_attribute a
+                                    WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped),
+                                   (SELECT string_agg(pg_get_indexdef(i.indexrelid), '; '
+                                                      ORDER BY pg_get_indexdef(i.indexrelid))
+                                    FROM pg_index i WHERE i.indrelid = c.oid),
+                                   (SELECT string_agg(pg_get_triggerdef(t.oid) || ' ' || t.tgenabled::text, '; '
+                                                      ORDER BY t.tgname)
+                                    FROM pg_trigger t WHERE t.tgrelid = c.oid AND NOT t.tgisinternal),
+                                   CASE WHEN c.relkind = 'v' THEN md5(pg_get_viewdef(c.oid)) END)
+                  FROM pg_class c WHERE d.classid = 'pg_class'::regclass AND c.oid = d.objid),
                  '?')
          FROM pg_depend d
          WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'

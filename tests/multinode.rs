@@ -1,7 +1,9 @@
 //! Many servers, one table: three nodes with worker ids 1, 2 and 3 insert concurrently through
 //! `DEFAULT snowflake_next()`, and a hub subscribed to all three (PostgreSQL's logical
 //! replication) receives every row without a key conflict, each row carrying the worker id of
-//! the node that made it. Also with the nodes' clocks seconds apart.
+//! the node that made it. Also with the nodes' clocks seconds apart. Every server records its
+//! worker id claim (`snowflake.claims_database`), the claims travel with the rows, and a worker
+//! id that two clusters share is reported where the claims meet.
 #![cfg(not(feature = "pg_test"))]
 
 mod common;
@@ -14,6 +16,12 @@ const TABLE: &str = "CREATE TABLE events (
     made timestamptz NOT NULL DEFAULT clock_timestamp()
 )";
 
+/// Claims renewed every second (valid for three), in the database the tests use.
+const CLAIMS: [&str; 2] = [
+    "snowflake.claims_database = 'postgres'",
+    "snowflake.claims_interval = 1",
+];
+
 /// Writers per node, and rows each writer inserts one statement at a time.
 const WRITERS: usize = 3;
 const ROWS: usize = 700;
@@ -22,21 +30,31 @@ fn consolidate(name: &str, clock_offsets_s: [f64; 3]) {
     let mut nodes = Vec::new();
     for (i, offset) in clock_offsets_s.iter().enumerate() {
         let worker = format!("snowflake.worker_id = {}", i + 1);
+        let cluster_name = format!("cluster_name = 'node{}'", i + 1);
         let mut node = Cluster::init(
             &format!("{name}_node{}", i + 1),
-            &["wal_level = logical", &worker],
+            &[
+                "wal_level = logical",
+                &worker,
+                &cluster_name,
+                CLAIMS[0],
+                CLAIMS[1],
+            ],
         );
         let clock = node.use_fake_clock();
         clock.set(*offset);
         node.start();
         let mut c = node.connect_ext();
         c.batch_execute(&format!(
-            "{TABLE}; CREATE PUBLICATION events_pub FOR TABLE events"
+            "{TABLE}; CREATE PUBLICATION events_pub FOR TABLE events, snowflake_claims"
         ))
         .unwrap();
         nodes.push((node, clock));
     }
-    let hub = Cluster::start_new(&format!("{name}_hub"), &["snowflake.worker_id = 9"]);
+    let hub = Cluster::start_new(
+        &format!("{name}_hub"),
+        &["snowflake.worker_id = 9", CLAIMS[0], CLAIMS[1]],
+    );
     let mut h = hub.connect_ext();
     h.batch_execute(TABLE).unwrap();
     for (i, (node, _)) in nodes.iter().enumerate() {
@@ -115,6 +133,50 @@ fn consolidate(name: &str, clock_offsets_s: [f64; 3]) {
     for (_, clock) in &nodes {
         clock.check();
     }
+    // The claims of the three nodes and the hub's own met at the hub, and none clashes.
+    wait_for_claims(&hub, 4);
+    assert_eq!(clashes(&hub), Vec::<(i32, String, String)>::new());
+    assert!(
+        !hub.log().contains("is claimed by two clusters"),
+        "{}",
+        hub.log()
+    );
+}
+
+/// Waits until `cluster` holds `n` worker id claims.
+fn wait_for_claims(cluster: &Cluster, n: i64) {
+    let mut c = cluster.connect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let have: i64 = c
+            .query_one("SELECT count(*) FROM snowflake_claims", &[])
+            .unwrap()
+            .get(0);
+        if have == n {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} has {have} of {n} claims\n--- log ---\n{}",
+            cluster.name,
+            cluster.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// What `snowflake_clashes` reports: worker id and the two node names.
+fn clashes(cluster: &Cluster) -> Vec<(i32, String, String)> {
+    let mut c = cluster.connect();
+    c.query(
+        "SELECT worker_id, least(node_name, other_node_name), greatest(node_name, other_node_name)
+         FROM snowflake_clashes ORDER BY 1, 2",
+        &[],
+    )
+    .unwrap()
+    .iter()
+    .map(|r| (r.get(0), r.get(1), r.get(2)))
+    .collect()
 }
 
 #[test]
@@ -201,4 +263,84 @@ fn dumps_of_three_nodes_merge_into_one_table_in_time_order() {
         interleaved > 500,
         "the nodes' rows do not interleave: {interleaved}"
     );
+}
+
+/// Nodes a and c both run with worker id 1, b with 2; each publishes its claims to a hub. The
+/// hub reports the pair sharing worker id 1, as it applies the second claim (a WARNING in its
+/// log) and in `snowflake_clashes`, and does not report b. Once c moves to worker id 3, its
+/// claim to worker id 1 expires (three claim intervals) and the clash is gone.
+#[test]
+fn two_nodes_sharing_a_worker_id_are_reported_where_their_claims_meet() {
+    let nodes: Vec<Cluster> = [("a", 1), ("b", 2), ("c", 1)]
+        .iter()
+        .map(|(name, worker)| {
+            let worker = format!("snowflake.worker_id = {worker}");
+            let cluster_name = format!("cluster_name = '{name}'");
+            let node = Cluster::start_new(
+                &format!("clash_{name}"),
+                &[
+                    "wal_level = logical",
+                    &worker,
+                    &cluster_name,
+                    CLAIMS[0],
+                    CLAIMS[1],
+                ],
+            );
+            node.connect_ext()
+                .batch_execute("CREATE PUBLICATION claims_pub FOR TABLE snowflake_claims")
+                .unwrap();
+            node
+        })
+        .collect();
+    let hub = Cluster::start_new(
+        "clash_hub",
+        &["snowflake.worker_id = 9", CLAIMS[0], CLAIMS[1]],
+    );
+    let mut h = hub.connect_ext();
+    for (i, node) in nodes.iter().enumerate() {
+        h.batch_execute(&format!(
+            "CREATE SUBSCRIPTION claims_from_{i} CONNECTION '{}' PUBLICATION claims_pub",
+            node.conninfo("postgres")
+        ))
+        .unwrap();
+    }
+    wait_for_claims(&hub, 4);
+    assert_eq!(clashes(&hub), vec![(1, "a".to_string(), "c".to_string())]);
+    let log = hub.log();
+    assert!(
+        log.contains("WARNING:  worker id 1 is claimed by two clusters"),
+        "{log}"
+    );
+    assert!(!log.contains("worker id 2 is claimed"), "{log}");
+    // The claims are renewed: the hub sees a's last_seen move on.
+    let seen = |h: &mut Client| -> String {
+        h.query_one(
+            "SELECT last_seen::text FROM snowflake_claims WHERE node_name = 'a'",
+            &[],
+        )
+        .unwrap()
+        .get(0)
+    };
+    let first = seen(&mut h);
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_ne!(seen(&mut h), first, "a's claim was not renewed");
+
+    // c moves to worker id 3: its claim to 1 ends, and once it expired the clash is history.
+    nodes[2].append_conf(&["snowflake.worker_id = 3"]);
+    nodes[2].restart("fast");
+    wait_for_claims(&hub, 5);
+    let ongoing = |h: &mut Client| -> i64 {
+        h.query_one("SELECT count(*) FROM snowflake_clashes WHERE ongoing", &[])
+            .unwrap()
+            .get(0)
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while ongoing(&mut h) > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the clash outlived c's old claim"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert_eq!(clashes(&hub), vec![(1, "a".to_string(), "c".to_string())]);
 }

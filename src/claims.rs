@@ -1,0 +1,172 @@
+//! Worker-id claims: each server records which worker id it uses, and since when, in the
+//! `snowflake_claims` table (claims.sql), so that two servers that share a worker id are found
+//! wherever their claims meet: at a subscriber that receives both through logical replication,
+//! or in any database the tables are copied into.
+//!
+//! The identity of a server is its system identifier (`pg_control_system()`), which a physical
+//! standby shares with its primary: a primary and its promoted standby legitimately share a
+//! worker id (they never generate at once, see lease.rs), and they write the same claim.
+//!
+//! A background worker renews the claim every `snowflake.claims_interval` in
+//! `snowflake.claims_database`; without it, an operator or a scheduler can call
+//! `snowflake_claim()` just as well.
+
+use crate::{errors, gucs, shared};
+use pgrx::bgworkers::{
+    BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
+};
+use pgrx::prelude::*;
+use std::time::Duration;
+
+/// How many intervals a claim stays valid: one missed renewal (a busy server, a slow
+/// replication link) does not end it, and a server that stopped ends its claim after at most
+/// three intervals (30 s at the default 10 s).
+const VALID_FOR_INTERVALS: u32 = 3;
+
+/// Registers the claims worker when `snowflake.claims_database` is set and a worker id is in
+/// use. Called from `_PG_init` while the library is preloaded; never during pg_upgrade, whose
+/// server must not write user tables.
+pub fn init() {
+    // SAFETY: a plain read of a flag set from the command line before _PG_init.
+    if unsafe { pg_sys::IsBinaryUpgrade } || gucs::worker_id().is_none() {
+        return;
+    }
+    if gucs::claims_database().is_none() {
+        return;
+    }
+    BackgroundWorkerBuilder::new("pg_snowflake claims")
+        .set_library("pg_snowflake")
+        .set_function("pg_snowflake_claims_main")
+        .enable_spi_access()
+        // Only on a primary: a standby starts it when it is promoted.
+        .set_start_time(BgWorkerStartTime::RecoveryFinished)
+        // After an error (the database dropped, the table altered), try again a little later.
+        .set_restart_time(Some(Duration::from_secs(10)))
+        .load();
+}
+
+/// The worker: renews the claim at once and then every interval, while the extension is
+/// installed in its database (at a version that has claims).
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn pg_snowflake_claims_main(_arg: pg_sys::Datum) {
+    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
+    let database = gucs::claims_database().expect("registered only with a database");
+    BackgroundWorker::connect_worker_to_spi(Some(&database), None);
+    loop {
+        if BackgroundWorker::sighup_received() {
+            // SAFETY: between transactions, as every PostgreSQL process reloads its settings.
+            unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
+        }
+        BackgroundWorker::transaction(|| {
+            let call: Option<String> = Spi::get_one(
+                "SELECT format('SELECT %I.snowflake_claim()', n.nspname)
+                   FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+                  WHERE e.extname = 'pg_snowflake'
+                    AND to_regprocedure(format('%I.snowflake_claim()', n.nspname)) IS NOT NULL",
+            )
+            .unwrap_or(None);
+            if let Some(call) = call {
+                Spi::run(&call).expect("the claim is written");
+            }
+        });
+        if !BackgroundWorker::wait_latch(Some(gucs::claims_interval())) {
+            break;
+        }
+    }
+}
+
+/// Writes (or renews) this server's claim to its worker id in `snowflake_claims`, and returns
+/// how many other clusters claim the same worker id of the same layout at overlapping times.
+/// Each such clash is also reported as a WARNING by the table's trigger.
+#[pg_extern(volatile, parallel_unsafe)]
+fn snowflake_claim(fcinfo: pg_sys::FunctionCallInfo) -> i32 {
+    shared::get();
+    let Some((layout, worker_id)) = gucs::generating() else {
+        errors::worker_id_unset()
+    };
+    let table = format!("{}.snowflake_claims", own_schema(fcinfo));
+    let valid_for = gucs::claims_interval() * VALID_FOR_INTERVALS;
+    // SAFETY: reads a value PostgreSQL set at start.
+    let system_identifier = unsafe { pg_sys::GetSystemIdentifier() } as i64;
+    // Two short statements rather than one: a clash's WARNING (from the table's trigger) shows
+    // the statement as its context, in the server log of every renewal's caller.
+    Spi::run_with_args(
+        &format!(
+            "INSERT INTO {table} AS c VALUES ($1, $2, $3, $4, now(), now(), now() + $5::interval) \
+             ON CONFLICT (system_identifier, worker_id, layout) DO UPDATE SET \
+             node_name = excluded.node_name, last_seen = now(), expires = excluded.expires, \
+             since = CASE WHEN c.expires < now() THEN now() ELSE c.since END"
+        ),
+        &[
+            system_identifier.into(),
+            (worker_id as i32).into(),
+            layout.describe().into(),
+            node_name().into(),
+            format!("{} ms", valid_for.as_millis()).into(),
+        ],
+    )
+    .unwrap_or_else(|e| pgrx::error!("pg_snowflake: writing the worker id claim failed: {e}"));
+    // A claim that had ended starts again (the CASE above): the time between is not claimed.
+    let clashes = Spi::get_one_with_args::<i64>(
+        &format!(
+            "SELECT count(*) FROM {table} o, {table} m \
+             WHERE m.system_identifier = $1 AND m.worker_id = $2 AND m.layout = $3 \
+             AND o.worker_id = m.worker_id AND o.layout = m.layout \
+             AND o.system_identifier <> m.system_identifier \
+             AND o.since < m.expires AND m.since < o.expires"
+        ),
+        &[
+            system_identifier.into(),
+            (worker_id as i32).into(),
+            layout.describe().into(),
+        ],
+    )
+    .unwrap_or_else(|e| pgrx::error!("pg_snowflake: reading the worker id claims failed: {e}"))
+    .unwrap_or(0);
+    clashes as i32
+}
+
+/// The schema this function was created in, quoted: the claims table lives beside it, and a
+/// background worker or an apply worker may run with a search_path that does not name it.
+fn own_schema(fcinfo: pg_sys::FunctionCallInfo) -> String {
+    // SAFETY: fcinfo and its flinfo come from PostgreSQL for this call; the returned strings are
+    // palloc'd in the current memory context and copied before it ends.
+    unsafe {
+        let namespace = pg_sys::get_func_namespace((*(*fcinfo).flinfo).fn_oid);
+        let name = pg_sys::get_namespace_name(namespace);
+        std::ffi::CStr::from_ptr(pg_sys::quote_identifier(name))
+            .to_string_lossy()
+            .into_owned()
+    }
+}
+
+/// The node's name: `cluster_name`, or `host:port` when that is empty.
+fn node_name() -> String {
+    // SAFETY: cluster_name is a string setting PostgreSQL keeps valid (never NULL once set up).
+    let cluster_name = unsafe { pg_sys::cluster_name };
+    if !cluster_name.is_null() {
+        // SAFETY: see above; NUL-terminated.
+        let name = unsafe { std::ffi::CStr::from_ptr(cluster_name) }.to_string_lossy();
+        if !name.is_empty() {
+            return name.into_owned();
+        }
+    }
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes into buf.
+    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    let host = if ok {
+        String::from_utf8_lossy(&buf[..end]).into_owned()
+    } else {
+        "localhost".into()
+    };
+    // SAFETY: a plain read of a setting fixed at server start.
+    format!("{host}:{}", unsafe { pg_sys::PostPortNumber })
+}
+
+extension_sql_file!(
+    "claims.sql",
+    name = "snowflake_claims",
+    requires = [snowflake_claim],
+);
