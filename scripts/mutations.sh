@@ -18,7 +18,9 @@ export PG_CONFIG=${PG_CONFIG:-$(scripts/pg-config.sh "$PG")}
 # mutations touch; the README shows a time-range plan. pg_upgrade needs two majors (see the `upgrade` row).
 SUITES=(--test restart --test crash --test clock --test standby --test sync_standby
         --test configuration --test concurrency --test burst --test toolkit
-        --test extension_upgrade --test layouts --test readme)
+        --test extension_upgrade --test layouts --test readme --test multinode)
+# pg_auto_failover is packaged for 15 only.
+[ "$PG" != 15 ] || SUITES+=(--test auto_failover)
 
 # name ~ file ~ perl substitution ~ what it removes
 MUTATIONS=(
@@ -37,6 +39,8 @@ MUTATIONS=(
   "ids_counted~src/generator.rs~s/    stats::count_id\(\);\n//~ids are not counted in the stats"
   "layout_refusal~src/lease.rs~s/if s.layout_differs.load\(Ordering::Acquire\) \{/if false {/~a layout change whose ids would go below the old ones is not refused"
   "time_ranges~src/lib.rs~s/    planner::init\(\);\n//~comparisons of snowflake_timestamp(id) are not turned into id ranges"
+  "claims_worker~src/lib.rs~s/    claims::init\(\);\n//~no background worker writes the worker id claims"
+  "claims_always~src/claims.sql~s/ALTER TABLE snowflake_claims ENABLE ALWAYS TRIGGER snowflake_claims_check;\n//~the clash trigger does not fire in logical replication's apply workers"
 )
 
 only=" $* "

@@ -4,8 +4,8 @@
 # second.
 #   - Debian packages: the PostgreSQL 15 server and headers, libclang (bindgen), sudo (cargo pgrx
 #     test --runas), libfaketime (clock-step tests), procps (pkill/pgrep for the crash tests),
-#     node and npm (the JavaScript decoder test); bison, flex, libssl and zlib headers to build
-#     17 and 18
+#     node and npm (the JavaScript decoder test), pg_auto_failover for 15 (the failover test);
+#     bison, flex, libssl and zlib headers to build 17 and 18
 #   - PostgreSQL 17 (assert-enabled) and 18 from Debian's source packages, into
 #     /opt/pg_snowflake/pgN (scripts/build-postgres.sh: about 6 minutes each, the first time)
 #   - cargo-pgrx 0.18.1, the newest that builds with Rust 1.95 (about 7 minutes the first time)
@@ -21,6 +21,9 @@ PACKAGES=(postgresql-15 postgresql-server-dev-15 libclang-dev build-essential pk
           faketime libfaketime procps nodejs npm)
 for v in "${MAJORS[@]}"; do
   [ "$v" = 15 ] || { PACKAGES+=(bison flex libssl-dev zlib1g-dev); break; }
+done
+for v in "${MAJORS[@]}"; do
+  [ "$v" != 15 ] || PACKAGES+=(postgresql-15-auto-failover pg-auto-failover-cli)
 done
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }

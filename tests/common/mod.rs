@@ -17,7 +17,7 @@ pub use postgres::{Client, NoTls};
 /// libfaketime's multi-threaded library, found through its Debian package so that any
 /// architecture works. A test that needs it fails when it is missing instead of running on the
 /// real clock.
-fn faketime_lib() -> String {
+pub fn faketime_lib() -> String {
     let out = Command::new("dpkg")
         .args(["-L", "libfaketime"])
         .output()
@@ -44,7 +44,7 @@ pub fn default_pg_config() -> String {
     std::env::var("PG_CONFIG").unwrap_or_else(|_| "pg_config".into())
 }
 
-fn pg_config(pg_config: &str, arg: &str) -> PathBuf {
+pub fn pg_config(pg_config: &str, arg: &str) -> PathBuf {
     let out = Command::new(pg_config)
         .arg(arg)
         .output()
@@ -60,7 +60,7 @@ fn running_as_root() -> bool {
 
 /// A command run as `postgres` when the tests run as root, else as the current user.
 /// `env` goes through `env(1)` under runuser, so the server gets it whatever runuser resets.
-fn as_postgres(program: &Path, env: &[(String, String)]) -> Command {
+pub fn as_postgres(program: &Path, env: &[(String, String)]) -> Command {
     if running_as_root() {
         let mut c = Command::new("runuser");
         c.args(["-u", "postgres", "--", "env"]);
@@ -85,7 +85,7 @@ pub fn check(out: Output, what: &str) -> Output {
     out
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -110,6 +110,14 @@ fn fresh_dir(name: &str) -> PathBuf {
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = base_dir().join(format!("{name}-{}-{n}", std::process::id()));
     let _ = fs::remove_dir_all(&dir);
+    dir
+}
+
+/// A new empty directory owned by `postgres`, for tools that make their own clusters.
+pub fn scratch_dir(name: &str) -> PathBuf {
+    let dir = fresh_dir(name);
+    fs::create_dir_all(&dir).unwrap();
+    owned_by_postgres(&dir);
     dir
 }
 

@@ -1,0 +1,495 @@
+//! Failover under a real HA engine: pg_auto_failover (a monitor and two nodes, synchronous
+//! replication, as its defaults set up). Writers insert through `DEFAULT snowflake_next()`, the
+//! primary's machine fails (its keeper and its postmaster are killed with SIGKILL), the
+//! monitor promotes the secondary, the writers reconnect through a multi-host connection
+//! string, and every id of the new primary is above every id the old one handed out, with no
+//! duplicate key and no acknowledged row lost. Then the old primary rejoins as a secondary.
+//!
+//! Debian packages pg_auto_failover for PostgreSQL 15 only, so `make test` runs this suite on
+//! 15 and says so on the other majors.
+#![cfg(not(feature = "pg_test"))]
+
+mod common;
+use common::*;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// A monitor and its nodes, each run by its own `pg_autoctl run` in its own process group.
+struct Formation {
+    dir: PathBuf,
+    bindir: PathBuf,
+    monitor_port: u16,
+    monitor_uri: String,
+    keepers: Mutex<Vec<(String, Child)>>,
+}
+
+impl Formation {
+    fn pg_autoctl(&self) -> Command {
+        self.pg_autoctl_with(&[])
+    }
+
+    fn pg_autoctl_with(&self, extra_env: &[(String, String)]) -> Command {
+        let mut env = [
+            ("XDG_CONFIG_HOME", self.dir.join("config")),
+            ("XDG_DATA_HOME", self.dir.join("share")),
+            // The servers' unix sockets, and where pg_autoctl looks for them.
+            ("PG_REGRESS_SOCK_DIR", self.dir.clone()),
+            ("PGHOST", self.dir.clone()),
+            (
+                "PATH",
+                format!("{}:/usr/bin:/bin", self.bindir.display()).into(),
+            ),
+        ]
+        .map(|(k, v)| (k.to_string(), v.display().to_string()))
+        .to_vec();
+        env.extend_from_slice(extra_env);
+        let mut c = as_postgres(Path::new("/usr/bin/pg_autoctl"), &env);
+        c.current_dir(&self.dir).stdin(Stdio::null());
+        c
+    }
+
+    fn pgdata(&self, node: &str) -> PathBuf {
+        self.dir.join(node)
+    }
+
+    fn create(&self, what: &[&str]) {
+        check(
+            self.pg_autoctl().arg("create").args(what).output().unwrap(),
+            &format!("pg_autoctl create {}", what[0]),
+        );
+    }
+
+    /// Starts `pg_autoctl run` for a node (or the monitor), logging to `<node>.log`; `env`
+    /// reaches the keeper and the server it starts.
+    fn run(&self, node: &str, env: &[(String, String)]) {
+        let log = fs::File::options()
+            .create(true)
+            .append(true)
+            .open(self.dir.join(format!("{node}.log")))
+            .unwrap();
+        use std::os::unix::process::CommandExt;
+        let child = self
+            .pg_autoctl_with(env)
+            .args(["run", "--pgdata"])
+            .arg(self.pgdata(node))
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        self.keepers.lock().unwrap().push((node.into(), child));
+    }
+
+    /// The machine of `node` fails: its keeper's process group and its postmaster get SIGKILL.
+    fn kill_9(&self, node: &str) -> i32 {
+        let postmaster = postmaster_pid(&self.pgdata(node)).expect("the node's server runs");
+        let mut keepers = self.keepers.lock().unwrap();
+        for (name, child) in keepers.iter_mut().filter(|(name, _)| name == node) {
+            let _ = Command::new("kill")
+                .args(["-9", "--", &format!("-{}", child.id())])
+                .status();
+            let _ = child.wait();
+            let _ = name;
+        }
+        keepers.retain(|(name, _)| name != node);
+        let _ = Command::new("kill")
+            .args(["-9", &postmaster.to_string()])
+            .status();
+        postmaster
+    }
+
+    /// The monitor's view, one "name reported assigned" line per node (what `pg_autoctl show
+    /// state` prints), read from its tables.
+    fn states(&self) -> Vec<String> {
+        let Ok(mut monitor) = Client::connect(
+            &format!(
+                "host=127.0.0.1 port={} user=postgres dbname=pg_auto_failover",
+                self.monitor_port
+            ),
+            NoTls,
+        ) else {
+            return vec![];
+        };
+        monitor
+            .query(
+                "SELECT format('%s %s %s', nodename, reportedstate, goalstate)
+                 FROM pgautofailover.node ORDER BY nodename",
+                &[],
+            )
+            .map(|rows| rows.iter().map(|r| r.get(0)).collect())
+            .unwrap_or_default()
+    }
+
+    /// Waits until every line of `want` is in the formation's state.
+    fn wait_for(&self, want: &[&str], within: Duration) {
+        let deadline = Instant::now() + within;
+        loop {
+            let states = self.states();
+            if want.iter().all(|w| states.iter().any(|s| s == w)) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the formation never reached {want:?}; it is {states:?}\n{}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+
+    fn logs(&self) -> String {
+        ["monitor", "n1", "n2"]
+            .iter()
+            .map(|n| {
+                let log = fs::read_to_string(self.dir.join(format!("{n}.log"))).unwrap_or_default();
+                format!("--- pg_autoctl {n} ---\n{log}")
+            })
+            .collect()
+    }
+}
+
+impl Drop for Formation {
+    fn drop(&mut self) {
+        for (_, child) in self.keepers.lock().unwrap().iter_mut() {
+            let _ = Command::new("kill")
+                .args(["-TERM", "--", &format!("-{}", child.id())])
+                .status();
+            let _ = child.wait();
+        }
+        for node in ["n1", "n2", "monitor"] {
+            if let Some(pid) = postmaster_pid(&self.pgdata(node)) {
+                let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            }
+        }
+        if std::thread::panicking() {
+            eprintln!("{}", self.logs());
+        } else {
+            let _ = fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// The postmaster of a data directory, if it is alive.
+fn postmaster_pid(pgdata: &Path) -> Option<i32> {
+    let pid: i32 = fs::read_to_string(pgdata.join("postmaster.pid"))
+        .ok()?
+        .lines()
+        .next()?
+        .trim()
+        .parse()
+        .ok()?;
+    Path::new(&format!("/proc/{pid}")).exists().then_some(pid)
+}
+
+/// The command lines of running processes that contain `text`.
+fn processes_mentioning(text: &str) -> Vec<String> {
+    let me = std::process::id().to_string();
+    fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .chars()
+                .all(|c| c.is_ascii_digit())
+        })
+        .filter(|e| e.file_name().to_string_lossy() != me)
+        .filter_map(|e| fs::read(e.path().join("cmdline")).ok())
+        .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+        .filter(|cmd| cmd.contains(text))
+        .collect()
+}
+
+/// Ids a writer got back from committed INSERTs, by the port of the server that made them.
+#[derive(Default)]
+struct Acknowledged {
+    by_port: Vec<(u16, i64)>,
+}
+
+#[test]
+fn pg_auto_failover_promotes_the_secondary_and_its_ids_are_above_the_old_primarys() {
+    let pg_config_path = default_pg_config();
+    let version = String::from_utf8(
+        Command::new(&pg_config_path)
+            .arg("--version")
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert!(
+        version.starts_with("PostgreSQL 15."),
+        "pg_auto_failover is packaged for PostgreSQL 15; PG_CONFIG names {version}"
+    );
+    assert!(
+        Path::new("/usr/bin/pg_autoctl").exists(),
+        "pg_autoctl is missing: run scripts/setup.sh"
+    );
+    let so = pg_config(&pg_config_path, "--pkglibdir").join("pg_snowflake.so");
+    assert!(so.exists(), "run `make install` first");
+    let [monitor_port, p1, p2] = [free_port(), free_port(), free_port()];
+    let f = Formation {
+        dir: scratch_dir("af"),
+        bindir: pg_config(&pg_config_path, "--bindir"),
+        monitor_port,
+        monitor_uri: format!(
+            "postgres://autoctl_node@127.0.0.1:{monitor_port}/pg_auto_failover?sslmode=require"
+        ),
+        keepers: Mutex::new(vec![]),
+    };
+    let pg_ctl = f.bindir.join("pg_ctl").display().to_string();
+    let common = |port: u16| {
+        vec![
+            "--pgport".to_string(),
+            port.to_string(),
+            "--hostname".into(),
+            "127.0.0.1".into(),
+            "--auth".into(),
+            "trust".into(),
+            "--ssl-self-signed".into(),
+            "--pgctl".into(),
+            pg_ctl.clone(),
+        ]
+    };
+    let monitor_dir = f.pgdata("monitor").display().to_string();
+    let mut args = vec!["monitor".to_string(), "--pgdata".into(), monitor_dir];
+    args.extend(common(monitor_port));
+    f.create(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    f.run("monitor", &[]);
+    // n1's clock runs 20 s ahead, so that its ids are 20 s ahead of n2's clock: n2 stays above
+    // them only because it replayed n1's WAL-logged lease (and then borrows up to 20 s of
+    // snowflake.max_drift, raised to 60 s for that). Without the lease, its first ids would be
+    // 20 s below the old primary's last ones.
+    let n1_clock = [
+        ("LD_PRELOAD", faketime_lib()),
+        ("FAKETIME", "+20s".into()),
+        ("FAKETIME_DONT_FAKE_MONOTONIC", "1".into()),
+    ]
+    .map(|(k, v)| (k.to_string(), v))
+    .to_vec();
+    // Each node: created by pg_autoctl (n2 by pg_basebackup from n1, which copies n1's
+    // postgresql.conf), then pg_snowflake preloaded with worker id 1 on both: they are never
+    // primary at once. pg_auto_failover preloads pg_stat_statements; keep it.
+    for (node, port) in [("n1", p1), ("n2", p2)] {
+        let pgdata = f.pgdata(node).display().to_string();
+        let mut args = vec![
+            "postgres".to_string(),
+            "--pgdata".into(),
+            pgdata,
+            "--name".into(),
+            node.into(),
+            "--monitor".into(),
+            f.monitor_uri.clone(),
+        ];
+        args.extend(common(port));
+        f.create(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        if node == "n1" {
+            let conf = f.pgdata(node).join("postgresql.conf");
+            let mut text = fs::read_to_string(&conf).unwrap();
+            text.push_str(
+                "shared_preload_libraries = 'pg_stat_statements,pg_snowflake'\n\
+                 snowflake.worker_id = 1\n\
+                 snowflake.max_drift = '60s'\n",
+            );
+            fs::write(&conf, text).unwrap();
+            f.run(node, &n1_clock);
+            f.wait_for(&["n1 single single"], Duration::from_secs(60));
+        } else {
+            f.run(node, &[]);
+        }
+    }
+    f.wait_for(
+        &["n1 primary primary", "n2 secondary secondary"],
+        Duration::from_secs(120),
+    );
+    let node_conninfo =
+        |port: u16| format!("host=127.0.0.1 port={port} user=postgres dbname=postgres");
+    let mut primary = Client::connect(&node_conninfo(p1), NoTls).unwrap();
+    primary
+        .batch_execute(
+            "CREATE EXTENSION pg_snowflake;
+             CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_next(), writer int)",
+        )
+        .unwrap();
+    let ahead_s: f64 = primary
+        .query_one(
+            "SELECT extract(epoch FROM now())::float8 - $1",
+            &[&std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs_f64()],
+        )
+        .unwrap()
+        .get(0);
+    assert!(
+        (19.0..21.0).contains(&ahead_s),
+        "n1's clock is {ahead_s} s ahead, not 20 s: libfaketime did not take effect"
+    );
+    let sync: String = primary
+        .query_one("SHOW synchronous_standby_names", &[])
+        .unwrap()
+        .get(0);
+    assert!(
+        !sync.is_empty(),
+        "pg_auto_failover did not set up synchronous replication"
+    );
+
+    // What an application uses: both hosts, and only the one that accepts writes.
+    let formation_uri = format!(
+        "host=127.0.0.1,127.0.0.1 port={p1},{p2} user=postgres dbname=postgres \
+         target_session_attrs=read-write connect_timeout=2"
+    );
+    const WRITERS: i32 = 3;
+    const AFTER: usize = 200;
+    let failed_over = AtomicBool::new(false);
+    let acked = Mutex::new(Acknowledged::default());
+    let duplicate_keys = Mutex::new(Vec::<String>::new());
+    let before_kill = std::sync::Barrier::new(WRITERS as usize + 1);
+    let killed_pid = std::thread::scope(|scope| {
+        for w in 0..WRITERS {
+            let (acked, dup, uri, failed_over, before_kill) = (
+                &acked,
+                &duplicate_keys,
+                &formation_uri,
+                &failed_over,
+                &before_kill,
+            );
+            scope.spawn(move || {
+                let deadline = Instant::now() + Duration::from_secs(180);
+                let mut on_new = 0;
+                let mut done = 0;
+                let mut client: Option<(Client, u16)> = None;
+                while on_new < AFTER {
+                    assert!(
+                        Instant::now() < deadline,
+                        "writer {w} never got going again"
+                    );
+                    if client.is_none() {
+                        match Client::connect(uri, NoTls) {
+                            Ok(mut c) => {
+                                let port: i32 = c
+                                    .query_one("SELECT inet_server_port()", &[])
+                                    .unwrap()
+                                    .get(0);
+                                client = Some((c, port as u16));
+                            }
+                            Err(_) => {
+                                std::thread::sleep(Duration::from_millis(100));
+                                continue;
+                            }
+                        }
+                    }
+                    let (c, port) = client.as_mut().unwrap();
+                    match c.query_one(
+                        "INSERT INTO orders (writer) VALUES ($1) RETURNING id",
+                        &[&w],
+                    ) {
+                        Ok(row) => {
+                            acked.lock().unwrap().by_port.push((*port, row.get(0)));
+                            done += 1;
+                            if failed_over.load(Ordering::Relaxed) && *port == p2 {
+                                on_new += 1;
+                            }
+                            if done == 300 {
+                                before_kill.wait();
+                            }
+                        }
+                        Err(e) => {
+                            if e.code() == Some(&postgres::error::SqlState::UNIQUE_VIOLATION) {
+                                dup.lock().unwrap().push(e.to_string());
+                            }
+                            // The server went away (or is read-only now): reconnect.
+                            client = None;
+                        }
+                    }
+                }
+            });
+        }
+        // Every writer has 300 rows on n1: its machine fails.
+        before_kill.wait();
+        let pid = f.kill_9("n1");
+        failed_over.store(true, Ordering::Relaxed);
+        pid
+    });
+    assert!(
+        !Path::new(&format!("/proc/{killed_pid}")).exists(),
+        "n1's postmaster survived SIGKILL"
+    );
+    let n1_dir = f.pgdata("n1").display().to_string();
+    assert_eq!(processes_mentioning(&n1_dir), Vec::<String>::new());
+    let states = f.states();
+    assert!(
+        states
+            .iter()
+            .any(|s| s.starts_with("n2 ") && s.contains("primary")),
+        "n2 was not promoted: {states:?}"
+    );
+    assert_eq!(*duplicate_keys.lock().unwrap(), Vec::<String>::new());
+
+    let acked = acked.into_inner().unwrap().by_port;
+    let old: Vec<i64> = acked
+        .iter()
+        .filter(|(p, _)| *p == p1)
+        .map(|(_, id)| *id)
+        .collect();
+    let new: Vec<i64> = acked
+        .iter()
+        .filter(|(p, _)| *p == p2)
+        .map(|(_, id)| *id)
+        .collect();
+    assert!(old.len() >= 900, "n1 acknowledged {} rows", old.len());
+    assert!(new.len() >= WRITERS as usize * AFTER);
+    let (old_max, new_min) = (*old.iter().max().unwrap(), *new.iter().min().unwrap());
+    assert!(
+        new_min > old_max,
+        "the new primary handed out {new_min}, below the old primary's {old_max}"
+    );
+    // Synchronous replication: every row n1 acknowledged is on n2, and each id once.
+    let mut n2 = Client::connect(&node_conninfo(p2), NoTls).unwrap();
+    let (rows, distinct, lost, other_worker): (i64, i64, i64, i64) = {
+        let r = n2
+            .query_one(
+                "SELECT count(*), count(DISTINCT id),
+                        (SELECT count(*) FROM unnest($1::bigint[]) a(id)
+                          WHERE NOT EXISTS (SELECT FROM orders o WHERE o.id = a.id)),
+                        count(*) FILTER (WHERE (snowflake_decode(id)).worker_id <> 1)
+                 FROM orders",
+                &[&acked.iter().map(|(_, id)| *id).collect::<Vec<i64>>()],
+            )
+            .unwrap();
+        (r.get(0), r.get(1), r.get(2), r.get(3))
+    };
+    assert_eq!((lost, other_worker), (0, 0));
+    assert_eq!(rows, distinct);
+    assert!(rows >= acked.len() as i64);
+
+    // The old primary comes back: pg_auto_failover rewinds it and it follows n2.
+    f.run("n1", &n1_clock);
+    f.wait_for(
+        &["n1 secondary secondary", "n2 primary primary"],
+        Duration::from_secs(120),
+    );
+    let mut n1 = Client::connect(&node_conninfo(p1), NoTls).unwrap();
+    let err = n1.query_one("SELECT snowflake_next()", &[]).unwrap_err();
+    assert_eq!(
+        err.code(),
+        Some(&postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION),
+        "{err}"
+    );
+    // And the writers' connection string still reaches the primary, which is n2.
+    let mut app = Client::connect(&formation_uri, NoTls).unwrap();
+    let port: i32 = app
+        .query_one("SELECT inet_server_port()", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(port as u16, p2);
+    let id: i64 = app
+        .query_one("INSERT INTO orders (writer) VALUES (9) RETURNING id", &[])
+        .unwrap()
+        .get(0);
+    assert!(id > *new.iter().max().unwrap());
+}
