@@ -2,7 +2,8 @@
 #   make run     install what is missing, build, install, start a demo cluster (PostgreSQL 15)
 #   make test    every test layer on every supported major (15, 17 with assertions, 18)
 #   make install build and install into the PostgreSQL that PG_CONFIG names
-#   make stop    stop the demo cluster
+#   make run-cluster  three writers and a hub that subscribes to them (logical replication)
+#   make stop    stop the demo clusters
 #   make bench   snowflake_next() against nextval(), bigserial and uuids in one cluster (~6 min)
 #
 # PG=17 picks a major for any target (`make test PG=18`, `make run PG=17`, `make bench PG=18`);
@@ -19,7 +20,7 @@ PGRX_TEST_DIR ?= /tmp/pg_snowflake-pgrx
 
 export PG_CONFIG
 
-.PHONY: setup install run stop test test-major test-unit test-pgrx test-blackbox test-upgrade bench fmt lint
+.PHONY: setup install run run-cluster stop test test-major test-unit test-pgrx test-blackbox test-upgrade bench fmt lint
 
 setup:
 	@scripts/setup.sh $(ONE_MAJOR)
@@ -37,6 +38,9 @@ install: setup
 
 run: install
 	@scripts/run.sh
+
+run-cluster: install
+	@scripts/run.sh cluster
 
 stop:
 	@scripts/run.sh stop

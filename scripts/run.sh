@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # `make run`: a throwaway cluster with pg_snowflake preloaded, a demo table, and the command to
-# connect. `make stop` (scripts/run.sh stop) stops it. Assumes `make install` has run.
+# connect. `make run-cluster` (scripts/run.sh cluster): three writers (worker ids 1-3) and a hub
+# subscribed to all of them through logical replication, as in the README's "Running many
+# servers". `make stop` (scripts/run.sh stop) stops all of them. Assumes `make install` has run.
 #
-# The cluster of major N lives in target/run-pgN when the postgres user can reach it
+# The clusters of major N live in target/run-pgN when the postgres user can reach it
 # (PostgreSQL refuses to run as root), else in /tmp/pg_snowflake-run-pgN (a checkout under /root
-# is closed to postgres). One cluster runs at a time, on 127.0.0.1:28815.
+# is closed to postgres). The demo cluster listens on 127.0.0.1:28815, the hub on 28820 and the
+# writers on 28821-28823.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,12 +27,12 @@ pick_dir() {
   fi
 }
 DIR=$(pick_dir)
-DATA=$DIR/data
 
-# Every demo cluster, of any major, each with its own pg_ctl (a running server has the library
-# mapped, so `make install` stops them before it overwrites it).
+# Every cluster of every major that `start` made, each stopped with its own pg_ctl (a running
+# server has the library mapped, so `make install` stops them before it overwrites it).
 stop() {
-  for d in "$PWD"/target/run-pg*/data /tmp/pg_snowflake-run-pg*/data; do
+  for d in "$PWD"/target/run-pg*/*/data /tmp/pg_snowflake-run-pg*/*/data \
+           "$PWD"/target/run-pg*/data /tmp/pg_snowflake-run-pg*/data; do
     if [ -f "$d/postmaster.pid" ]; then
       bin=$(dirname "$(readlink -f "/proc/$(head -1 "$d/postmaster.pid")/exe" 2>/dev/null || echo "$PG_BIN/postgres")")
       as_pg "$bin/pg_ctl" stop -D "$d" -m fast -w >/dev/null && echo "stopped the cluster in $d"
@@ -37,30 +40,37 @@ stop() {
   done
 }
 
-case "${1:-start}" in
-  stop) stop; exit 0 ;;
-  start) ;;
-  *) echo "usage: $0 [start|stop]" >&2; exit 2 ;;
-esac
+# start NAME PORT [postgresql.conf lines...]: initdb once, then start if it is not running.
+start() {
+  local name=$1 port=$2; shift 2
+  local data=$DIR/$name/data
+  if [ ! -f "$data/PG_VERSION" ]; then
+    mkdir -p "$DIR/$name"
+    [ "$(id -u)" -ne 0 ] || chown postgres:postgres "$DIR" "$DIR/$name"
+    as_pg "$PG_BIN/initdb" -A trust -U postgres -D "$data" >/dev/null
+    {
+      echo "listen_addresses = '127.0.0.1'"
+      echo "port = $port"
+      echo "unix_socket_directories = ''"
+      echo "shared_preload_libraries = 'pg_snowflake'"
+      printf '%s\n' "$@"
+    } >> "$data/postgresql.conf"
+  fi
+  if [ ! -f "$data/postmaster.pid" ]; then
+    as_pg "$PG_BIN/pg_ctl" start -D "$data" -l "$DIR/$name/server.log" -w >/dev/null
+  fi
+}
 
-if [ ! -f "$DATA/PG_VERSION" ]; then
-  mkdir -p "$DIR"
-  [ "$(id -u)" -ne 0 ] || chown postgres:postgres "$DIR"
-  as_pg "$PG_BIN/initdb" -A trust -U postgres -D "$DATA" >/dev/null
-  cat >> "$DATA/postgresql.conf" <<CONF
-listen_addresses = '127.0.0.1'
-port = $PORT
-unix_socket_directories = ''
-shared_preload_libraries = 'pg_snowflake'
-snowflake.worker_id = $WORKER_ID
-CONF
-fi
-if [ ! -f "$DATA/postmaster.pid" ]; then
-  as_pg "$PG_BIN/pg_ctl" start -D "$DATA" -l "$DIR/server.log" -w >/dev/null
-fi
+psql_on() {
+  local port=$1; shift
+  # Quiet about IF NOT EXISTS on a second run.
+  PGOPTIONS='-c client_min_messages=warning' \
+    "$PG_BIN/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -X -v ON_ERROR_STOP=1 "$@"
+}
 
-PSQL=("$PG_BIN/psql" -h 127.0.0.1 -p "$PORT" -U postgres -d postgres -X -v ON_ERROR_STOP=1)
-"${PSQL[@]}" -q <<'SQL'
+demo() {
+  start demo "$PORT" "snowflake.worker_id = $WORKER_ID"
+  psql_on "$PORT" -q <<'SQL'
 CREATE EXTENSION IF NOT EXISTS pg_snowflake;
 CREATE TABLE IF NOT EXISTS demo (
     id   bigint PRIMARY KEY DEFAULT snowflake_next(),
@@ -68,9 +78,64 @@ CREATE TABLE IF NOT EXISTS demo (
 );
 INSERT INTO demo (note) VALUES ('first'), ('second'), ('third');
 SQL
-"${PSQL[@]}" -c "SELECT id, note, (snowflake_decode(id)).* FROM demo ORDER BY id DESC LIMIT 6"
-cat <<MSG
-pg_snowflake is running (worker id $WORKER_ID, data in $DATA).
-  connect: ${PSQL[*]:0:9}
+  psql_on "$PORT" -c "SELECT id, note, (snowflake_decode(id)).* FROM demo ORDER BY id DESC LIMIT 6"
+  cat <<MSG
+pg_snowflake is running (worker id $WORKER_ID, data in $DIR/demo/data).
+  connect: psql -h 127.0.0.1 -p $PORT -U postgres
   stop:    make stop
 MSG
+}
+
+# Three writers and a hub. The writers publish their orders and their worker id claims; the hub
+# subscribes to each (once) and shows what arrived.
+cluster() {
+  local hub=28820 claims=("snowflake.claims_database = 'postgres'" "snowflake.claims_interval = 2")
+  start hub $hub "cluster_name = 'hub'" "snowflake.worker_id = 100" "${claims[@]}"
+  psql_on $hub -q <<'SQL'
+CREATE EXTENSION IF NOT EXISTS pg_snowflake;
+CREATE TABLE IF NOT EXISTS orders (
+    id bigint PRIMARY KEY DEFAULT snowflake_next(), writer text NOT NULL, item text NOT NULL);
+SQL
+  for i in 1 2 3; do
+    local port=$((28820 + i))
+    start "writer-$i" $port "wal_level = logical" "cluster_name = 'writer-$i'" \
+      "snowflake.worker_id = $i" "${claims[@]}"
+    psql_on $port -q <<SQL
+CREATE EXTENSION IF NOT EXISTS pg_snowflake;
+CREATE TABLE IF NOT EXISTS orders (
+    id bigint PRIMARY KEY DEFAULT snowflake_next(), writer text NOT NULL, item text NOT NULL);
+INSERT INTO orders (writer, item)
+SELECT current_setting('cluster_name'), 'order ' || g FROM generate_series(1, 3) g;
+SQL
+    [ "$(psql_on $port -Atc "SELECT count(*) FROM pg_publication WHERE pubname = 'to_hub'")" = 1 ] ||
+      psql_on $port -qc "CREATE PUBLICATION to_hub FOR TABLE orders, snowflake_claims"
+    [ "$(psql_on $hub -Atc "SELECT count(*) FROM pg_subscription WHERE subname = 'from_writer_$i'")" = 1 ] ||
+      psql_on $hub -qc "CREATE SUBSCRIPTION from_writer_$i
+                        CONNECTION 'host=127.0.0.1 port=$port dbname=postgres' PUBLICATION to_hub" 2>&1 |
+      grep -v 'created replication slot' || true
+  done
+  # Logical replication is asynchronous: wait (at most 30 s) for the rows just inserted.
+  local want
+  want=$(( $(for p in 28821 28822 28823; do psql_on $p -Atc "SELECT count(*) FROM orders"; done | paste -sd+) ))
+  for _ in $(seq 60); do
+    [ "$(psql_on $hub -Atc "SELECT count(*) FROM orders")" -ge "$want" ] && break
+    sleep 0.5
+  done
+  psql_on $hub -c "SELECT writer, item, id, (snowflake_decode(id)).worker_id
+                   FROM orders ORDER BY id DESC LIMIT 9"
+  psql_on $hub -c "SELECT node_name, worker_id, last_seen FROM snowflake_claims ORDER BY worker_id"
+  psql_on $hub -c "SELECT count(*) AS ongoing_clashes FROM snowflake_clashes WHERE ongoing"
+  cat <<MSG
+Three writers (worker ids 1-3) replicate to a hub (data in $DIR).
+  writers: psql -h 127.0.0.1 -p 28821 (28822, 28823) -U postgres
+  hub:     psql -h 127.0.0.1 -p $hub -U postgres
+  stop:    make stop
+MSG
+}
+
+case "${1:-start}" in
+  stop) stop ;;
+  start) demo ;;
+  cluster) cluster ;;
+  *) echo "usage: $0 [start|cluster|stop]" >&2; exit 2 ;;
+esac

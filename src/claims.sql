@@ -29,7 +29,8 @@ SELECT a.worker_id, a.layout,
   FROM snowflake_claims a
   JOIN snowflake_claims b
     ON b.worker_id = a.worker_id AND b.layout = a.layout
-   AND b.system_identifier > a.system_identifier
+   -- Each pair once, in the order of the node names.
+   AND (b.node_name, b.system_identifier) > (a.node_name, a.system_identifier)
    AND a.since < b.expires AND b.since < a.expires;
 
 -- Warns of a clash when it starts, as the claim that makes it is written: by snowflake_claim()
