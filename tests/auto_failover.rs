@@ -1,6 +1,6 @@
 //! Failover under a real HA engine: pg_auto_failover (a monitor and two nodes, synchronous
-//! replication, as its defaults set up). Writers insert through `DEFAULT snowflake_next()`, the
-//! primary's machine fails (its keeper and its postmaster are killed with SIGKILL), the
+//! replication, as its defaults set up). The primary's clock runs two minutes ahead. Writers
+//! insert through `DEFAULT snowflake_next()`, the primary's machine fails (its keeper and its postmaster are killed with SIGKILL), the
 //! monitor promotes the secondary, the writers reconnect through a multi-host connection
 //! string, and every id of the new primary is above every id the old one handed out, with no
 //! duplicate key and no acknowledged row lost. Then the old primary rejoins as a secondary.
@@ -260,13 +260,14 @@ fn pg_auto_failover_promotes_the_secondary_and_its_ids_are_above_the_old_primary
     args.extend(common(monitor_port));
     f.create(&args.iter().map(String::as_str).collect::<Vec<_>>());
     f.run("monitor", &[]);
-    // n1's clock runs 20 s ahead, so that its ids are 20 s ahead of n2's clock: n2 stays above
-    // them only because it replayed n1's WAL-logged lease (and then borrows up to 20 s of
-    // snowflake.max_drift, raised to 60 s for that). Without the lease, its first ids would be
-    // 20 s below the old primary's last ones.
+    // n1's clock runs 120 s ahead, so that its ids are ahead of n2's clock by more than the
+    // failover takes (about 50 s with pg_auto_failover's default timeouts): n2 stays above them
+    // only because it replayed n1's WAL-logged lease (and then borrows up to 120 s of
+    // snowflake.max_drift, raised to 300 s for that). Without the lease, its first ids would be
+    // about a minute below the old primary's last ones.
     let n1_clock = [
         ("LD_PRELOAD", faketime_lib()),
-        ("FAKETIME", "+20s".into()),
+        ("FAKETIME", "+120s".into()),
         ("FAKETIME_DONT_FAKE_MONOTONIC", "1".into()),
     ]
     .map(|(k, v)| (k.to_string(), v))
@@ -293,7 +294,7 @@ fn pg_auto_failover_promotes_the_secondary_and_its_ids_are_above_the_old_primary
             text.push_str(
                 "shared_preload_libraries = 'pg_stat_statements,pg_snowflake'\n\
                  snowflake.worker_id = 1\n\
-                 snowflake.max_drift = '60s'\n",
+                 snowflake.max_drift = '300s'\n",
             );
             fs::write(&conf, text).unwrap();
             f.run(node, &n1_clock);
@@ -326,8 +327,8 @@ fn pg_auto_failover_promotes_the_secondary_and_its_ids_are_above_the_old_primary
         .unwrap()
         .get(0);
     assert!(
-        (19.0..21.0).contains(&ahead_s),
-        "n1's clock is {ahead_s} s ahead, not 20 s: libfaketime did not take effect"
+        (119.0..121.0).contains(&ahead_s),
+        "n1's clock is {ahead_s} s ahead, not 120 s: libfaketime did not take effect"
     );
     let sync: String = primary
         .query_one("SHOW synchronous_standby_names", &[])
@@ -444,12 +445,25 @@ fn pg_auto_failover_promotes_the_secondary_and_its_ids_are_above_the_old_primary
     assert!(old.len() >= 900, "n1 acknowledged {} rows", old.len());
     assert!(new.len() >= WRITERS as usize * AFTER);
     let (old_max, new_min) = (*old.iter().max().unwrap(), *new.iter().min().unwrap());
+    let mut n2 = Client::connect(&node_conninfo(p2), NoTls).unwrap();
+    let row = n2
+        .query_one(
+            "SELECT (snowflake_decode($1)).ts::text, (snowflake_decode($2)).ts::text, now()::text",
+            &[&old_max, &new_min],
+        )
+        .unwrap();
+    let (old_ts, new_ts, n2_now): (String, String, String) = (row.get(0), row.get(1), row.get(2));
+    eprintln!(
+        "n1 acknowledged {} ids, the last made at {old_ts}; n2 {} ids, the first at {new_ts} \
+         (n2's clock: {n2_now})",
+        old.len(),
+        new.len()
+    );
     assert!(
         new_min > old_max,
         "the new primary handed out {new_min}, below the old primary's {old_max}"
     );
     // Synchronous replication: every row n1 acknowledged is on n2, and each id once.
-    let mut n2 = Client::connect(&node_conninfo(p2), NoTls).unwrap();
     let (rows, distinct, lost, other_worker): (i64, i64, i64, i64) = {
         let r = n2
             .query_one(
