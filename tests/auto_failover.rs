@@ -126,19 +126,16 @@ impl Formation {
 
     /// Waits until every line of `want` is in the formation's state.
     fn wait_for(&self, want: &[&str], within: Duration) {
-        let deadline = Instant::now() + within;
-        loop {
+        poll(within, Duration::from_millis(300), || {
             let states = self.states();
-            if want.iter().all(|w| states.iter().any(|s| s == w)) {
-                return;
+            match want.iter().all(|w| states.iter().any(|s| s == w)) {
+                true => Ok(()),
+                false => Err(format!(
+                    "the formation never reached {want:?}; it is {states:?}\n{}",
+                    self.logs()
+                )),
             }
-            assert!(
-                Instant::now() < deadline,
-                "the formation never reached {want:?}; it is {states:?}\n{}",
-                self.logs()
-            );
-            std::thread::sleep(Duration::from_millis(300));
-        }
+        });
     }
 
     fn logs(&self) -> String {

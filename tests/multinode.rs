@@ -8,7 +8,7 @@
 
 mod common;
 use common::*;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const TABLE: &str = "CREATE TABLE events (
     id bigint PRIMARY KEY DEFAULT snowflake_next(),
@@ -82,22 +82,19 @@ fn consolidate(name: &str, clock_offsets_s: [f64; 3]) {
     });
 
     let total = (3 * WRITERS * ROWS) as i64;
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
+    poll(Duration::from_secs(120), Duration::from_millis(200), || {
         let n: i64 = h
             .query_one("SELECT count(*) FROM events", &[])
             .unwrap()
             .get(0);
-        if n == total {
-            break;
+        match n == total {
+            true => Ok(()),
+            false => Err(format!(
+                "the hub has {n} of {total} rows\n--- hub log ---\n{}",
+                hub.log()
+            )),
         }
-        assert!(
-            Instant::now() < deadline,
-            "the hub has {n} of {total} rows\n--- hub log ---\n{}",
-            hub.log()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    });
     // No apply worker met an error (a duplicate key would stop it and count here).
     let errors: i64 = h
         .query_one(
@@ -146,23 +143,20 @@ fn consolidate(name: &str, clock_offsets_s: [f64; 3]) {
 /// Waits until `cluster` holds `n` worker id claims.
 fn wait_for_claims(cluster: &Cluster, n: i64) {
     let mut c = cluster.connect();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    poll(Duration::from_secs(60), Duration::from_millis(200), || {
         let have: i64 = c
             .query_one("SELECT count(*) FROM snowflake_claims", &[])
             .unwrap()
             .get(0);
-        if have == n {
-            return;
+        match have == n {
+            true => Ok(()),
+            false => Err(format!(
+                "{} has {have} of {n} claims\n--- log ---\n{}",
+                cluster.name,
+                cluster.log()
+            )),
         }
-        assert!(
-            Instant::now() < deadline,
-            "{} has {have} of {n} claims\n--- log ---\n{}",
-            cluster.name,
-            cluster.log()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    });
 }
 
 /// What `snowflake_clashes` reports: worker id and the two node names.
@@ -371,13 +365,13 @@ fn two_nodes_sharing_a_worker_id_are_reported_where_their_claims_meet() {
             .unwrap()
             .get(0)
     };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while ongoing(&mut h) > 0 {
-        assert!(
-            Instant::now() < deadline,
-            "the clash outlived c's old claim"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    poll(
+        Duration::from_secs(30),
+        Duration::from_millis(500),
+        || match ongoing(&mut h) {
+            0 => Ok(()),
+            _ => Err("the clash outlived c's old claim".into()),
+        },
+    );
     assert_eq!(clashes(&hub), vec![(1, "a".to_string(), "c".to_string())]);
 }

@@ -9,11 +9,11 @@ use common::*;
 use std::time::{Duration, Instant};
 
 fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    poll(Duration::from_secs(60), Duration::from_millis(50), || {
+        done()
+            .then_some(())
+            .ok_or_else(|| format!("waiting for {what}"))
+    });
 }
 
 fn one_string(c: &mut Client, sql: &str) -> String {

@@ -299,17 +299,17 @@ impl Cluster {
             .arg("-KILL")
             .args(all.iter().map(i32::to_string))
             .status();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while all
-            .iter()
-            .any(|p| Path::new(&format!("/proc/{p}")).exists())
-        {
-            assert!(
-                Instant::now() < deadline,
-                "processes of postmaster {pid} did not die"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        poll(
+            Duration::from_secs(30),
+            Duration::from_millis(20),
+            || match all
+                .iter()
+                .any(|p| Path::new(&format!("/proc/{p}")).exists())
+            {
+                false => Ok(()),
+                true => Err(format!("processes of postmaster {pid} did not die")),
+            },
+        );
     }
 
     /// The backend serving `client`, killed with SIGKILL alone: the postmaster then ends every
@@ -582,14 +582,27 @@ pub fn assert_strictly_increasing(ids: &[i64], what: &str) {
     }
 }
 
+/// Calls `step` every `every` until it returns `Ok`; after `within`, fails with the last `Err`,
+/// which says what was awaited and what there was instead.
+pub fn poll(within: Duration, every: Duration, mut step: impl FnMut() -> Result<(), String>) {
+    let deadline = Instant::now() + within;
+    loop {
+        let why = match step() {
+            Ok(()) => return,
+            Err(why) => why,
+        };
+        assert!(Instant::now() < deadline, "after {within:?}: {why}");
+        std::thread::sleep(every);
+    }
+}
+
 /// Waits until the standby has replayed everything the primary flushed so far.
 pub fn wait_for_replay(primary: &mut Client, standby: &mut Client) {
     let target: String = primary
         .query_one("SELECT pg_current_wal_flush_lsn()::text", &[])
         .unwrap()
         .get(0);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
+    poll(Duration::from_secs(60), Duration::from_millis(50), || {
         let caught_up: bool = standby
             .query_one(
                 "SELECT pg_last_wal_replay_lsn() >= $1::text::pg_lsn",
@@ -597,13 +610,8 @@ pub fn wait_for_replay(primary: &mut Client, standby: &mut Client) {
             )
             .unwrap()
             .get(0);
-        if caught_up {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the standby did not replay up to {target}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+        caught_up
+            .then_some(())
+            .ok_or_else(|| format!("the standby did not replay up to {target}"))
+    });
 }
