@@ -20,10 +20,19 @@ PGRX_TEST_DIR ?= /tmp/pg_snowflake-pgrx
 
 export PG_CONFIG
 
+# A PG_CONFIG given on the command line or in the environment names the user's own server:
+# installing into it needs only what building needs. Otherwise the server of the major is
+# installed too (see scripts/setup.sh).
+ifneq ($(filter command line environment,$(origin PG_CONFIG)),)
+INSTALL_SETUP := build --pg-config $(PG_CONFIG)
+else
+INSTALL_SETUP := run $(ONE_MAJOR)
+endif
+
 .PHONY: setup install run run-cluster stop test test-major test-unit test-pgrx test-blackbox test-upgrade bench fmt lint
 
 setup:
-	@scripts/setup.sh $(ONE_MAJOR)
+	@scripts/setup.sh $(INSTALL_SETUP)
 
 # A running demo cluster has the library mapped; overwriting it in place could crash it.
 # cargo pgrx installs the current install script and the upgrade scripts of sql/; the install
@@ -48,7 +57,7 @@ stop:
 # Each major in turn, every layer; the first failure stops the run. Then pg_upgrade from 17 to
 # 18, when both are tested.
 test:
-	@scripts/setup.sh $(TEST_MAJORS)
+	@scripts/setup.sh test $(TEST_MAJORS)
 	@for v in $(TEST_MAJORS); do \
 	  printf '\033[1m==> PostgreSQL %s\033[0m\n' "$$v"; \
 	  $(MAKE) --no-print-directory test-major PG=$$v PG_CONFIG="$$(scripts/pg-config.sh $$v)" || exit 1; \

@@ -1,54 +1,127 @@
 #!/usr/bin/env bash
-# Installs what building, running and testing pg_snowflake needs for the PostgreSQL majors given
-# as arguments (default: 15 17 18), and nothing that is already there: a second run takes about a
-# second.
-#   - Debian packages: the PostgreSQL 15 server and headers, libclang (bindgen), sudo (cargo pgrx
-#     test --runas), libfaketime (clock-step tests), procps (pkill/pgrep for the crash tests),
-#     node and npm (the JavaScript decoder test), pg_auto_failover for 15 (the failover test);
-#     bison, flex, libssl and zlib headers to build 17 and 18
-#   - PostgreSQL 17 (assert-enabled) and 18 from Debian's source packages, into
-#     /opt/pg_snowflake/pgN (scripts/build-postgres.sh: about 6 minutes each, the first time)
-#   - cargo-pgrx 0.18.1, the newest that builds with Rust 1.95 (about 7 minutes the first time)
-#   - `cargo pgrx init` with every pg_config, never a downloaded PostgreSQL
-#   - the npm packages of tests/js, from its package-lock.json
+# Installs what a make target needs, and nothing that is already there: a second run takes
+# about a second. The Makefile calls it; it can also run on its own.
+#
+#   scripts/setup.sh build 15            # building and installing: cargo-pgrx, libclang, a C
+#   scripts/setup.sh build --pg-config P #   toolchain, `cargo pgrx init` (for P's major)
+#   scripts/setup.sh run 17              # build, and the server of that major (make run, bench)
+#   scripts/setup.sh test 15 16 17 18    # run, and what the tests use (make test)
+#
+# What each adds:
+#   build  Debian packages: libclang-dev (bindgen), build-essential, pkg-config; cargo-pgrx
+#          0.18.1, the newest that builds with Rust 1.95 (about 7 minutes the first time);
+#          `cargo pgrx init` with local pg_configs only, never a downloaded PostgreSQL. With
+#          --pg-config, nothing else: the server is yours. Without it, the headers of the major.
+#   run    the server: 15 from Debian's packages; 16, 17 (assert-enabled) and 18 by
+#          scripts/build-postgres.sh into /opt/pg_snowflake/pgN, from pinned releases (about 6
+#          minutes each for 17 and 18, the first time; seconds for 16)
+#   test   sudo (cargo pgrx test --runas), libfaketime (clock tests), node and npm with the
+#          packages of tests/js (the JavaScript decoder test), pg_auto_failover for 15 (the
+#          failover test)
+#
+# On a system without apt-get it installs nothing: it names what is missing and stops.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-MAJORS=("$@")
-[ ${#MAJORS[@]} -gt 0 ] || MAJORS=(15 17 18)
+usage() { echo "usage: $0 build|run|test [--pg-config PATH] [MAJOR...]" >&2; exit 2; }
+PURPOSE=${1:-}; shift || true
+case "$PURPOSE" in build|run|test) ;; *) usage ;; esac
+PG_CONFIG_GIVEN=
+MAJORS=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --pg-config) PG_CONFIG_GIVEN=${2:?--pg-config needs a path}; shift 2 ;;
+    [0-9]*) MAJORS+=("$1"); shift ;;
+    *) usage ;;
+  esac
+done
+SUPPORTED=(15 16 17 18)
 PGRX_VERSION=0.18.1
-PACKAGES=(postgresql-15 postgresql-server-dev-15 libclang-dev build-essential pkg-config sudo
-          faketime libfaketime procps nodejs npm)
-for v in "${MAJORS[@]}"; do
-  [ "$v" = 15 ] || { PACKAGES+=(bison flex libssl-dev zlib1g-dev); break; }
-done
-for v in "${MAJORS[@]}"; do
-  [ "$v" != 15 ] || PACKAGES+=(postgresql-15-auto-failover pg-auto-failover-cli)
-done
 
-say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
-
+say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+die() { printf '%s: %s\n' "$0" "$*" >&2; exit 1; }
 [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
 
-missing=()
-for p in "${PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-# node and npm may come from elsewhere than Debian (this machine has them under /usr/local).
-if command -v node >/dev/null && command -v npm >/dev/null; then
-  missing=("${missing[@]/nodejs}"); missing=("${missing[@]/npm}")
+# A pg_config the user named: check it before anything else, and learn its major.
+if [ -n "$PG_CONFIG_GIVEN" ]; then
+  path=$(command -v "$PG_CONFIG_GIVEN" || true)
+  [ -n "$path" ] && [ -x "$path" ] ||
+    die "PG_CONFIG=$PG_CONFIG_GIVEN is not an executable pg_config (give the full path to the pg_config of the PostgreSQL to install into)"
+  version=$("$path" --version 2>/dev/null) || die "$path --version failed: is it a pg_config?"
+  major=$(sed -nE 's/^PostgreSQL ([0-9]+).*/\1/p' <<< "$version")
+  [ -n "$major" ] || die "$path says \"$version\", not a PostgreSQL version"
+  printf '%s\n' "${SUPPORTED[@]}" | grep -qx "$major" ||
+    die "$path is PostgreSQL $major; pg_snowflake supports ${SUPPORTED[*]}"
+  MAJORS=("$major")
 fi
-read -r -a missing <<< "${missing[*]}"
-if [ ${#missing[@]} -gt 0 ]; then
-  say "installing Debian packages: ${missing[*]}"
-  SUDO=; [ "$(id -u)" -eq 0 ] || SUDO=sudo
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+[ ${#MAJORS[@]} -gt 0 ] || MAJORS=("${SUPPORTED[@]}")
+for v in "${MAJORS[@]}"; do
+  printf '%s\n' "${SUPPORTED[@]}" | grep -qx "$v" ||
+    die "PostgreSQL $v is not supported (supported: ${SUPPORTED[*]}; 13 and 14 lack custom WAL resource managers)"
+done
+has() { printf '%s\n' "${MAJORS[@]}" | grep -qx "$1"; }
+
+# Debian packages, by purpose and major.
+PACKAGES=(libclang-dev build-essential pkg-config curl ca-certificates)
+if [ -z "$PG_CONFIG_GIVEN" ]; then
+  ! has 15 || PACKAGES+=(postgresql-server-dev-15)
+  for v in 17 18; do ! has $v || { PACKAGES+=(bison flex libssl-dev zlib1g-dev bzip2); break; }; done
+  ! has 16 || PACKAGES+=(python3 python3-pip)
+fi
+if [ "$PURPOSE" != build ]; then
+  PACKAGES+=(procps)
+  ! has 15 || PACKAGES+=(postgresql-15)
+fi
+if [ "$PURPOSE" = test ]; then
+  PACKAGES+=(sudo faketime libfaketime nodejs npm)
+  ! has 15 || PACKAGES+=(postgresql-15-auto-failover pg-auto-failover-cli)
 fi
 
-for v in "${MAJORS[@]}"; do
-  [ "$v" = 15 ] || scripts/build-postgres.sh "$v"
-done
+if command -v dpkg-query >/dev/null && command -v apt-get >/dev/null; then
+  missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  # Tools that may come from elsewhere than Debian (this machine has them under /usr/local).
+  keep=()
+  for p in "${missing[@]}"; do
+    case "$p" in
+      nodejs) command -v node >/dev/null || keep+=("$p") ;;
+      npm) command -v npm >/dev/null || keep+=("$p") ;;
+      python3) command -v python3 >/dev/null || keep+=("$p") ;;
+      python3-pip) python3 -m pip --version >/dev/null 2>&1 || keep+=("$p") ;;
+      *) keep+=("$p") ;;
+    esac
+  done
+  if [ ${#keep[@]} -gt 0 ]; then
+    say "installing Debian packages: ${keep[*]}"
+    SUDO=; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${keep[@]}" >/dev/null
+  fi
+else
+  # No apt (an RPM system, say): check the tools building needs and say which are missing.
+  lacking=()
+  command -v cc >/dev/null || lacking+=("a C compiler (gcc)")
+  command -v make >/dev/null || lacking+=("make")
+  command -v pkg-config >/dev/null || command -v pkgconf >/dev/null || lacking+=("pkg-config")
+  { [ -n "${LIBCLANG_PATH:-}" ] || ldconfig -p 2>/dev/null | grep -q 'libclang[-.0-9]*\.so' ||
+    compgen -G '/usr/lib*/llvm*/lib*/libclang*.so*' >/dev/null || compgen -G '/usr/lib*/libclang*.so*' >/dev/null; } ||
+    lacking+=("libclang (Fedora, RHEL: clang-devel; or set LIBCLANG_PATH)")
+  [ "$PURPOSE" = build ] && [ -n "$PG_CONFIG_GIVEN" ] ||
+    lacking+=("apt-get: make $PURPOSE installs PostgreSQL and test tools from Debian's packages; on this system use make install PG_CONFIG=/path/to/pg_config")
+  if [ ${#lacking[@]} -gt 0 ]; then
+    printf '%s: missing:\n' "$0" >&2; printf '  - %s\n' "${lacking[@]}" >&2; exit 1
+  fi
+fi
+command -v cargo >/dev/null || die "cargo is missing: install Rust 1.95 or later (https://rustup.rs)"
+
+# PostgreSQL majors that Debian 12 does not package.
+if [ -z "$PG_CONFIG_GIVEN" ]; then
+  for v in "${MAJORS[@]}"; do
+    [ "$v" = 15 ] || scripts/build-postgres.sh "$v"
+  done
+fi
 
 if ! cargo pgrx --version 2>/dev/null | grep -q " $PGRX_VERSION\$"; then
   say "installing cargo-pgrx $PGRX_VERSION (about 7 minutes)"
@@ -59,16 +132,22 @@ fi
 # missing, and then with every major already there too (init forgets the ones it is not given).
 config="${PGRX_HOME:-$HOME/.pgrx}/config.toml"
 args=(); new=()
-for v in 15 17 18; do
-  have=$(grep -qs "^pg$v = " "$config" && echo yes || true)
-  want=$(printf '%s\n' "${MAJORS[@]}" | grep -qx "$v" && echo yes || true)
-  [ -n "$want" ] && [ -z "$have" ] && new+=("$v")
-  [ -n "$have$want" ] && args+=("--pg$v" "$(scripts/pg-config.sh "$v")")
+for v in "${SUPPORTED[@]}"; do
+  old=$(sed -nE "s/^pg$v = \"(.*)\"/\1/p" "$config" 2>/dev/null || true)
+  if has "$v"; then
+    path=${PG_CONFIG_GIVEN:-$(scripts/pg-config.sh "$v")}
+    [ -n "$old" ] || new+=("$v")
+    args+=("--pg$v" "${old:-$path}")
+  elif [ -n "$old" ]; then
+    args+=("--pg$v" "$old")
+  fi
 done
 if [ ${#new[@]} -gt 0 ]; then
   say "pointing pgrx at PostgreSQL ${new[*]}"
   cargo pgrx init "${args[@]}"
 fi
+
+[ "$PURPOSE" = test ] || exit 0
 
 if [ ! -d tests/js/node_modules/@sapphire/snowflake ]; then
   say "installing the JavaScript test decoder"
