@@ -36,7 +36,8 @@ mod tests {
             one::<String>("SELECT (expires - last_seen)::text FROM snowflake_claims"),
             "00:00:30"
         );
-        // A renewal in a later transaction keeps `since`, one row per cluster and worker id.
+        // A second renewal (in the same transaction, as every statement of a #[pg_test]) keeps
+        // `since`: one row per cluster and worker id.
         Spi::run("UPDATE snowflake_claims SET since = since - interval '1 minute'").unwrap();
         assert_eq!(one::<i32>("SELECT snowflake_claim()"), 0);
         assert_eq!(one::<i64>("SELECT count(*) FROM snowflake_claims"), 1);

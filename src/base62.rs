@@ -1,7 +1,11 @@
 //! Short text ids that sort like the numbers: base62 over `0-9A-Za-z`, in that (ASCII) order,
 //! always 11 characters, so that comparing two texts byte by byte (`COLLATE "C"`) compares the
 //! ids. 11 digits are the fewest that hold every non-negative bigint: 62^10 < 2^63 - 1 < 62^11.
-//! Pure Rust: no PostgreSQL needed to test.
+//! The encoding is pure Rust (its unit tests need no PostgreSQL); the two SQL functions below
+//! wrap it.
+
+use crate::errors;
+use pgrx::prelude::*;
 
 pub const WIDTH: usize = 11;
 const DIGITS: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
@@ -50,6 +54,36 @@ pub fn decode(text: &str) -> Result<i64, ParseError> {
             .ok_or(ParseError::OutOfRange)?;
     }
     i64::try_from(value).map_err(|_| ParseError::OutOfRange)
+}
+
+/// The id as 11 base62 characters (`0-9A-Za-z`) whose text order under `COLLATE "C"` is the
+/// numeric order: short, URL-safe and still sortable by time.
+#[pg_extern(immutable, strict, parallel_safe)]
+fn snowflake_to_base62(id: i64) -> String {
+    let Ok(unsigned) = u64::try_from(id) else {
+        errors::negative_id(id)
+    };
+    String::from_utf8(encode(unsigned).to_vec()).expect("base62 digits are ASCII")
+}
+
+/// The id of 11 base62 characters, as `snowflake_to_base62` writes them.
+#[pg_extern(immutable, strict, parallel_safe)]
+fn snowflake_from_base62(base62: &str) -> i64 {
+    match decode(base62) {
+        Ok(id) => id,
+        Err(ParseError::Length(n)) => errors::bad_base62(
+            base62,
+            format!("It has {n} characters; a base62 snowflake id has exactly {WIDTH}."),
+        ),
+        Err(ParseError::Character(c, at)) => errors::bad_base62(
+            base62,
+            format!("Character \"{c}\" at position {at} is not one of 0-9, A-Z and a-z."),
+        ),
+        Err(ParseError::OutOfRange) => errors::base62_out_of_range(
+            base62,
+            std::str::from_utf8(&encode(i64::MAX as u64)).expect("base62 digits are ASCII"),
+        ),
+    }
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@
 //! `snowflake.claims_database`; without it, an operator or a scheduler can call
 //! `snowflake_claim()` just as well.
 
-use crate::{errors, gucs, shared};
+use crate::{errors, generator, gucs};
 use pgrx::bgworkers::{
     BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
 };
@@ -81,7 +81,7 @@ pub extern "C-unwind" fn pg_snowflake_claims_main(_arg: pg_sys::Datum) {
 /// Each such clash is also reported as a WARNING by the table's trigger.
 #[pg_extern(volatile, parallel_unsafe)]
 fn snowflake_claim(fcinfo: pg_sys::FunctionCallInfo) -> i32 {
-    shared::get();
+    generator::get();
     let Some((layout, worker_id)) = gucs::generating() else {
         errors::worker_id_unset()
     };
@@ -106,7 +106,7 @@ fn snowflake_claim(fcinfo: pg_sys::FunctionCallInfo) -> i32 {
             format!("{} ms", valid_for.as_millis()).into(),
         ],
     )
-    .unwrap_or_else(|e| pgrx::error!("pg_snowflake: writing the worker id claim failed: {e}"));
+    .unwrap_or_else(|e| errors::claims_table_failed("write", &e));
     // A claim that had ended starts again (the CASE above): the time between is not claimed.
     let clashes = Spi::get_one_with_args::<i64>(
         &format!(
@@ -122,7 +122,7 @@ fn snowflake_claim(fcinfo: pg_sys::FunctionCallInfo) -> i32 {
             layout.describe().into(),
         ],
     )
-    .unwrap_or_else(|e| pgrx::error!("pg_snowflake: reading the worker id claims failed: {e}"))
+    .unwrap_or_else(|e| errors::claims_table_failed("read", &e))
     .unwrap_or(0);
     clashes as i32
 }
@@ -166,7 +166,7 @@ fn node_name() -> String {
 }
 
 extension_sql_file!(
-    "claims.sql",
+    "../sql/claims.sql",
     name = "snowflake_claims",
     requires = [snowflake_claim],
 );

@@ -24,3 +24,33 @@ pub fn now_unix_ms() -> i64 {
     // tv_nsec is in 0..1e9 also before 1970 (tv_sec is then negative): this floors.
     ts.tv_sec * 1000 + ts.tv_nsec / 1_000_000
 }
+
+/// 2000-01-01 00:00:00 UTC, PostgreSQL's timestamp epoch, in Unix milliseconds.
+pub const PG_EPOCH_UNIX_MS: i64 = 946_684_800_000;
+
+/// PostgreSQL's timestamp (microseconds since 2000-01-01) of a Unix millisecond. Every time a
+/// layout holds ends by the year 9999 (see `Layout::check`), well inside both ranges.
+pub const fn pg_timestamp(unix_ms: i64) -> i64 {
+    (unix_ms - PG_EPOCH_UNIX_MS) * 1000
+}
+
+/// The Unix millisecond of a PostgreSQL timestamp, rounded down (towards the past).
+pub const fn unix_ms_of(pg_us: i64) -> i64 {
+    pg_us.div_euclid(1000) + PG_EPOCH_UNIX_MS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn epoch_conversions_round_down_and_agree() {
+        assert_eq!(pg_timestamp(PG_EPOCH_UNIX_MS), 0);
+        assert_eq!(unix_ms_of(0), PG_EPOCH_UNIX_MS);
+        assert_eq!(unix_ms_of(-1), PG_EPOCH_UNIX_MS - 1);
+        assert_eq!(unix_ms_of(1999), PG_EPOCH_UNIX_MS + 1);
+        for ms in [0, 1, 1_288_834_974_657, 253_402_300_799_999] {
+            assert_eq!(unix_ms_of(pg_timestamp(ms)), ms);
+        }
+    }
+}

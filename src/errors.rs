@@ -1,8 +1,9 @@
 //! Every error a user can meet, in one place: a real SQLSTATE (never XX000), a lower-case message
 //! without a final period, and full-sentence detail and hint where the user can act.
 
+use crate::dates::iso_unix;
 use crate::gucs;
-use crate::layout::{iso_unix, Layout};
+use crate::layout::Layout;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 
@@ -137,6 +138,37 @@ pub fn timestamp_outside_layout(layout: &Layout) -> ! {
     )
 }
 
+/// SPI refused a statement on `snowflake_claims` (PostgreSQL's own errors, such as a dropped
+/// column, pass through with their SQLSTATE; this is what SPI itself reports).
+#[cold]
+#[track_caller]
+pub fn claims_table_failed(action: &str, e: &pgrx::spi::SpiError) -> ! {
+    raise(
+        report(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!("could not {action} the worker id claims in snowflake_claims: {e}"),
+        )
+        .set_hint(
+            "Check that snowflake_claims has the columns CREATE EXTENSION pg_snowflake gave it.",
+        ),
+    )
+}
+
+/// The row type of `snowflake_decode()` was changed after `CREATE EXTENSION`.
+#[cold]
+#[track_caller]
+pub fn altered_parts_type() -> ! {
+    raise(
+        report(
+            PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
+            "type snowflake_parts is not (ts timestamptz, worker_id integer, sequence integer)"
+                .into(),
+        )
+        .set_detail("The type was altered after CREATE EXTENSION pg_snowflake.")
+        .set_hint("Drop and create the extension again."),
+    )
+}
+
 #[cold]
 #[track_caller]
 pub fn bad_strategy(strategy: i32) -> ! {
@@ -194,29 +226,31 @@ pub fn layout_ending(layout: &Layout) {
     .report(PgLogLevel::WARNING);
 }
 
+/// A text that is not 11 characters of `0-9A-Za-z`: `why` says what is wrong with it.
 #[cold]
 #[track_caller]
-pub fn bad_base62(text: &str, why: crate::base62::ParseError) -> ! {
-    use crate::base62::{ParseError, WIDTH};
-    let (code, message, detail) = match why {
-        ParseError::Length(n) => (
+pub fn bad_base62(text: &str, why: String) -> ! {
+    raise(
+        report(
             PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
             format!("invalid input syntax for a base62 snowflake id: \"{text}\""),
-            format!("It has {n} characters; a base62 snowflake id has exactly {WIDTH}."),
-        ),
-        ParseError::Character(c, at) => (
-            PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
-            format!("invalid input syntax for a base62 snowflake id: \"{text}\""),
-            format!("Character \"{c}\" at position {at} is not one of 0-9, A-Z and a-z."),
-        ),
-        // As PostgreSQL's own bigint input reports a value out of range: 22003, not 22P02.
-        ParseError::OutOfRange => (
+        )
+        .set_detail(why),
+    )
+}
+
+/// 11 base62 digits above the largest bigint: 22003, as PostgreSQL's own bigint input reports
+/// a value out of range (not 22P02).
+#[cold]
+#[track_caller]
+pub fn base62_out_of_range(text: &str, largest: &str) -> ! {
+    raise(
+        report(
             PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
             format!("base62 snowflake id \"{text}\" is out of range for type bigint"),
-            "The largest bigint is AzL8n0Y58m7 in base62.".to_string(),
-        ),
-    };
-    raise(report(code, message).set_detail(detail))
+        )
+        .set_detail(format!("The largest bigint is {largest} in base62.")),
+    )
 }
 
 #[cold]

@@ -322,7 +322,7 @@ fn parse_epoch(text: &str) -> Result<i64, String> {
         ));
     }
     let pg_us: i64 = ts.into_inner();
-    Ok(pg_us.div_euclid(1000) + crate::functions::PG_EPOCH_UNIX_MS)
+    Ok(crate::clock::unix_ms_of(pg_us))
 }
 
 fn resolve(layout: Result<Layout, String>) -> Resolved {

@@ -20,6 +20,8 @@
 //! worker, so "ticks increase" is "ids increase". Nothing here knows about PostgreSQL; every rule
 //! is covered by plain `#[test]`s with an injected clock, on every preset and on odd widths.
 
+use crate::dates::iso_unix;
+
 /// The presets, by the name `snowflake.layout` takes, and `custom`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Preset {
@@ -68,17 +70,6 @@ impl Preset {
             Preset::Instagram => Some(INSTAGRAM),
             Preset::Js53 => Some(JS53),
             Preset::Custom => None,
-        }
-    }
-
-    const fn code(self) -> u8 {
-        match self {
-            Preset::Twitter => 1,
-            Preset::Discord => 2,
-            Preset::Sonyflake => 3,
-            Preset::Instagram => 4,
-            Preset::Js53 => 5,
-            Preset::Custom => 6,
         }
     }
 }
@@ -167,7 +158,7 @@ pub const JS53: Layout = Layout {
 /// hold is a timestamp that PostgreSQL and every client print without trouble.
 pub const LATEST_END_UNIX_MS: i64 = 253_402_300_799_999;
 
-/// Why a custom layout (or the worker id for a layout) was refused at start.
+/// Why a layout was refused: a custom one at start, or one read back from a state file or WAL.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Invalid(pub String);
 
@@ -201,7 +192,7 @@ impl Layout {
     }
 
     /// The rules every layout read from a setting, a state file or WAL must follow.
-    fn check(&self) -> Result<(), Invalid> {
+    pub fn check(&self) -> Result<(), Invalid> {
         if let Some(preset) = self.preset.layout() {
             if preset != *self {
                 return Err(Invalid(format!(
@@ -456,47 +447,6 @@ impl Layout {
             preset => preset.name().into(),
         }
     }
-
-    /// The layout as 16 bytes, for the state file and WAL: epoch (8, little endian), unit (2),
-    /// the three widths, the order and the preset (1 each), zero (1).
-    pub fn to_bytes(self) -> [u8; 16] {
-        let mut b = [0u8; 16];
-        b[..8].copy_from_slice(&self.epoch_unix_ms.to_le_bytes());
-        b[8..10].copy_from_slice(&(self.unit_ms as u16).to_le_bytes());
-        b[10] = self.time_bits as u8;
-        b[11] = self.worker_bits as u8;
-        b[12] = self.sequence_bits as u8;
-        b[13] = match self.order {
-            Order::WorkerThenSequence => 0,
-            Order::SequenceThenWorker => 1,
-        };
-        b[14] = self.preset.code();
-        b
-    }
-
-    pub fn from_bytes(b: &[u8; 16]) -> Result<Layout, Invalid> {
-        let layout = Layout {
-            preset: Preset::ALL
-                .into_iter()
-                .find(|p| p.code() == b[14])
-                .ok_or_else(|| Invalid(format!("unknown layout code {}", b[14])))?,
-            epoch_unix_ms: i64::from_le_bytes(b[..8].try_into().unwrap()),
-            unit_ms: u16::from_le_bytes([b[8], b[9]]) as u64,
-            time_bits: b[10] as u32,
-            worker_bits: b[11] as u32,
-            sequence_bits: b[12] as u32,
-            order: match b[13] {
-                0 => Order::WorkerThenSequence,
-                1 => Order::SequenceThenWorker,
-                other => return Err(Invalid(format!("unknown field order {other}"))),
-            },
-        };
-        if b[15] != 0 {
-            return Err(Invalid("a reserved byte is not zero".into()));
-        }
-        layout.check()?;
-        Ok(layout)
-    }
 }
 
 /// An id without its worker bits: `units << sequence_bits | sequence`. Ordering ticks orders
@@ -523,91 +473,6 @@ pub enum Advance {
     TooFarAhead { ahead: u64 },
     /// The next tick would not fit in the layout's time field.
     Exhausted,
-}
-
-/// Pacing: how borrowed time is kept for everyone.
-///
-/// Past `max_drift` ahead of the clock every caller waits (and fails after `drift_wait`), so one
-/// backend that bursts above the layout's rate could use up the borrowed time and make innocent
-/// callers wait and fail. Pacing starts halfway: once the next id lies more than
-/// `max_drift / 2` ahead of the clock, each backend may take at most `share` ids per clock time
-/// unit, where `share` is the ids of one unit divided by the number of backends there can be.
-/// All backends together then take at most the ids that the clock adds, so bursts alone can
-/// never drive the ids much further than halfway: only a clock step can reach `max_drift`. A
-/// burst is held to the layout's rate, a single-row caller almost never notices, and the other
-/// half of `max_drift` stays free to absorb a clock that steps back.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Pacer {
-    /// The clock time unit in which this backend last took a paced id, and how many.
-    unit: u64,
-    taken: u64,
-}
-
-impl Pacer {
-    pub const fn new() -> Pacer {
-        Pacer { unit: 0, taken: 0 }
-    }
-
-    /// Whether `next` lies deep enough in borrowed time to be paced: one compare on the hot
-    /// path.
-    #[inline]
-    pub const fn applies(layout: &Layout, next: Tick, now: u64, max_drift: u64) -> bool {
-        layout.units(next) > now + max_drift / 2
-    }
-
-    /// The share of one backend: the ids of one time unit divided by the backends, at least 1.
-    pub const fn share(per_unit: u64, backends: u32) -> u64 {
-        let per = per_unit / if backends == 0 { 1 } else { backends as u64 };
-        if per == 0 {
-            1
-        } else {
-            per
-        }
-    }
-
-    /// Counts a paced id taken at clock time unit `now`; `false` once this backend has used
-    /// its share of that unit: it should then wait for the next one.
-    pub fn take(&mut self, now: u64, share: u64) -> bool {
-        if self.unit != now {
-            self.unit = now;
-            self.taken = 0;
-        }
-        if self.taken >= share {
-            return false;
-        }
-        self.taken += 1;
-        true
-    }
-}
-
-/// ISO 8601 in UTC with milliseconds.
-pub fn iso_unix(unix_ms: i64) -> String {
-    let (days, ms_of_day) = (
-        unix_ms.div_euclid(86_400_000),
-        unix_ms.rem_euclid(86_400_000),
-    );
-    let (y, m, d) = civil_from_days(days);
-    let (h, min, s, ms) = (
-        ms_of_day / 3_600_000,
-        ms_of_day / 60_000 % 60,
-        ms_of_day / 1000 % 60,
-        ms_of_day % 1000,
-    );
-    format!("{y:04}-{m:02}-{d:02}T{h:02}:{min:02}:{s:02}.{ms:03}Z")
-}
-
-/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
 }
 
 #[cfg(test)]
@@ -734,22 +599,6 @@ mod tests {
         let mut bent = T;
         bent.unit_ms = 10;
         assert!(bent.check().unwrap_err().0.contains("twitter preset"));
-    }
-
-    #[test]
-    fn bytes_roundtrip_and_reject_damage() {
-        for l in all_layouts() {
-            assert_eq!(Layout::from_bytes(&l.to_bytes()), Ok(l));
-        }
-        let mut b = T.to_bytes();
-        b[14] = 99;
-        assert!(Layout::from_bytes(&b).is_err());
-        let mut b = T.to_bytes();
-        b[10] = 60; // twitter with 60 time bits
-        assert!(Layout::from_bytes(&b).is_err());
-        let mut b = Layout::custom(0, 1, 41, 10, 12, 1).unwrap().to_bytes();
-        b[10] = 200;
-        assert!(Layout::from_bytes(&b).is_err());
     }
 
     #[test]
@@ -989,101 +838,5 @@ mod tests {
                 }
             }
         }
-    }
-
-    #[test]
-    fn pacing_applies_past_half_of_max_drift() {
-        assert!(!Pacer::applies(&T, T.tick_at(1_000), 1_000, 10_000));
-        assert!(!Pacer::applies(&T, T.tick_at(6_000), 1_000, 10_000));
-        assert!(Pacer::applies(&T, T.tick_at(6_001), 1_000, 10_000));
-        // A zero bound paces every borrowed id (the drift bound then refuses them anyway).
-        assert!(Pacer::applies(&T, T.tick_at(1_001), 1_000, 0));
-    }
-
-    #[test]
-    fn the_shares_of_all_backends_add_up_to_at_most_one_unit_of_ids() {
-        for per_unit in [1, 256, 512, 4096, 1 << 20] {
-            for backends in [0, 1, 2, 7, 100, 4096, 5000, 262_143] {
-                let share = Pacer::share(per_unit, backends);
-                assert!(share >= 1);
-                assert!(
-                    backends.max(1) as u64 * share <= per_unit || share == 1,
-                    "{backends} backends x {share}"
-                );
-            }
-        }
-        assert_eq!(Pacer::share(4096, 100), 40);
-    }
-
-    #[test]
-    fn a_paced_backend_takes_its_share_then_waits_for_the_next_unit() {
-        let mut p = Pacer::new();
-        assert!((0..40).all(|_| p.take(7, 40)));
-        assert!(!p.take(7, 40));
-        assert!(p.take(8, 40));
-    }
-
-    /// Bursters that would take five units' worth of ids per clock unit each, and 90 callers
-    /// that take one id now and then, under the advance rule with pacing, as the generator runs
-    /// them: the ids never run further ahead than halfway to `max_drift`, plus the last unit
-    /// taken, so no caller ever meets the drift bound while the clock moves forward.
-    #[test]
-    fn bursts_alone_never_reach_the_drift_bound() {
-        const BACKENDS: u32 = 100;
-        for l in [TWITTER, SONYFLAKE, JS53] {
-            let share = Pacer::share(l.per_unit(), BACKENDS);
-            for bursters in [1usize, 3, 10] {
-                let mut pacers = vec![Pacer::new(); BACKENDS as usize];
-                let mut asleep_until = vec![0u64; BACKENDS as usize];
-                let mut t = l.tick_at(1_000);
-                let mut deepest = 0;
-                // 4000 units of clock in tenths of a unit.
-                for step in 0..40_000u64 {
-                    let now = 1_000 + step / 10;
-                    for b in 0..BACKENDS as usize {
-                        let wants = if b < bursters {
-                            l.per_unit() / 2 // five units' worth per unit of clock
-                        } else if (step + b as u64).is_multiple_of(997) {
-                            1
-                        } else {
-                            0
-                        };
-                        for _ in 0..wants {
-                            if asleep_until[b] > now {
-                                break;
-                            }
-                            let next = match l.advance(t, now, DRIFT / 5) {
-                                Advance::To(next) => next,
-                                other => panic!("{bursters} bursters, step {step}: {other:?}"),
-                            };
-                            if Pacer::applies(&l, next, now, DRIFT / 5)
-                                && !pacers[b].take(now, share)
-                            {
-                                asleep_until[b] = now + 1;
-                                break;
-                            }
-                            t = next;
-                            deepest = deepest.max(l.units(t) - now.min(l.units(t)));
-                        }
-                    }
-                }
-                assert!(
-                    deepest <= DRIFT / 10 + 1,
-                    "{l:?}: {bursters} bursters drove the ids {deepest} units ahead"
-                );
-                assert!(
-                    deepest >= DRIFT / 10,
-                    "the bursts never reached the pacing point"
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn iso_dates() {
-        assert_eq!(iso_unix(T.epoch_unix_ms), "2010-11-04T01:42:54.657Z");
-        assert_eq!(iso_unix(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(iso_unix(951_782_400_000), "2000-02-29T00:00:00.000Z");
-        assert_eq!(iso_unix(1_577_836_800_000), "2020-01-01T00:00:00.000Z");
     }
 }

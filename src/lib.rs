@@ -11,24 +11,35 @@ compile_error!(
     "pg_snowflake is built and tested for PostgreSQL 15, 17 and 18; 16 is not in its test matrix"
 );
 
-mod base62;
-mod claims;
-mod clock;
-mod errors;
-mod floor;
-mod functions;
-mod generator;
-mod gucs;
-mod layout;
-mod lease;
-mod planner;
-mod shared;
-mod state_file;
-mod stats;
-mod sync_standby;
-mod toolkit;
-mod upgrade;
-mod wal;
+// The id itself, in plain Rust (unit-tested without PostgreSQL).
+mod clock; // the wall clock and epoch conversions
+mod dates; // ISO 8601 dates for messages
+mod layout; // bit layouts and the rule that advances the generator
+mod mark; // a durable mark and its encoding
+mod pacing; // how bursts share borrowed time
+
+// The generator and its durability.
+mod generator; // the lease protocol, owner of the shared state
+mod state_file; // $PGDATA/pg_snowflake.state
+mod sync_standby; // waiting for synchronous standbys
+mod upgrade; // carrying the mark through pg_upgrade
+mod wal; // the custom WAL resource manager
+
+// Configuration and errors.
+mod errors; // every error and warning a user meets
+mod gucs; // the snowflake.* settings
+
+// The SQL interface, by concern.
+mod admin; // advance_past, adopt, reset_layout
+mod base62; // short text ids
+mod claims; // worker id claims and their background worker
+mod decode; // decoding ids, their time, and time ranges as id ranges
+mod next; // snowflake_next()
+mod planner; // time ranges through the primary key
+mod stats; // snowflake_stats()
+
+#[cfg(test)]
+mod module_graph; // a test: no import cycles
 
 #[cfg(any(test, feature = "pg_test"))]
 #[path = "../pgrx-tests/mod.rs"]
@@ -54,8 +65,11 @@ pub extern "C-unwind" fn _PG_init() {
         upgrade::at_binary_upgrade_start();
     }
     gucs::init();
-    shared::init();
-    wal::register();
+    generator::init();
+    wal::register(wal::Replay {
+        mark: |mark| generator::get().replay_mark(mark),
+        reset: |mark| generator::get().replay_reset(mark),
+    });
     stats::init();
     planner::init();
     claims::init();

@@ -6,9 +6,9 @@
 //! standbys and through crash recovery (see `wal`), but recovery only replays WAL written after
 //! the last checkpoint, so a mark older than that must come from this file.
 //!
-//! 40 bytes, written in place with one `pwrite` and `fdatasync`: magic (8), mark in time units
-//! since the layout's epoch (8, little endian), the layout (16, see `Layout::to_bytes`),
-//! CRC-32C of the first 32 bytes (4), zero (4). A 40-byte write within one sector is atomic on
+//! 40 bytes, written in place with one `pwrite` and `fdatasync`: magic (8), the mark as `Mark`
+//! writes it (its time units since the layout's epoch, 8 bytes little endian, then the layout,
+//! 16), CRC-32C of the first 32 bytes (4), zero (4). A 40-byte write within one sector is atomic on
 //! the storage PostgreSQL supports (its own `pg_control` relies on the same for 512 bytes); the
 //! CRC catches anything else.
 //!
@@ -18,7 +18,9 @@
 //! `upgrade`): the generator refuses until an operator settles it. 0.1.0 refuses to start on
 //! either newer form, which is just as safe.
 
-use crate::layout::{Layout, TWITTER};
+use crate::layout::TWITTER;
+use crate::mark::Mark;
+use crate::mark::MARK_BYTES;
 use std::fs::{File, OpenOptions};
 use std::io::{self, ErrorKind};
 use std::os::unix::fs::FileExt;
@@ -30,27 +32,6 @@ const MAGIC: [u8; 8] = *b"PGSNOW02";
 const MAGIC_NOT_CARRIED: [u8; 8] = *b"PGSNOWUP";
 const LEN_V1: usize = 24;
 const LEN: usize = 40;
-
-/// A durable mark: no id of `layout` has reached time unit `units`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Mark {
-    pub units: u64,
-    pub layout: Layout,
-}
-
-impl Mark {
-    /// The smallest id no id handed out has reached, in any layout: ids of all layouts compare
-    /// as plain integers.
-    pub const fn bound(&self) -> u64 {
-        self.layout.first_id(self.units)
-    }
-
-    /// The same mark in time units of `layout`: its ids from there on are all at or above the
-    /// bound.
-    pub const fn units_in(&self, layout: &Layout) -> u64 {
-        layout.units_from_id(self.bound())
-    }
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Loaded {
@@ -81,8 +62,7 @@ pub fn encode(state: Loaded) -> Vec<u8> {
         Loaded::Mark(mark) => {
             let mut buf = vec![0u8; LEN];
             buf[..8].copy_from_slice(&MAGIC);
-            buf[8..16].copy_from_slice(&mark.units.to_le_bytes());
-            buf[16..32].copy_from_slice(&mark.layout.to_bytes());
+            buf[8..8 + MARK_BYTES].copy_from_slice(&mark.to_bytes());
             buf
         }
         Loaded::NotCarried => {
@@ -120,25 +100,14 @@ pub fn decode(bytes: &[u8]) -> Result<Loaded, String> {
         ));
     }
     let units = u64::from_le_bytes(bytes[8..16].try_into().unwrap());
-    let layout = match magic {
-        m if m == MAGIC_NOT_CARRIED => {
-            return match units {
-                0 => Ok(Loaded::NotCarried),
-                _ => Err("the pg_upgrade marker holds a mark".into()),
-            }
-        }
-        m if m == MAGIC_V1 => TWITTER,
-        _ => Layout::from_bytes(bytes[16..32].try_into().unwrap())
-            .map_err(|e| format!("the recorded layout is invalid: {}", e.0))?,
-    };
-    if units > layout.end_mark() {
-        return Err(format!(
-            "the mark {units} lies past the end of the {} layout ({})",
-            layout.describe(),
-            layout.end_mark()
-        ));
+    match magic {
+        m if m == MAGIC_NOT_CARRIED => match units {
+            0 => Ok(Loaded::NotCarried),
+            _ => Err("the pg_upgrade marker holds a mark".into()),
+        },
+        m if m == MAGIC_V1 => Mark::checked(units, TWITTER).map(Loaded::Mark),
+        _ => Mark::from_bytes(bytes[8..8 + MARK_BYTES].try_into().unwrap()).map(Loaded::Mark),
     }
-    Ok(Loaded::Mark(Mark { units, layout }))
 }
 
 pub fn read(dir: &Path) -> Result<Loaded, ReadError> {
@@ -265,17 +234,6 @@ mod tests {
         assert!(decode(&encode(twitter(5))[..24]).is_err());
         assert!(decode(&[0u8; LEN]).is_err());
         assert!(decode(b"").is_err());
-    }
-
-    #[test]
-    fn marks_carry_over_to_other_layouts_through_their_bound() {
-        let m = Mark {
-            units: 1_000_000,
-            layout: TWITTER,
-        };
-        assert_eq!(m.units_in(&TWITTER), 1_000_000);
-        // Sonyflake's ids have 24 low bits to Twitter's 22: a quarter of the units.
-        assert_eq!(m.units_in(&SONYFLAKE), 250_000);
     }
 
     #[test]

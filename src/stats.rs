@@ -1,13 +1,15 @@
-//! `snowflake_stats()`: what the generator is doing, as jsonb built with serde.
+//! Monitoring: `snowflake_stats()`, what the generator is doing, as jsonb built with serde.
 //!
 //! Every counter is written on a cold path (a renewal, a clock step, a wait) except the count of
 //! ids, which each backend keeps in a plain process-local counter and adds to shared memory at
 //! the end of each transaction: the hot path pays one local increment, no shared write.
 
-use crate::layout::{iso_unix, Order, Tick};
-use crate::shared::{self, Shared};
-use crate::{clock, gucs};
+use crate::dates::iso_unix;
+use crate::generator::Generator;
+use crate::layout::Order;
+use crate::{clock, generator, gucs};
 use pgrx::prelude::*;
+use pgrx::JsonB;
 use serde::Serialize;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -40,26 +42,45 @@ unsafe extern "C-unwind" fn at_transaction_end(event: pg_sys::XactEvent::Type, _
             | XACT_EVENT_PARALLEL_COMMIT
             | XACT_EVENT_PARALLEL_ABORT
     ) {
-        if let Some(s) = shared::try_get() {
-            flush(s);
+        if let Some(generator) = generator::try_get() {
+            flush(generator);
         }
     }
 }
 
 /// Adds this process's count to the cluster's.
-pub fn flush(s: &Shared) {
+fn flush(generator: &Generator) {
     let n = LOCAL_IDS.swap(0, Ordering::Relaxed);
     if n > 0 {
-        s.ids.fetch_add(n, Ordering::Relaxed);
+        generator.count_ids(n);
     }
 }
+
+/// What the generator is doing: worker id, layout, last id, ids since start, how far ahead of
+/// the clock, clock steps and waits, the lease. Readable by `pg_monitor` (granted below), as
+/// PostgreSQL's own monitoring functions are.
+#[pg_extern(volatile, parallel_safe)]
+fn snowflake_stats() -> JsonB {
+    JsonB(serde_json::to_value(collect()).expect("the stats serialize"))
+}
+
+extension_sql!(
+    r#"
+REVOKE ALL ON FUNCTION snowflake_stats() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION snowflake_stats() TO pg_monitor;
+"#,
+    name = "stats_privileges",
+    requires = [snowflake_stats],
+);
 
 #[derive(Serialize)]
 pub struct Stats {
     /// `snowflake.worker_id`; null while unset.
     pub worker_id: Option<u32>,
-    pub layout: Layout,
-    /// The last id handed out by this cluster since the server started; null before the first.
+    pub layout: LayoutStats,
+    /// The id every next id is above: the last one handed out since the server started, or a
+    /// floor set since (`snowflake_advance_past`, a restart's mark once an id was made); null
+    /// before the first.
     pub last_id: Option<i64>,
     /// Ids handed out since the server started, counted at the end of each transaction.
     pub ids_since_start: u64,
@@ -73,7 +94,7 @@ pub struct Stats {
 }
 
 #[derive(Serialize)]
-pub struct Layout {
+pub struct LayoutStats {
     pub name: &'static str,
     pub epoch: String,
     pub time_unit_ms: u64,
@@ -115,19 +136,17 @@ pub struct Lease {
 }
 
 /// The figures of this cluster now.
-pub fn collect() -> Stats {
-    let s = shared::get();
-    flush(s);
+fn collect() -> Stats {
+    let generator = generator::get();
+    flush(generator);
+    let g = generator.snapshot();
     let layout = gucs::layout();
     let worker_id = gucs::worker_id();
-    let tick = Tick(s.tick.load(Ordering::Acquire));
     let now_ms = clock::now_unix_ms();
     let iso = |units: u64| iso_unix(layout.unix_ms(units));
-    let lease = s.lease.load(Ordering::Acquire);
-    let mark = s.mark.load(Ordering::Acquire);
     Stats {
         worker_id,
-        layout: Layout {
+        layout: LayoutStats {
             name: layout.preset.name(),
             epoch: iso_unix(layout.epoch_unix_ms),
             time_unit_ms: layout.unit_ms,
@@ -139,27 +158,27 @@ pub fn collect() -> Stats {
                 Order::SequenceThenWorker => "time, sequence, worker",
             },
             ends: layout.end_unix_ms().map(iso_unix),
-            recorded: s.recorded_layout().map(|l| l.describe()),
+            recorded: g.recorded_layout.map(|l| l.describe()),
         },
-        last_id: (tick.0 != 0).then(|| layout.id(tick, worker_id.unwrap_or(0))),
-        ids_since_start: s.ids.load(Ordering::Relaxed),
-        ahead_of_clock_ms: if tick.0 == 0 {
+        last_id: (g.tick.0 != 0).then(|| layout.id(g.tick, worker_id.unwrap_or(0))),
+        ids_since_start: g.ids,
+        ahead_of_clock_ms: if g.tick.0 == 0 {
             0
         } else {
-            layout.unix_ms(layout.units(tick)) - now_ms
+            layout.unix_ms(layout.units(g.tick)) - now_ms
         },
         clock: Clock {
-            steps_back: s.clock_steps_back.load(Ordering::Relaxed),
-            largest_step_back_ms: s.largest_step_back_ms.load(Ordering::Relaxed),
-            waits_ms: s.clock_waits.load(Ordering::Relaxed),
-            failures: s.clock_failures.load(Ordering::Relaxed),
-            paced_ms: s.paced_waits.load(Ordering::Relaxed),
+            steps_back: g.clock_steps_back,
+            largest_step_back_ms: g.largest_step_back_ms,
+            waits_ms: g.clock_waits,
+            failures: g.clock_failures,
+            paced_ms: g.paced_waits,
         },
         lease: Lease {
-            covered_until: (lease != 0).then(|| iso(lease)),
-            mark: (mark != 0).then(|| iso(mark)),
-            renewals: s.renewals.load(Ordering::Relaxed),
+            covered_until: (g.lease != 0).then(|| iso(g.lease)),
+            mark: (g.mark != 0).then(|| iso(g.mark)),
+            renewals: g.renewals,
         },
-        since: iso_unix(s.started_unix_ms.load(Ordering::Relaxed) as i64),
+        since: iso_unix(g.started_unix_ms),
     }
 }

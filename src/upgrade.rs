@@ -16,7 +16,8 @@
 //! Nothing here runs outside binary-upgrade mode.
 
 use crate::layout::TWITTER;
-use crate::state_file::{self, Loaded, Mark};
+use crate::mark::Mark;
+use crate::state_file::{self, Loaded};
 use std::path::{Path, PathBuf};
 
 /// The directory `pg_upgrade` creates inside the new cluster's data directory for its logs.

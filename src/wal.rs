@@ -8,11 +8,12 @@
 //! records. PostgreSQL then refuses to start with "resource manager with ID 147 not registered"
 //! and a hint to preload the library. After a clean shutdown nothing needs replaying.
 
-use crate::layout::{Layout, TWITTER};
-use crate::state_file::Mark;
-use crate::{errors, lease};
+use crate::errors;
+use crate::layout::TWITTER;
+use crate::mark::{Mark, MARK_BYTES};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
+use std::sync::OnceLock;
 
 /// Custom rmgr ids are 128..=255; 128 is for development, and the PostgreSQL wiki page
 /// CustomWALResourceManagers lists the ids taken (129-139, 241 when this was written).
@@ -38,8 +39,21 @@ static mut RMGR: pg_sys::RmgrData = pg_sys::RmgrData {
     rm_decode: None,
 };
 
-/// Registers the resource manager. Only call while `shared_preload_libraries` is processed.
-pub fn register() {
+/// What redo does with the records: the owner of the state they change (the generator) says,
+/// so that this module only encodes, logs and decodes.
+pub struct Replay {
+    /// A mark: raise the floor to it.
+    pub mark: fn(Mark),
+    /// A layout reset: the floor becomes the mark.
+    pub reset: fn(Mark),
+}
+
+static REPLAY: OnceLock<Replay> = OnceLock::new();
+
+/// Registers the resource manager, with what its redo does. Only call while
+/// `shared_preload_libraries` is processed.
+pub fn register(replay: Replay) {
+    let _ = REPLAY.set(replay);
     // SAFETY: called once from _PG_init; RMGR is never written after.
     unsafe { pg_sys::RegisterCustomRmgr(RM_ID, &raw mut RMGR) };
 }
@@ -55,9 +69,7 @@ pub fn log_reset(mark: Mark) -> pg_sys::XLogRecPtr {
 }
 
 fn log(mark: Mark, info: u8) -> pg_sys::XLogRecPtr {
-    let mut data = [0u8; 24];
-    data[..8].copy_from_slice(&mark.units.to_le_bytes());
-    data[8..].copy_from_slice(&mark.layout.to_bytes());
+    let mut data = mark.to_bytes();
     // SAFETY: the standard insert protocol; `data` outlives XLogInsert, which copies it. An
     // error between Begin and Insert is cleaned up by XLogResetInsertion at abort.
     unsafe {
@@ -78,8 +90,11 @@ enum Record {
     Unknown,
 }
 
+/// The record of this rmgr that `record` holds.
+///
 /// # Safety
-/// Called by PostgreSQL's recovery with a decoded record of this rmgr.
+/// `record` must be a record of this rmgr that PostgreSQL decoded, as it passes to `rm_redo`
+/// and `rm_desc`: valid for the duration of the call.
 unsafe fn record_of(record: *mut pg_sys::XLogReaderState) -> Record {
     // SAFETY: `record` and its decoded record are valid during redo/desc.
     let decoded = unsafe { &*(*record).record };
@@ -91,44 +106,42 @@ unsafe fn record_of(record: *mut pg_sys::XLogReaderState) -> Record {
         )
     };
     let info = decoded.header.xl_info & !(pg_sys::XLR_INFO_MASK as u8);
-    let (units, layout) = match (info, data.len()) {
-        (XLOG_SNOWFLAKE_MARK_V1, 8) => (data, Ok(TWITTER)),
-        (XLOG_SNOWFLAKE_MARK | XLOG_SNOWFLAKE_RESET, 24) => (
-            &data[..8],
-            Layout::from_bytes(data[8..].try_into().unwrap()),
-        ),
+    let mark = match (info, data.len()) {
+        (XLOG_SNOWFLAKE_MARK_V1, 8) => {
+            Mark::checked(u64::from_le_bytes(data.try_into().unwrap()), TWITTER)
+        }
+        (XLOG_SNOWFLAKE_MARK | XLOG_SNOWFLAKE_RESET, MARK_BYTES) => {
+            Mark::from_bytes(data.try_into().unwrap())
+        }
         _ => return Record::Unknown,
     };
-    let units = u64::from_le_bytes(units.try_into().unwrap());
-    match layout {
-        Ok(layout) if units <= layout.end_mark() => {
-            let mark = Mark { units, layout };
-            if info == XLOG_SNOWFLAKE_RESET {
-                Record::Reset(mark)
-            } else {
-                Record::Mark(mark)
-            }
-        }
-        Ok(layout) => Record::Corrupt(format!(
-            "mark {units} lies past the end of the {} layout ({})",
-            layout.describe(),
-            layout.end_mark()
-        )),
-        Err(e) => Record::Corrupt(format!("its layout is invalid: {}", e.0)),
+    match mark {
+        Ok(mark) if info == XLOG_SNOWFLAKE_RESET => Record::Reset(mark),
+        Ok(mark) => Record::Mark(mark),
+        Err(why) => Record::Corrupt(why),
     }
 }
 
+/// `rm_redo`.
+///
+/// # Safety
+/// Called by PostgreSQL's startup process with a record of this rmgr being replayed.
 #[pg_guard]
 unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
+    let replay = REPLAY.get().expect("registered with its replay");
     // SAFETY: PostgreSQL passes the record being replayed.
     match unsafe { record_of(record) } {
-        Record::Mark(mark) => lease::replay_mark(mark),
-        Record::Reset(mark) => lease::replay_reset(mark),
+        Record::Mark(mark) => (replay.mark)(mark),
+        Record::Reset(mark) => (replay.reset)(mark),
         Record::Corrupt(why) => errors::wal_mark_corrupt(&why),
         Record::Unknown => errors::wal_record_unknown(),
     }
 }
 
+/// `rm_desc`: what pg_waldump shows.
+///
+/// # Safety
+/// Called by PostgreSQL (or pg_waldump) with a valid string buffer and a record of this rmgr.
 #[pg_guard]
 unsafe extern "C-unwind" fn desc(buf: pg_sys::StringInfo, record: *mut pg_sys::XLogReaderState) {
     // SAFETY: PostgreSQL passes a valid buffer and record.
@@ -142,6 +155,10 @@ unsafe extern "C-unwind" fn desc(buf: pg_sys::StringInfo, record: *mut pg_sys::X
     }
 }
 
+/// `rm_identify`: the name of a record type.
+///
+/// # Safety
+/// Called by PostgreSQL with the `xl_info` of a record of this rmgr; returns a static string.
 #[pg_guard]
 unsafe extern "C-unwind" fn identify(info: u8) -> *const std::ffi::c_char {
     let info = info & !(pg_sys::XLR_INFO_MASK as u8);

@@ -10,13 +10,13 @@
 #![cfg(not(feature = "pg_test"))]
 
 mod common;
+use common::failover::{check_failover, write_through_failover, ORDERS};
 use common::*;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A monitor and its nodes, each run by its own `pg_autoctl run` in its own process group.
 struct Formation {
@@ -201,14 +201,30 @@ fn processes_mentioning(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// Ids a writer got back from committed INSERTs, by the port of the server that made them.
-#[derive(Default)]
-struct Acknowledged {
-    by_port: Vec<(u16, i64)>,
+/// n1's clock runs 120 s ahead, so that its ids are ahead of n2's clock by more than the
+/// failover takes (about 50 s with pg_auto_failover's default timeouts): n2 stays above them
+/// only because it replayed n1's WAL-logged lease (and then borrows up to 120 s of
+/// snowflake.max_drift, raised to 300 s for that). Without the lease, its first ids would be
+/// about a minute below the old primary's last ones.
+const N1_AHEAD_S: f64 = 120.0;
+
+fn n1_clock() -> Vec<(String, String)> {
+    [
+        ("LD_PRELOAD", faketime_lib()),
+        ("FAKETIME", format!("+{N1_AHEAD_S}s")),
+        ("FAKETIME_DONT_FAKE_MONOTONIC", "1".into()),
+    ]
+    .map(|(k, v)| (k.to_string(), v))
+    .to_vec()
 }
 
-#[test]
-fn pg_auto_failover_promotes_the_secondary_and_its_ids_are_above_the_old_primarys() {
+fn node_conninfo(port: u16) -> String {
+    format!("host=127.0.0.1 port={port} user=postgres dbname=postgres")
+}
+
+/// Step 1: a monitor, and two nodes that preload pg_snowflake with worker id 1 (they are
+/// never primary at once), n1 primary and n2 its synchronous secondary.
+fn start_formation(p1: u16, p2: u16) -> Formation {
     let pg_config_path = default_pg_config();
     let version = String::from_utf8(
         Command::new(&pg_config_path)
@@ -224,11 +240,11 @@ fn pg_auto_failover_promotes_the_secondary_and_its_ids_are_above_the_old_primary
     );
     assert!(
         Path::new("/usr/bin/pg_autoctl").exists(),
-        "pg_autoctl is missing: run scripts/setup.sh"
+        "pg_autoctl is missing: run scripts/setup.sh test 15"
     );
     let so = pg_config(&pg_config_path, "--pkglibdir").join("pg_snowflake.so");
     assert!(so.exists(), "run `make install` first");
-    let [monitor_port, p1, p2] = [free_port(), free_port(), free_port()];
+    let monitor_port = free_port();
     let f = Formation {
         dir: scratch_dir("af"),
         bindir: pg_config(&pg_config_path, "--bindir"),
@@ -257,21 +273,8 @@ fn pg_auto_failover_promotes_the_secondary_and_its_ids_are_above_the_old_primary
     args.extend(common(monitor_port));
     f.create(&args.iter().map(String::as_str).collect::<Vec<_>>());
     f.run("monitor", &[]);
-    // n1's clock runs 120 s ahead, so that its ids are ahead of n2's clock by more than the
-    // failover takes (about 50 s with pg_auto_failover's default timeouts): n2 stays above them
-    // only because it replayed n1's WAL-logged lease (and then borrows up to 120 s of
-    // snowflake.max_drift, raised to 300 s for that). Without the lease, its first ids would be
-    // about a minute below the old primary's last ones.
-    let n1_clock = [
-        ("LD_PRELOAD", faketime_lib()),
-        ("FAKETIME", "+120s".into()),
-        ("FAKETIME_DONT_FAKE_MONOTONIC", "1".into()),
-    ]
-    .map(|(k, v)| (k.to_string(), v))
-    .to_vec();
     // Each node: created by pg_autoctl (n2 by pg_basebackup from n1, which copies n1's
-    // postgresql.conf), then pg_snowflake preloaded with worker id 1 on both: they are never
-    // primary at once. pg_auto_failover preloads pg_stat_statements; keep it.
+    // postgresql.conf). pg_auto_failover preloads pg_stat_statements; keep it.
     for (node, port) in [("n1", p1), ("n2", p2)] {
         let pgdata = f.pgdata(node).display().to_string();
         let mut args = vec![
@@ -294,7 +297,7 @@ fn pg_auto_failover_promotes_the_secondary_and_its_ids_are_above_the_old_primary
                  snowflake.max_drift = '300s'\n",
             );
             fs::write(&conf, text).unwrap();
-            f.run(node, &n1_clock);
+            f.run(node, &n1_clock());
             f.wait_for(&["n1 single single"], Duration::from_secs(60));
         } else {
             f.run(node, &[]);
@@ -304,14 +307,15 @@ fn pg_auto_failover_promotes_the_secondary_and_its_ids_are_above_the_old_primary
         &["n1 primary primary", "n2 secondary secondary"],
         Duration::from_secs(120),
     );
-    let node_conninfo =
-        |port: u16| format!("host=127.0.0.1 port={port} user=postgres dbname=postgres");
+    f
+}
+
+/// Step 2: the table, on n1, whose clock must be ahead (else the test proves nothing) and which
+/// must wait for n2 (synchronous replication, as pg_auto_failover sets it up).
+fn prepare_primary(p1: u16) {
     let mut primary = Client::connect(&node_conninfo(p1), NoTls).unwrap();
     primary
-        .batch_execute(
-            "CREATE EXTENSION pg_snowflake;
-             CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_next(), writer int)",
-        )
+        .batch_execute(&format!("CREATE EXTENSION pg_snowflake; {ORDERS}"))
         .unwrap();
     let ahead_s: f64 = primary
         .query_one(
@@ -324,8 +328,8 @@ fn pg_auto_failover_promotes_the_secondary_and_its_ids_are_above_the_old_primary
         .unwrap()
         .get(0);
     assert!(
-        (119.0..121.0).contains(&ahead_s),
-        "n1's clock is {ahead_s} s ahead, not 120 s: libfaketime did not take effect"
+        (ahead_s - N1_AHEAD_S).abs() < 1.0,
+        "n1's clock is {ahead_s} s ahead, not {N1_AHEAD_S} s: libfaketime did not take effect"
     );
     let sync: String = primary
         .query_one("SHOW synchronous_standby_names", &[])
@@ -335,151 +339,12 @@ fn pg_auto_failover_promotes_the_secondary_and_its_ids_are_above_the_old_primary
         !sync.is_empty(),
         "pg_auto_failover did not set up synchronous replication"
     );
+}
 
-    // What an application uses: both hosts, and only the one that accepts writes.
-    let formation_uri = format!(
-        "host=127.0.0.1,127.0.0.1 port={p1},{p2} user=postgres dbname=postgres \
-         target_session_attrs=read-write connect_timeout=2"
-    );
-    const WRITERS: i32 = 3;
-    const AFTER: usize = 200;
-    let failed_over = AtomicBool::new(false);
-    let acked = Mutex::new(Acknowledged::default());
-    let duplicate_keys = Mutex::new(Vec::<String>::new());
-    let before_kill = std::sync::Barrier::new(WRITERS as usize + 1);
-    let killed_pid = std::thread::scope(|scope| {
-        for w in 0..WRITERS {
-            let (acked, dup, uri, failed_over, before_kill) = (
-                &acked,
-                &duplicate_keys,
-                &formation_uri,
-                &failed_over,
-                &before_kill,
-            );
-            scope.spawn(move || {
-                let deadline = Instant::now() + Duration::from_secs(180);
-                let mut on_new = 0;
-                let mut done = 0;
-                let mut client: Option<(Client, u16)> = None;
-                while on_new < AFTER {
-                    assert!(
-                        Instant::now() < deadline,
-                        "writer {w} never got going again"
-                    );
-                    if client.is_none() {
-                        match Client::connect(uri, NoTls) {
-                            Ok(mut c) => {
-                                let port: i32 = c
-                                    .query_one("SELECT inet_server_port()", &[])
-                                    .unwrap()
-                                    .get(0);
-                                client = Some((c, port as u16));
-                            }
-                            Err(_) => {
-                                std::thread::sleep(Duration::from_millis(100));
-                                continue;
-                            }
-                        }
-                    }
-                    let (c, port) = client.as_mut().unwrap();
-                    match c.query_one(
-                        "INSERT INTO orders (writer) VALUES ($1) RETURNING id",
-                        &[&w],
-                    ) {
-                        Ok(row) => {
-                            acked.lock().unwrap().by_port.push((*port, row.get(0)));
-                            done += 1;
-                            if failed_over.load(Ordering::Relaxed) && *port == p2 {
-                                on_new += 1;
-                            }
-                            if done == 300 {
-                                before_kill.wait();
-                            }
-                        }
-                        Err(e) => {
-                            if e.code() == Some(&postgres::error::SqlState::UNIQUE_VIOLATION) {
-                                dup.lock().unwrap().push(e.to_string());
-                            }
-                            // The server went away (or is read-only now): reconnect.
-                            client = None;
-                        }
-                    }
-                }
-            });
-        }
-        // Every writer has 300 rows on n1: its machine fails.
-        before_kill.wait();
-        let pid = f.kill_9("n1");
-        failed_over.store(true, Ordering::Relaxed);
-        pid
-    });
-    assert!(
-        !Path::new(&format!("/proc/{killed_pid}")).exists(),
-        "n1's postmaster survived SIGKILL"
-    );
-    let n1_dir = f.pgdata("n1").display().to_string();
-    assert_eq!(processes_mentioning(&n1_dir), Vec::<String>::new());
-    let states = f.states();
-    assert!(
-        states
-            .iter()
-            .any(|s| s.starts_with("n2 ") && s.contains("primary")),
-        "n2 was not promoted: {states:?}"
-    );
-    assert_eq!(*duplicate_keys.lock().unwrap(), Vec::<String>::new());
-
-    let acked = acked.into_inner().unwrap().by_port;
-    let old: Vec<i64> = acked
-        .iter()
-        .filter(|(p, _)| *p == p1)
-        .map(|(_, id)| *id)
-        .collect();
-    let new: Vec<i64> = acked
-        .iter()
-        .filter(|(p, _)| *p == p2)
-        .map(|(_, id)| *id)
-        .collect();
-    assert!(old.len() >= 900, "n1 acknowledged {} rows", old.len());
-    assert!(new.len() >= WRITERS as usize * AFTER);
-    let (old_max, new_min) = (*old.iter().max().unwrap(), *new.iter().min().unwrap());
-    let mut n2 = Client::connect(&node_conninfo(p2), NoTls).unwrap();
-    let row = n2
-        .query_one(
-            "SELECT (snowflake_decode($1)).ts::text, (snowflake_decode($2)).ts::text, now()::text",
-            &[&old_max, &new_min],
-        )
-        .unwrap();
-    let (old_ts, new_ts, n2_now): (String, String, String) = (row.get(0), row.get(1), row.get(2));
-    eprintln!(
-        "n1 acknowledged {} ids, the last made at {old_ts}; n2 {} ids, the first at {new_ts} \
-         (n2's clock: {n2_now})",
-        old.len(),
-        new.len()
-    );
-    assert!(
-        new_min > old_max,
-        "the new primary handed out {new_min}, below the old primary's {old_max}"
-    );
-    // Synchronous replication: every row n1 acknowledged is on n2, and each id once.
-    let (rows, distinct, lost, other_worker): (i64, i64, i64, i64) = {
-        let r = n2
-            .query_one(
-                "SELECT count(*), count(DISTINCT id),
-                        (SELECT count(*) FROM unnest($1::bigint[]) a(id)
-                          WHERE NOT EXISTS (SELECT FROM orders o WHERE o.id = a.id)),
-                        count(*) FILTER (WHERE (snowflake_decode(id)).worker_id <> 1)
-                 FROM orders",
-                &[&acked.iter().map(|(_, id)| *id).collect::<Vec<i64>>()],
-            )
-            .unwrap();
-        (r.get(0), r.get(1), r.get(2), r.get(3))
-    };
-    assert_eq!((lost, other_worker), (0, 0));
-    assert_eq!(rows, distinct);
-    assert!(rows >= acked.len() as i64);
-
-    // The old primary comes back: pg_auto_failover rewinds it and it follows n2.
-    f.run("n1", &n1_clock);
+/// Step 4: the old primary comes back; pg_auto_failover rewinds it and it follows n2, where it
+/// refuses ids, and the writers' connection string still reaches n2.
+fn rejoin_old_primary(f: &Formation, formation_uri: &str, p1: u16, p2: u16, above: i64) {
+    f.run("n1", &n1_clock());
     f.wait_for(
         &["n1 secondary secondary", "n2 primary primary"],
         Duration::from_secs(120),
@@ -491,8 +356,7 @@ fn pg_auto_failover_promotes_the_secondary_and_its_ids_are_above_the_old_primary
         Some(&postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION),
         "{err}"
     );
-    // And the writers' connection string still reaches the primary, which is n2.
-    let mut app = Client::connect(&formation_uri, NoTls).unwrap();
+    let mut app = Client::connect(formation_uri, NoTls).unwrap();
     let port: i32 = app
         .query_one("SELECT inet_server_port()", &[])
         .unwrap()
@@ -502,5 +366,48 @@ fn pg_auto_failover_promotes_the_secondary_and_its_ids_are_above_the_old_primary
         .query_one("INSERT INTO orders (writer) VALUES (9) RETURNING id", &[])
         .unwrap()
         .get(0);
-    assert!(id > *new.iter().max().unwrap());
+    assert!(id > above);
+}
+
+#[test]
+fn pg_auto_failover_promotes_the_secondary_and_its_ids_are_above_the_old_primarys() {
+    let (p1, p2) = (free_port(), free_port());
+    let f = start_formation(p1, p2);
+    prepare_primary(p1);
+
+    // Step 3: writers through both hosts, and only the one that accepts writes; once each has
+    // 300 rows on n1, n1's machine fails and the monitor promotes n2.
+    let formation_uri = format!(
+        "host=127.0.0.1,127.0.0.1 port={p1},{p2} user=postgres dbname=postgres \
+         target_session_attrs=read-write connect_timeout=2"
+    );
+    let mut killed = None;
+    let writes = write_through_failover(
+        &formation_uri,
+        3,
+        300,
+        200,
+        p2,
+        Duration::from_secs(180),
+        || killed = Some(f.kill_9("n1")),
+    );
+    let killed = killed.unwrap();
+    assert!(
+        !Path::new(&format!("/proc/{killed}")).exists(),
+        "n1's postmaster survived SIGKILL"
+    );
+    let n1_dir = f.pgdata("n1").display().to_string();
+    assert_eq!(processes_mentioning(&n1_dir), Vec::<String>::new());
+    let states = f.states();
+    assert!(
+        states
+            .iter()
+            .any(|s| s.starts_with("n2 ") && s.contains("primary")),
+        "n2 was not promoted: {states:?}"
+    );
+    assert!(writes.ids_of(p1).len() >= 900);
+    let mut n2 = Client::connect(&node_conninfo(p2), NoTls).unwrap();
+    let newest = check_failover(&writes, p1, p2, &mut n2);
+
+    rejoin_old_primary(&f, &formation_uri, p1, p2, newest);
 }

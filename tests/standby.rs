@@ -5,7 +5,6 @@
 
 mod common;
 use common::*;
-use std::time::{Duration, Instant};
 
 #[test]
 fn a_promoted_standby_continues_above_the_old_primary() {
@@ -26,14 +25,8 @@ fn a_promoted_standby_continues_above_the_old_primary() {
     standby.start();
     let mut s = standby.connect();
 
-    // More ids for two seconds (two lease renewals), then wait until the standby has them.
-    let until = Instant::now() + Duration::from_secs(2);
-    while Instant::now() < until {
-        old.extend(ids(
-            &mut p,
-            "SELECT snowflake_next() FROM generate_series(1, 20000)",
-        ));
-    }
+    // More ids, through two lease renewals, then wait until the standby has them.
+    old.extend(ids_through_renewals(&mut p, 2));
     wait_for_replay(&mut p, &mut s);
 
     let (state, message, hint) = expect_error(&mut s, "SELECT snowflake_next()");

@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 
 pub use postgres::{Client, NoTls};
 
+pub mod failover;
+
 /// libfaketime's multi-threaded library, found through its Debian package so that any
 /// architecture works. A test that needs it fails when it is missing instead of running on the
 /// real clock.
@@ -580,6 +582,37 @@ pub fn assert_strictly_increasing(ids: &[i64], what: &str) {
             pair[0]
         );
     }
+}
+
+/// `snowflake_stats()` of the server.
+pub fn stats(c: &mut Client) -> serde_json::Value {
+    let text: String = c
+        .query_one("SELECT snowflake_stats()::text", &[])
+        .unwrap()
+        .get(0);
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Durable writes of a new mark since the server started.
+pub fn renewals(c: &mut Client) -> u64 {
+    stats(c)["lease"]["renewals"].as_u64().unwrap()
+}
+
+/// Ids from `c`, in batches, until the server has renewed its lease `n` more times (renewals
+/// come about once a second under load): what a standby or a crash must then carry over is
+/// marks written while this ran, not only the one the generator started with.
+pub fn ids_through_renewals(c: &mut Client, n: u64) -> Vec<i64> {
+    let until = renewals(c) + n;
+    let mut all = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while renewals(c) < until {
+        assert!(Instant::now() < deadline, "no {n} renewals within 60 s");
+        all.extend(ids(
+            c,
+            "SELECT snowflake_next() FROM generate_series(1, 20000)",
+        ));
+    }
+    all
 }
 
 /// Calls `step` every `every` until it returns `Ok`; after `within`, fails with the last `Err`,

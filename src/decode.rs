@@ -1,25 +1,14 @@
-//! The SQL API of the generator and its layout: `snowflake_next()`, decoding, and the time
-//! helpers.
+//! Reading ids: `snowflake_decode()` into time, worker id and sequence, the time inside an id,
+//! and the id bounds of a time (`snowflake_min_id`, `snowflake_max_id`, and
+//! `snowflake_id_bound`, which the planner hook puts into time-range queries).
 
+use crate::clock::{pg_timestamp, unix_ms_of, PG_EPOCH_UNIX_MS};
 use crate::layout::{Layout, Preset};
-use crate::{errors, generator, gucs, lease, shared};
+use crate::{errors, gucs};
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::heap_tuple::PgHeapTuple;
 use pgrx::prelude::*;
-use pgrx::{PgSqlErrorCode, PgTupleDesc};
-
-/// 2000-01-01 00:00:00 UTC, PostgreSQL's timestamp epoch, in Unix milliseconds.
-pub const PG_EPOCH_UNIX_MS: i64 = 946_684_800_000;
-
-/// The next id of this cluster.
-///
-/// VOLATILE, as every generator. PARALLEL SAFE on purpose: the state lives in shared memory,
-/// not in the backend as a sequence cache does (which is why `nextval()` is PARALLEL UNSAFE), so
-/// a parallel worker draws from the same counter as its leader and its ids are just as unique.
-#[pg_extern(volatile, parallel_safe)]
-fn snowflake_next() -> i64 {
-    generator::next_id()
-}
+use pgrx::PgTupleDesc;
 
 extension_sql!(
     r#"
@@ -87,24 +76,17 @@ fn decode(
         .unwrap_or_else(|e| unreachable!("row type was checked: {e}"))
 }
 
-/// Microseconds since 2000-01-01, PostgreSQL's timestamp, of a Unix millisecond. Every time a
-/// layout holds ends by the year 9999 (see `Layout::check`), well inside both ranges.
-fn pg_timestamp(unix_ms: i64) -> i64 {
-    (unix_ms - PG_EPOCH_UNIX_MS) * 1000
-}
-
 /// The Unix millisecond of a timestamp (rounded down); `None` for infinity.
-fn unix_ms_of(ts: TimestampWithTimeZone) -> Option<i64> {
+fn finite_unix_ms(ts: TimestampWithTimeZone) -> Option<i64> {
     if ts.is_infinity() || ts.is_neg_infinity() {
         return None;
     }
-    let us: i64 = ts.into_inner();
-    Some(us.div_euclid(1000) + PG_EPOCH_UNIX_MS)
+    Some(unix_ms_of(ts.into_inner()))
 }
 
 /// The time unit of this server's layout that holds `ts`; an error outside the layout.
 fn units_of(ts: TimestampWithTimeZone, layout: &Layout) -> u64 {
-    match unix_ms_of(ts).and_then(|ms| layout.units_at(ms)) {
+    match finite_unix_ms(ts).and_then(|ms| layout.units_at(ms)) {
         Some(units) if units <= layout.max_units() => units,
         _ => errors::timestamp_outside_layout(layout),
     }
@@ -139,8 +121,9 @@ fn snowflake_max_id(ts: TimestampWithTimeZone) -> i64 {
 /// For the planner (see `planner`): the bound on ids equivalent to comparing their
 /// `snowflake_timestamp` with `ts`, by B-tree strategy: `id <= bound` for `<` (1) and `<=` (2),
 /// `id >= bound` for `>=` (4) and `>` (5). The time of an id is the start of its time unit,
-/// and `ts` has microseconds. Never an error: outside the layout the bound still selects exactly
-/// the ids that compare true (NULL, which selects none, for a lower bound past the end).
+/// and `ts` has microseconds. No timestamp is an error (infinity included): outside the layout
+/// the bound still selects exactly the ids that compare true (NULL, which selects none, for a
+/// lower bound past the end). Another strategy, which the planner never passes, is 22023.
 #[pg_extern(immutable, strict, parallel_safe)]
 fn snowflake_id_bound(ts: TimestampWithTimeZone, strategy: i32) -> Option<i64> {
     let layout = gucs::layout();
@@ -174,24 +157,6 @@ fn snowflake_id_bound(ts: TimestampWithTimeZone, strategy: i32) -> Option<i64> {
     i64::try_from(bound.max(-1)).ok()
 }
 
-/// Forgets, on purpose, the ids made with the layout this cluster used before, and starts the
-/// configured layout from the clock. Superuser only (EXECUTE is revoked from PUBLIC). Returns
-/// false when there was nothing to reset.
-#[pg_extern(volatile, parallel_unsafe)]
-fn snowflake_reset_layout() -> bool {
-    let s = shared::get();
-    let layout = gucs::layout();
-    lease::reset_layout(s, layout, generator::clock_units(layout))
-}
-
-extension_sql!(
-    r#"
-REVOKE ALL ON FUNCTION snowflake_reset_layout() FROM PUBLIC;
-"#,
-    name = "layout_privileges",
-    requires = [snowflake_reset_layout],
-);
-
 /// The declared row type of the calling function, looked up once per call site and kept in
 /// `fn_extra`. Taking it from the function's own declaration (instead of looking the type up by
 /// name) keeps decode working when the extension lives in a schema outside the search_path.
@@ -206,7 +171,7 @@ fn result_tupdesc(fcinfo: pg_sys::FunctionCallInfo) -> PgTupleDesc<'static> {
         let mut found: pg_sys::TupleDesc = std::ptr::null_mut();
         let kind = pg_sys::get_call_result_type(fcinfo, std::ptr::null_mut(), &mut found);
         if kind != pg_sys::TypeFuncClass::TYPEFUNC_COMPOSITE || !is_parts_row(found) {
-            altered_parts_type();
+            errors::altered_parts_type();
         }
         let tupdesc = if flinfo.is_null() {
             pg_sys::BlessTupleDesc(found)
@@ -233,14 +198,4 @@ unsafe fn is_parts_row(tupdesc: pg_sys::TupleDesc) -> bool {
             .iter()
             .zip(expected)
             .all(|(att, oid)| !att.attisdropped && att.atttypid == oid)
-}
-
-#[cold]
-fn altered_parts_type() -> ! {
-    pgrx::ereport!(
-        ERROR,
-        PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
-        "type snowflake_parts is not (ts timestamptz, worker_id integer, sequence integer)",
-        "The type was altered after CREATE EXTENSION pg_snowflake; recreate the extension."
-    );
 }

@@ -1,0 +1,286 @@
+//! The durable lease (rules 2 to 4 of the generator): no id is handed out unless a mark above
+//! its time unit is durable, so that after a crash, a restart or a failover the generator can
+//! start above every id ever handed out, whatever the clock says.
+//!
+//! A renewal writes a mark `LEASE_AHEAD_MS` past the ids being handed out, to WAL (flushed, and
+//! acknowledged by synchronous standbys when they are configured) and to the state file. It
+//! starts `HEADROOM_MS` before the lease runs out. The renewer takes a lock that only renewers
+//! take, so other backends keep generating under the current lease while one renews. Under
+//! steady load that is one durable write per second, whatever the id rate.
+
+use super::{clock_units, shmem, Generator};
+use crate::layout::{Layout, Tick};
+use crate::mark::Mark;
+use crate::{errors, gucs, state_file, sync_standby, wal};
+use pgrx::pg_sys;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// How far past the ids a new mark reaches: after a crash, ids jump ahead by at most this much
+/// (rounded up to whole time units of the layout, at least one).
+pub const LEASE_AHEAD_MS: u64 = 1_500;
+/// How long before the lease runs out the next renewal starts. 500 ms of headroom keeps callers
+/// from waiting for a renewal unless one durable write takes longer than that. Renewals then
+/// come every `LEASE_AHEAD_MS - HEADROOM_MS` = 1000 ms under load (one time unit, for layouts
+/// whose unit is longer than 500 ms).
+pub const HEADROOM_MS: u64 = 500;
+
+/// Less than this much of the layout left draws a WARNING, once per process.
+const ENDING_WARNING_MS: i64 = 365 * 86_400_000;
+
+impl Generator {
+    /// Makes sure ids up to time unit `units` are covered, renewing the lease if needed. Called
+    /// by the hot path once `units` reaches the renewal point; `now` is the clock in time units.
+    ///
+    /// If `units` is still inside the lease, the caller renews early, but only if no other
+    /// backend is renewing: it never waits for the renewal lock, though once it holds the lock
+    /// it writes the mark (a WAL flush and an fdatasync, about 0.2 ms) and waits for the
+    /// synchronous standbys like any renewer. If `units` is past the lease, the caller waits for
+    /// the lock and for the renewal.
+    #[cold]
+    pub(super) fn cover(&self, layout: &Layout, units: u64, now: u64) {
+        refuse_on_standby();
+        if self.not_carried.load(Ordering::Relaxed) {
+            errors::upgrade_mark_not_carried();
+        }
+        if self.layout_differs.load(Ordering::Acquire) {
+            self.settle_layout(layout, now);
+        }
+        let (ahead, headroom) = (
+            layout.units_covering(LEASE_AHEAD_MS),
+            layout.units_covering(HEADROOM_MS),
+        );
+        let required = units >= self.lease.load(Ordering::Acquire);
+        let Some(held) = RenewalLock::take(required) else {
+            return;
+        };
+        if !required && units < self.renew_at.load(Ordering::Acquire) {
+            return; // another backend renewed between the check above and taking the lock
+        }
+        let behind = self.raise_to_floor(layout, now);
+        let need = units.max(self.floor.load(Ordering::Acquire));
+        let wrote = self.mark.load(Ordering::Acquire) <= need.saturating_add(headroom);
+        if wrote {
+            let mark = need.max(now).saturating_add(ahead).min(layout.end_mark());
+            self.write_mark(layout, mark);
+        }
+        let (mark, lsn) = (
+            self.mark.load(Ordering::Acquire),
+            self.mark_lsn.load(Ordering::Acquire),
+        );
+        // Nothing is reported while the lock is held: a client that does not read its socket
+        // would block the report, and with it every renewal of the cluster.
+        drop(held);
+        if let Some((by_ms, events)) = behind {
+            errors::clock_behind_recovered_mark(by_ms, events);
+        }
+        if wrote {
+            warn_if_ending(layout, mark);
+        }
+        if !wrote && !required {
+            return; // a renewal is on its way to being published; this id is covered already
+        }
+        // Published only once the synchronous standbys have the mark: a cancelled wait raises
+        // an error here, the lease stays where it was, and the next caller waits for the same
+        // mark.
+        sync_standby::wait_for_flush(lsn);
+        self.publish(mark, headroom);
+    }
+
+    /// Makes `mark` the lease, with the renewal point `headroom` before it. Only ever raises
+    /// them: a slower renewer never takes back what a faster one published.
+    fn publish(&self, mark: u64, headroom: u64) {
+        self.lease.fetch_max(mark, Ordering::AcqRel);
+        self.renew_at
+            .fetch_max(mark.saturating_sub(headroom), Ordering::AcqRel);
+    }
+
+    /// The recovered mark was made with another layout. The floor, converted, keeps every new id
+    /// above the old ones; if that floor is not ahead of the clock by more than a lease, the
+    /// configured layout simply takes over (the next mark records it). Otherwise its ids made
+    /// now would lie below the old ones, and the generator refuses until the layout is set back
+    /// or reset on purpose (`reset_layout`).
+    #[cold]
+    fn settle_layout(&self, layout: &Layout, now: u64) {
+        let floor = self.floor.load(Ordering::Acquire);
+        if floor <= now.saturating_add(layout.units_covering(LEASE_AHEAD_MS)) {
+            self.layout_differs.store(false, Ordering::Release);
+            return;
+        }
+        // None: another backend settled it meanwhile.
+        if let Some(recorded) = self.recorded_layout() {
+            errors::layout_changed(layout, &recorded);
+        }
+    }
+
+    /// `snowflake_reset_layout()`: forgets the ids made with a previous layout, on purpose, and
+    /// starts the configured layout from the clock. Returns whether there was anything to reset.
+    pub fn reset_layout(&self, layout: &Layout) -> bool {
+        refuse_on_standby();
+        let now = clock_units(layout);
+        let held = RenewalLock::take(true);
+        if !self.layout_differs.load(Ordering::Acquire) {
+            return false;
+        }
+        let mark = now.min(layout.end_mark());
+        let lsn = wal::log_reset(Mark {
+            units: mark,
+            layout: *layout,
+        });
+        self.write_state_file(Mark {
+            units: mark,
+            layout: *layout,
+        });
+        self.floor.store(0, Ordering::Release);
+        self.mark.store(mark, Ordering::Release);
+        self.mark_lsn.store(lsn, Ordering::Release);
+        self.layout_differs.store(false, Ordering::Release);
+        drop(held);
+        sync_standby::wait_for_flush(lsn);
+        true
+    }
+
+    /// `snowflake_advance_past(id)`: every id handed out after this returns is above `id`, also
+    /// after a crash right after it: the mark goes to WAL and the state file (and the
+    /// synchronous standbys) before the tick moves.
+    pub fn advance_past(&self, layout: &Layout, id: i64) {
+        let Ok(unsigned) = u64::try_from(id) else {
+            errors::negative_id(id)
+        };
+        // From the next time unit on: an id of another worker in the same unit could sort
+        // either side of ours. Read through the id's value, not its fields, so that an id of any
+        // layout (one made before a layout change, or by another system) is passed.
+        let units = layout.units_from_id(unsigned.saturating_add(1));
+        if units > layout.max_units() {
+            errors::layout_exhausted(layout);
+        }
+        let now = clock_units(layout);
+        let max_drift = layout.units_in(gucs::max_drift_ms());
+        if units > now + max_drift {
+            let ahead_ms = (units - now) * layout.unit_ms;
+            errors::advance_too_far(id, ahead_ms, gucs::max_drift_ms());
+        }
+        if units >= self.lease.load(Ordering::Acquire) {
+            self.cover(layout, units, now);
+        }
+        // The id before the first one of unit `units`, or of the clock's if that is later (the
+        // next id would be there anyway; the tick then stays a recent id, as stats show it): the
+        // next id lands in `units` or later, also if the clock steps back right after this.
+        let start = units.max(now).min(layout.max_units());
+        self.tick
+            .fetch_max(layout.tick_at(start).0.saturating_sub(1), Ordering::AcqRel);
+    }
+
+    /// After a start or a promotion, moves the generator above the floor (rule 4). Returns how
+    /// far the clock is behind it in ms, and the backward-step count, if that is more than a
+    /// lease: the clock was set back across the restart, which the caller reports once it holds
+    /// no lock.
+    fn raise_to_floor(&self, layout: &Layout, now: u64) -> Option<(u64, u64)> {
+        let floor = self.floor.load(Ordering::Acquire);
+        if layout.units(Tick(self.tick.load(Ordering::Acquire))) >= floor {
+            return None;
+        }
+        self.tick
+            .fetch_max(layout.tick_at(floor).0, Ordering::AcqRel);
+        if floor > now.saturating_add(layout.units_covering(LEASE_AHEAD_MS)) {
+            let by_ms = (floor - now) * layout.unit_ms;
+            let events = self.counters.step_back(by_ms);
+            return Some((by_ms, events));
+        }
+        None
+    }
+
+    /// Writes a new mark durably (rule 3, first half): WAL, flushed, then the state file.
+    fn write_mark(&self, layout: &Layout, units: u64) {
+        let mark = Mark {
+            units,
+            layout: *layout,
+        };
+        let lsn = wal::log_mark(mark);
+        self.write_state_file(mark);
+        self.mark.store(units, Ordering::Release);
+        self.mark_lsn.store(lsn, Ordering::Release);
+        self.counters.renewals.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn write_state_file(&self, mark: Mark) {
+        let sync_dir = !self.state_file_synced.load(Ordering::Acquire);
+        if let Err(e) = state_file::write(Path::new("."), state_file::Loaded::Mark(mark), sync_dir)
+        {
+            errors::state_file_write_failed(&e);
+        }
+        self.state_file_synced.store(true, Ordering::Release);
+    }
+
+    /// Redo of a mark record, in the startup process of a standby or of crash recovery: ids
+    /// after promotion or recovery start above it, also after a restart of the standby. The
+    /// state file keeps the mark in the layout it was written in.
+    pub fn replay_mark(&self, mark: Mark) {
+        if self.raise_floor(mark, gucs::layout()) {
+            self.write_state_file(mark);
+        }
+    }
+
+    /// Redo of a reset record: the primary forgot its old ids on purpose, so the floor is the
+    /// new mark, even below the one replayed before.
+    pub fn replay_reset(&self, mark: Mark) {
+        let layout = gucs::layout();
+        self.write_state_file(mark);
+        let units = mark.units_in(layout).min(layout.end_mark());
+        self.floor.store(units, Ordering::Release);
+        self.mark.store(units, Ordering::Release);
+        if mark.layout.same_ids(layout) {
+            self.layout_differs.store(false, Ordering::Release);
+        } else {
+            self.note_recorded_layout(&mark.layout);
+        }
+    }
+}
+
+/// A standby shares its worker id with its primary, which would not know the ids it made.
+fn refuse_on_standby() {
+    // SAFETY: a plain call; after recovery ends it is a read of a local flag.
+    if unsafe { pg_sys::RecoveryInProgress() } {
+        errors::standby();
+    }
+}
+
+/// Once per process, when a new mark lies within a year of the layout's end.
+fn warn_if_ending(layout: &Layout, mark: u64) {
+    static WARNED: AtomicBool = AtomicBool::new(false);
+    let left = layout
+        .end_unix_ms()
+        .map_or(i64::MAX, |end| end - layout.unix_ms(mark));
+    if left < ENDING_WARNING_MS && !WARNED.swap(true, Ordering::Relaxed) {
+        errors::layout_ending(layout);
+    }
+}
+
+/// The renewal lock, released on drop. On an error PostgreSQL's abort releases all LWLocks, so
+/// the drop during unwinding leaves it to that.
+struct RenewalLock(*mut pg_sys::LWLock);
+
+impl RenewalLock {
+    /// Waits for the lock if `wait`, else takes it only if it is free.
+    fn take(wait: bool) -> Option<RenewalLock> {
+        let lock = shmem::renewal_lock();
+        // SAFETY: the lock lives in shared memory set up at start.
+        unsafe {
+            if wait {
+                pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+            } else if !pg_sys::LWLockConditionalAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE) {
+                return None;
+            }
+        }
+        Some(RenewalLock(lock))
+    }
+}
+
+impl Drop for RenewalLock {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            // SAFETY: this backend holds the lock.
+            unsafe { pg_sys::LWLockRelease(self.0) };
+        }
+    }
+}

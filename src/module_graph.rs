@@ -1,0 +1,105 @@
+//! A test of the architecture: the modules of `src/` (a directory counts as one module) use each
+//! other without a cycle, so that each can be read, changed and tested knowing only what it
+//! uses. Dependencies are read from `crate::` paths in the source, tests excluded.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// Module -> the modules it uses.
+fn graph() -> BTreeMap<String, BTreeSet<String>> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut files = vec![src.clone()];
+    while let Some(path) = files.pop() {
+        if path.is_dir() {
+            files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+            continue;
+        }
+        let rel = path
+            .strip_prefix(&src)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let module = rel
+            .split('/')
+            .next()
+            .unwrap()
+            .trim_end_matches(".rs")
+            .to_string();
+        if !rel.ends_with(".rs") || module == "lib" || module == "module_graph" {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let code = text.split("#[cfg(test)]\nmod tests").next().unwrap();
+        let uses = graph.entry(module.clone()).or_default();
+        for (at, _) in code.match_indices("crate::") {
+            let rest = &code[at + "crate::".len()..];
+            let names: Vec<&str> = match rest.strip_prefix('{') {
+                Some(list) => list[..list.find('}').unwrap()].split(',').collect(),
+                None => vec![rest],
+            };
+            for name in names {
+                let name: String = name
+                    .trim()
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if !name.is_empty() && name != module && name != "pg_tests" {
+                    uses.insert(name);
+                }
+            }
+        }
+    }
+    graph
+}
+
+/// A cycle through `start`, if there is one.
+fn cycle_from(
+    graph: &BTreeMap<String, BTreeSet<String>>,
+    start: &str,
+    path: &mut Vec<String>,
+) -> Option<Vec<String>> {
+    for next in graph.get(path.last().unwrap()).into_iter().flatten() {
+        if next == start {
+            return Some(path.clone());
+        }
+        if !path.contains(next) {
+            path.push(next.clone());
+            if let Some(cycle) = cycle_from(graph, start, path) {
+                return Some(cycle);
+            }
+            path.pop();
+        }
+    }
+    None
+}
+
+#[test]
+fn modules_use_each_other_without_cycles() {
+    let graph = graph();
+    assert!(graph.len() > 10, "the source was not found: {graph:?}");
+    for start in graph.keys() {
+        if let Some(cycle) = cycle_from(&graph, start, &mut vec![start.clone()]) {
+            panic!("import cycle: {} -> {start}", cycle.join(" -> "));
+        }
+    }
+}
+
+#[test]
+fn the_pure_modules_use_no_postgresql_module() {
+    // What the unit tests cover without a server stays free of the parts that need one.
+    let graph = graph();
+    for pure in ["clock", "dates", "layout", "mark", "state_file"] {
+        let uses = &graph[pure];
+        for module in [
+            "generator",
+            "gucs",
+            "errors",
+            "wal",
+            "sync_standby",
+            "stats",
+        ] {
+            assert!(!uses.contains(module), "{pure} uses {module}");
+        }
+    }
+}

@@ -1,0 +1,27 @@
+//! `snowflake_next()`: the next id of this cluster.
+
+use crate::{errors, generator, gucs, stats};
+use pgrx::prelude::*;
+
+/// The next id of this cluster.
+///
+/// VOLATILE, as every generator. PARALLEL SAFE on purpose: the state lives in shared memory,
+/// not in the backend as a sequence cache does (which is why `nextval()` is PARALLEL UNSAFE), so
+/// a parallel worker draws from the same counter as its leader and its ids are just as unique.
+#[pg_extern(volatile, parallel_safe)]
+fn snowflake_next() -> i64 {
+    next_id()
+}
+
+/// Errors if the library is not preloaded, the worker id is unset, this is a standby, or the
+/// clock is too far behind.
+#[inline]
+fn next_id() -> i64 {
+    let generator = generator::get();
+    let Some((layout, worker_id)) = gucs::generating() else {
+        errors::worker_id_unset()
+    };
+    let id = layout.id(generator.next_tick(layout), worker_id);
+    stats::count_id();
+    id
+}
