@@ -29,21 +29,19 @@ else
 INSTALL_SETUP := run $(ONE_MAJOR)
 endif
 
-.PHONY: setup install run run-cluster stop test test-major test-unit test-pgrx test-blackbox test-upgrade bench fmt lint
+.PHONY: setup install run run-cluster stop test test-major test-unit test-sql test-pgrx test-blackbox test-upgrade bench fmt lint
 
 setup:
 	@scripts/setup.sh $(INSTALL_SETUP)
 
 # A running demo cluster has the library mapped; overwriting it in place could crash it.
-# cargo pgrx installs the current install script and the upgrade scripts of sql/; the install
-# scripts of earlier releases (sql/pg_snowflake--X.Y.Z.sql) are copied too, so that an earlier
-# version can be created and then updated (tests/extension_upgrade.rs does).
+# cargo pgrx installs the library, the install script it generates and the upgrade scripts of
+# releases before 0.3.0 (sql/); scripts/install-sql.sh adds the later upgrade scripts (made from
+# sql/upgrade/) and the install scripts of earlier releases.
 install: setup
 	@scripts/run.sh stop
 	cargo pgrx install --release --pg-config "$$(command -v $(PG_CONFIG))"
-	@for f in sql/pg_snowflake--*.sql; do \
-	  case "$$f" in *--*--*) ;; *) install -m 644 "$$f" "$$($(PG_CONFIG) --sharedir)/extension/";; esac; \
-	done
+	@scripts/install-sql.sh "$$(command -v $(PG_CONFIG))"
 
 run: install
 	@scripts/run.sh
@@ -69,7 +67,13 @@ else
 	@printf '\033[1m==> pg_upgrade not tested: it needs PG to include 17 and 18\033[0m\n'
 endif
 
-test-major: test-unit test-pgrx test-blackbox
+# test-pgrx installs its own build (with the test schema) into the server: the release build
+# is installed after it, once (make runs `install` once), for test-sql and test-blackbox.
+test-major: test-unit test-pgrx test-sql test-blackbox
+
+# pgspot on every install and upgrade script as installed (see scripts/install-sql.sh).
+test-sql: install
+	@scripts/install-sql.sh "$$(command -v $(PG_CONFIG))" --lint
 
 # The bit layout, the advance rule and the state file, without PostgreSQL (but built against
 # this major's pgrx bindings, as everything else).

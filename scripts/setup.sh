@@ -17,7 +17,7 @@
 #          minutes each for 17 and 18, the first time; seconds for 16)
 #   test   sudo (cargo pgrx test --runas), libfaketime (clock tests), node and npm with the
 #          packages of tests/js (the JavaScript decoder test), pg_auto_failover for 15 (the
-#          failover test)
+#          failover test), pgspot in target/venv (the SQL scripts' lint)
 #
 # On a system without apt-get it installs nothing: it names what is missing and stops.
 set -euo pipefail
@@ -62,7 +62,7 @@ done
 has() { printf '%s\n' "${MAJORS[@]}" | grep -qx "$1"; }
 
 # Debian packages, by purpose and major.
-PACKAGES=(libclang-dev build-essential pkg-config curl ca-certificates)
+PACKAGES=(libclang-dev build-essential pkg-config curl ca-certificates python3)
 if [ -z "$PG_CONFIG_GIVEN" ]; then
   ! has 15 || PACKAGES+=(postgresql-server-dev-15)
   for v in 17 18; do ! has $v || { PACKAGES+=(bison flex libssl-dev zlib1g-dev bzip2); break; }; done
@@ -73,7 +73,7 @@ if [ "$PURPOSE" != build ]; then
   ! has 15 || PACKAGES+=(postgresql-15)
 fi
 if [ "$PURPOSE" = test ]; then
-  PACKAGES+=(sudo faketime libfaketime nodejs npm)
+  PACKAGES+=(sudo faketime libfaketime nodejs npm python3-venv)
   ! has 15 || PACKAGES+=(postgresql-15-auto-failover pg-auto-failover-cli)
 fi
 
@@ -90,6 +90,7 @@ if command -v dpkg-query >/dev/null && command -v apt-get >/dev/null; then
       npm) command -v npm >/dev/null || keep+=("$p") ;;
       python3) command -v python3 >/dev/null || keep+=("$p") ;;
       python3-pip) python3 -m pip --version >/dev/null 2>&1 || keep+=("$p") ;;
+      python3-venv) python3 -c 'import ensurepip, venv' 2>/dev/null || keep+=("$p") ;;
       *) keep+=("$p") ;;
     esac
   done
@@ -148,6 +149,14 @@ if [ ${#new[@]} -gt 0 ]; then
 fi
 
 [ "$PURPOSE" = test ] || exit 0
+
+# Python tools of the tests, pinned, in a virtual environment of the checkout.
+PYTHON_TOOLS=(pgspot==0.9.4)
+if ! target/venv/bin/python -m pip show pgspot >/dev/null 2>&1; then
+  say "installing ${PYTHON_TOOLS[*]} into target/venv"
+  python3 -m venv target/venv
+  target/venv/bin/python -m pip install --quiet "${PYTHON_TOOLS[@]}"
+fi
 
 if [ ! -d tests/js/node_modules/@sapphire/snowflake ]; then
   say "installing the JavaScript test decoder"

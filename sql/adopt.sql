@@ -2,8 +2,9 @@
 -- in the caller's transaction, and moves the generator above the column's largest value. DDL
 -- orchestration, so PL/pgSQL: every step is an ordinary ALTER TABLE with its usual locks and
 -- checks, and an error anywhere rolls all of it back. (The generator's floor cannot roll back;
--- it only ever moves up, which is harmless.)
-CREATE FUNCTION snowflake_adopt(tbl regclass, col name) RETURNS void
+-- it only ever moves up, which is harmless.) It runs with the caller's rights, and its
+-- search_path is pg_catalog alone (pg_temp last): nothing a role created elsewhere is found.
+CREATE FUNCTION @extschema@.snowflake_adopt(tbl regclass, col name) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT
 SET search_path = pg_catalog, pg_temp
 AS $adopt$
@@ -74,6 +75,5 @@ BEGIN
                        ELSE format('Every new id is above %s, the largest one in the column.', top) END;
 END
 $adopt$;
-COMMENT ON FUNCTION snowflake_adopt(regclass, name) IS
+COMMENT ON FUNCTION @extschema@.snowflake_adopt(regclass, name) IS
     'Switches a bigserial or identity column to DEFAULT snowflake_next(), above its largest value';
-REVOKE ALL ON FUNCTION snowflake_adopt(regclass, name) FROM PUBLIC;

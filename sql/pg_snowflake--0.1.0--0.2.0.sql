@@ -4,8 +4,11 @@
 -- objects below must match what `CREATE EXTENSION pg_snowflake` makes at 0.2.0:
 -- tests/extension_upgrade.rs compares an updated database with a fresh one.
 \echo Use "ALTER EXTENSION pg_snowflake UPDATE TO '0.2.0'" to load this file. \quit
+-- Hardened in 0.3.0, with the same objects: every function, operator and object that a
+-- statement run with other roles' rights uses is named by schema, and the claims trigger
+-- searches pg_catalog alone (see sql/privileges.sql and the README's "Security").
 
-CREATE FUNCTION snowflake_decode("id" bigint, "layout" text) RETURNS snowflake_parts
+CREATE FUNCTION snowflake_decode("id" bigint, "layout" text) RETURNS @extschema@.snowflake_parts
 IMMUTABLE STRICT PARALLEL SAFE
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'snowflake_decode_layout_wrapper';
@@ -35,7 +38,7 @@ STRICT VOLATILE PARALLEL UNSAFE
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'snowflake_reset_layout_wrapper';
 
-REVOKE ALL ON FUNCTION snowflake_reset_layout() FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.snowflake_reset_layout() FROM PUBLIC;
 
 CREATE FUNCTION snowflake_to_base62("id" bigint) RETURNS text
 IMMUTABLE STRICT PARALLEL SAFE
@@ -57,16 +60,16 @@ STRICT VOLATILE PARALLEL UNSAFE
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'snowflake_advance_past_wrapper';
 
-REVOKE ALL ON FUNCTION snowflake_stats() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION snowflake_stats() TO pg_monitor;
-REVOKE ALL ON FUNCTION snowflake_advance_past(bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.snowflake_stats() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION @extschema@.snowflake_stats() TO pg_monitor;
+REVOKE ALL ON FUNCTION @extschema@.snowflake_advance_past(bigint) FROM PUBLIC;
 
 -- snowflake_adopt(tbl, col): switches a bigserial or identity column to DEFAULT snowflake_next()
 -- in the caller's transaction, and moves the generator above the column's largest value. DDL
 -- orchestration, so PL/pgSQL: every step is an ordinary ALTER TABLE with its usual locks and
 -- checks, and an error anywhere rolls all of it back. (The generator's floor cannot roll back;
 -- it only ever moves up, which is harmless.)
-CREATE FUNCTION snowflake_adopt(tbl regclass, col name) RETURNS void
+CREATE FUNCTION @extschema@.snowflake_adopt(tbl regclass, col name) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT
 SET search_path = pg_catalog, pg_temp
 AS $adopt$
@@ -137,17 +140,21 @@ BEGIN
                        ELSE format('Every new id is above %s, the largest one in the column.', top) END;
 END
 $adopt$;
-COMMENT ON FUNCTION snowflake_adopt(regclass, name) IS
+COMMENT ON FUNCTION @extschema@.snowflake_adopt(regclass, name) IS
     'Switches a bigserial or identity column to DEFAULT snowflake_next(), above its largest value';
-REVOKE ALL ON FUNCTION snowflake_adopt(regclass, name) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.snowflake_adopt(regclass, name) FROM PUBLIC;
 
 -- Worker-id claims (src/claims.sql).
 CREATE FUNCTION snowflake_claim() RETURNS integer
 STRICT VOLATILE PARALLEL UNSAFE
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'snowflake_claim_wrapper';
-
-CREATE TABLE snowflake_claims (
+-- Worker-id claims (see claims.rs). One row per cluster (system identifier), worker id and
+-- layout: the cluster generated ids with that worker id from `since` and may go on until
+-- `expires`, which each renewal moves on. Publish this table beside your data and the claims of
+-- every node meet at the subscriber, where the trigger (claims_check.sql) warns of a shared
+-- worker id and snowflake_clashes (clashes.sql) lists every one.
+CREATE TABLE @extschema@.snowflake_claims (
     system_identifier bigint NOT NULL,
     worker_id integer NOT NULL,
     layout text NOT NULL,
@@ -163,19 +170,24 @@ CREATE TABLE snowflake_claims (
 -- which gives a new system identifier) does not clash: the claims do not overlap. A clash stays
 -- listed after it ended (ids of that time may be equal), with ongoing false: monitoring alerts
 -- on `WHERE ongoing`, and deleting a stale claim clears its history.
-CREATE VIEW snowflake_clashes AS
+--
+-- A view runs with its owner's rights and binds its operators when it is created: every one is
+-- named by schema, so that none can be one a less privileged role planted on the search_path.
+CREATE VIEW @extschema@.snowflake_clashes AS
 SELECT a.worker_id, a.layout,
        a.node_name, a.system_identifier,
        b.node_name AS other_node_name, b.system_identifier AS other_system_identifier,
        greatest(a.since, b.since) AS since,
        least(a.expires, b.expires) AS until,
-       least(a.expires, b.expires) > now() AS ongoing
-  FROM snowflake_claims a
-  JOIN snowflake_claims b
-    ON b.worker_id = a.worker_id AND b.layout = a.layout
+       least(a.expires, b.expires) OPERATOR(pg_catalog.>) pg_catalog.now() AS ongoing
+  FROM @extschema@.snowflake_claims a
+  JOIN @extschema@.snowflake_claims b
+    ON b.worker_id OPERATOR(pg_catalog.=) a.worker_id
+   AND b.layout OPERATOR(pg_catalog.=) a.layout
    -- Each pair once, in the order of the node names.
-   AND (b.node_name, b.system_identifier) > (a.node_name, a.system_identifier)
-   AND a.since < b.expires AND b.since < a.expires;
+   AND (b.node_name, b.system_identifier) OPERATOR(pg_catalog.>) (a.node_name, a.system_identifier)
+   AND a.since OPERATOR(pg_catalog.<) b.expires
+   AND b.since OPERATOR(pg_catalog.<) a.expires;
 
 -- Warns of a clash when it starts, as the claim that makes it is written: by snowflake_claim()
 -- on this server, or by a logical replication apply worker bringing another server's claim
@@ -183,27 +195,36 @@ SELECT a.worker_id, a.layout,
 -- ordinary triggers). Once per clash, not at every renewal: snowflake_clashes lists it for as
 -- long as it lasts. A WARNING, not an error: an error would stop the subscription, and with it
 -- the rows of servers that do not clash.
-CREATE FUNCTION snowflake_claims_check() RETURNS trigger
+--
+-- It runs as whoever writes a claim (the claims worker and apply workers are superusers): its
+-- search_path holds pg_catalog alone (pg_temp last, where PostgreSQL never looks for functions
+-- or operators), and every function, operator and table it names is named by schema anyway.
+CREATE FUNCTION @extschema@.snowflake_claims_check() RETURNS trigger
 LANGUAGE plpgsql
-SET search_path = @extschema@, pg_catalog, pg_temp
+SET search_path = pg_catalog, pg_temp
 AS $check$
 DECLARE
     other record;
 BEGIN
     FOR other IN
-        SELECT o.* FROM snowflake_claims o
-         WHERE o.worker_id = NEW.worker_id AND o.layout = NEW.layout
-           AND o.system_identifier <> NEW.system_identifier
-           AND o.since < NEW.expires AND NEW.since < o.expires
-           AND (TG_OP = 'INSERT' OR NOT (o.since < OLD.expires AND OLD.since < o.expires))
+        SELECT o.* FROM @extschema@.snowflake_claims o
+         WHERE o.worker_id OPERATOR(pg_catalog.=) NEW.worker_id
+           AND o.layout OPERATOR(pg_catalog.=) NEW.layout
+           AND o.system_identifier OPERATOR(pg_catalog.<>) NEW.system_identifier
+           AND o.since OPERATOR(pg_catalog.<) NEW.expires
+           AND NEW.since OPERATOR(pg_catalog.<) o.expires
+           AND (TG_OP OPERATOR(pg_catalog.=) 'INSERT'
+                OR NOT (o.since OPERATOR(pg_catalog.<) OLD.expires
+                        AND OLD.since OPERATOR(pg_catalog.<) o.expires))
     LOOP
         RAISE WARNING 'worker id % is claimed by two clusters: "%" and "%"',
                 NEW.worker_id, NEW.node_name, other.node_name
             USING ERRCODE = '01000',
-                  DETAIL = format('Clusters %s and %s both make %s ids with worker id %s since %s; '
-                                  'ids they make in the same time unit can be equal.',
-                                  NEW.system_identifier, other.system_identifier, NEW.layout,
-                                  NEW.worker_id, greatest(NEW.since, other.since)),
+                  DETAIL = pg_catalog.format(
+                      'Clusters %s and %s both make %s ids with worker id %s since %s; '
+                      'ids they make in the same time unit can be equal.',
+                      NEW.system_identifier, other.system_identifier, NEW.layout,
+                      NEW.worker_id, greatest(NEW.since, other.since)),
                   HINT = 'Give one of them another snowflake.worker_id and restart it; '
                          'SELECT * FROM snowflake_clashes lists every clash.';
     END LOOP;
@@ -211,12 +232,12 @@ BEGIN
 END
 $check$;
 
-CREATE TRIGGER snowflake_claims_check AFTER INSERT OR UPDATE ON snowflake_claims
-FOR EACH ROW EXECUTE FUNCTION snowflake_claims_check();
-ALTER TABLE snowflake_claims ENABLE ALWAYS TRIGGER snowflake_claims_check;
+CREATE TRIGGER snowflake_claims_check AFTER INSERT OR UPDATE ON @extschema@.snowflake_claims
+FOR EACH ROW EXECUTE FUNCTION @extschema@.snowflake_claims_check();
+ALTER TABLE @extschema@.snowflake_claims ENABLE ALWAYS TRIGGER snowflake_claims_check;
 
 -- Claims name servers (host names, system identifiers): readable by monitoring, written by
 -- superusers (and the apply workers of their subscriptions) only.
-REVOKE ALL ON snowflake_claims, snowflake_clashes FROM PUBLIC;
-GRANT SELECT ON snowflake_claims, snowflake_clashes TO pg_monitor;
-REVOKE ALL ON FUNCTION snowflake_claim() FROM PUBLIC;
+REVOKE ALL ON @extschema@.snowflake_claims, @extschema@.snowflake_clashes FROM PUBLIC;
+GRANT SELECT ON @extschema@.snowflake_claims, @extschema@.snowflake_clashes TO pg_monitor;
+REVOKE ALL ON FUNCTION @extschema@.snowflake_claim() FROM PUBLIC;

@@ -2,7 +2,7 @@
 //! `snowflake_adopt`) and forgetting the ids of a previous layout (`snowflake_reset_layout`).
 //! None of it is for `PUBLIC`.
 
-use crate::{generator, gucs};
+use crate::{generator, gucs, privileges};
 use pgrx::prelude::*;
 
 /// Moves the generator durably above `id`: every later id of this cluster is larger, also after
@@ -14,21 +14,13 @@ fn snowflake_advance_past(id: i64) {
 }
 
 /// Forgets, on purpose, the ids made with the layout this cluster used before, and starts the
-/// configured layout from the clock. Superuser only (EXECUTE is revoked from PUBLIC). Returns
-/// false when there was nothing to reset.
+/// configured layout from the clock. Superuser only, whatever is granted (forgetting ids is no
+/// decision for an application role). Returns false when there was nothing to reset.
 #[pg_extern(volatile, parallel_unsafe)]
 fn snowflake_reset_layout() -> bool {
+    privileges::require_superuser("snowflake_reset_layout()");
     generator::get().reset_layout(gucs::layout())
 }
-
-extension_sql!(
-    r#"
-REVOKE ALL ON FUNCTION snowflake_reset_layout() FROM PUBLIC;
-REVOKE ALL ON FUNCTION snowflake_advance_past(bigint) FROM PUBLIC;
-"#,
-    name = "admin_privileges",
-    requires = [snowflake_reset_layout, snowflake_advance_past],
-);
 
 extension_sql_file!(
     "../sql/adopt.sql",

@@ -11,7 +11,7 @@
 //! `snowflake.claims_database`; without it, an operator or a scheduler can call
 //! `snowflake_claim()` just as well.
 
-use crate::{errors, generator, gucs};
+use crate::{errors, generator, gucs, privileges};
 use pgrx::bgworkers::{
     BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
 };
@@ -47,23 +47,34 @@ pub fn init() {
 
 /// The worker: renews the claim at once and then every interval, while the extension is
 /// installed in its database (at a version that has claims).
+///
+/// It runs as the bootstrap superuser in a database where other roles may create objects, so
+/// nothing it runs can resolve to one of theirs: its search_path holds only pg_catalog (and
+/// pg_temp, last, where PostgreSQL never looks for functions or operators), and every function,
+/// operator and relation it names is named by schema anyway.
 #[pg_guard]
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn pg_snowflake_claims_main(_arg: pg_sys::Datum) {
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
     let database = gucs::claims_database().expect("registered only with a database");
     BackgroundWorker::connect_worker_to_spi(Some(&database), None);
+    BackgroundWorker::transaction(|| {
+        Spi::run("SET search_path = pg_catalog, pg_temp").expect("search_path is a setting")
+    });
     loop {
         if BackgroundWorker::sighup_received() {
             // SAFETY: between transactions, as every PostgreSQL process reloads its settings.
             unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
         }
         BackgroundWorker::transaction(|| {
+            // The extension's schema, if the installed version has claims.
             let call: Option<String> = Spi::get_one(
-                "SELECT format('SELECT %I.snowflake_claim()', n.nspname)
-                   FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
-                  WHERE e.extname = 'pg_snowflake'
-                    AND to_regprocedure(format('%I.snowflake_claim()', n.nspname)) IS NOT NULL",
+                "SELECT pg_catalog.format('SELECT %I.snowflake_claim()', n.nspname)
+                   FROM pg_catalog.pg_extension e
+                   JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
+                  WHERE e.extname OPERATOR(pg_catalog.=) 'pg_snowflake'
+                    AND pg_catalog.to_regprocedure(
+                            pg_catalog.format('%I.snowflake_claim()', n.nspname)) IS NOT NULL",
             )
             .unwrap_or(None);
             if let Some(call) = call {
@@ -71,7 +82,11 @@ pub extern "C-unwind" fn pg_snowflake_claims_main(_arg: pg_sys::Datum) {
             }
         });
         if !BackgroundWorker::wait_latch(Some(gucs::claims_interval())) {
-            break;
+            // SIGTERM: pg_terminate_backend(), or a shutdown. Exit code 1 has the postmaster
+            // start the worker again after its restart time (at a shutdown it starts nothing);
+            // returning would be exit code 0, which ends a background worker for good.
+            // SAFETY: proc_exit runs PostgreSQL's exit callbacks and does not return.
+            unsafe { pg_sys::proc_exit(1) };
         }
     }
 }
@@ -79,8 +94,13 @@ pub extern "C-unwind" fn pg_snowflake_claims_main(_arg: pg_sys::Datum) {
 /// Writes (or renews) this server's claim to its worker id in `snowflake_claims`, and returns
 /// how many other clusters claim the same worker id of the same layout at overlapping times.
 /// Each such clash is also reported as a WARNING by the table's trigger.
+///
+/// Superuser only, whatever is granted: a claim names the server. Its own search_path is
+/// pg_catalog alone, and its statements name every object by schema.
 #[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
 fn snowflake_claim(fcinfo: pg_sys::FunctionCallInfo) -> i32 {
+    privileges::require_superuser("snowflake_claim()");
     generator::get();
     let Some((layout, worker_id)) = gucs::generating() else {
         errors::worker_id_unset()
@@ -93,10 +113,14 @@ fn snowflake_claim(fcinfo: pg_sys::FunctionCallInfo) -> i32 {
     // the statement as its context, in the server log of every renewal's caller.
     Spi::run_with_args(
         &format!(
-            "INSERT INTO {table} AS c VALUES ($1, $2, $3, $4, now(), now(), now() + $5::interval) \
-             ON CONFLICT (system_identifier, worker_id, layout) DO UPDATE SET \
-             node_name = excluded.node_name, last_seen = now(), expires = excluded.expires, \
-             since = CASE WHEN c.expires < now() THEN now() ELSE c.since END"
+            "INSERT INTO {table} AS c
+             VALUES ($1, $2, $3, $4, pg_catalog.now(), pg_catalog.now(),
+                     pg_catalog.now() OPERATOR(pg_catalog.+) $5::pg_catalog.interval)
+             ON CONFLICT (system_identifier, worker_id, layout) DO UPDATE SET
+                 node_name = excluded.node_name, last_seen = pg_catalog.now(),
+                 expires = excluded.expires,
+                 since = CASE WHEN c.expires OPERATOR(pg_catalog.<) pg_catalog.now()
+                              THEN pg_catalog.now() ELSE c.since END"
         ),
         &[
             system_identifier.into(),
@@ -110,11 +134,15 @@ fn snowflake_claim(fcinfo: pg_sys::FunctionCallInfo) -> i32 {
     // A claim that had ended starts again (the CASE above): the time between is not claimed.
     let clashes = Spi::get_one_with_args::<i64>(
         &format!(
-            "SELECT count(*) FROM {table} o, {table} m \
-             WHERE m.system_identifier = $1 AND m.worker_id = $2 AND m.layout = $3 \
-             AND o.worker_id = m.worker_id AND o.layout = m.layout \
-             AND o.system_identifier <> m.system_identifier \
-             AND o.since < m.expires AND m.since < o.expires"
+            "SELECT pg_catalog.count(*) FROM {table} o, {table} m
+             WHERE m.system_identifier OPERATOR(pg_catalog.=) $1
+               AND m.worker_id OPERATOR(pg_catalog.=) $2
+               AND m.layout OPERATOR(pg_catalog.=) $3
+               AND o.worker_id OPERATOR(pg_catalog.=) m.worker_id
+               AND o.layout OPERATOR(pg_catalog.=) m.layout
+               AND o.system_identifier OPERATOR(pg_catalog.<>) m.system_identifier
+               AND o.since OPERATOR(pg_catalog.<) m.expires
+               AND m.since OPERATOR(pg_catalog.<) o.expires"
         ),
         &[
             system_identifier.into(),
@@ -166,7 +194,19 @@ fn node_name() -> String {
 }
 
 extension_sql_file!(
-    "../sql/claims.sql",
+    "../sql/claims_table.sql",
     name = "snowflake_claims",
     requires = [snowflake_claim],
+);
+
+extension_sql_file!(
+    "../sql/claims_check.sql",
+    name = "snowflake_claims_check",
+    requires = ["snowflake_claims"],
+);
+
+extension_sql_file!(
+    "../sql/clashes.sql",
+    name = "snowflake_clashes",
+    requires = ["snowflake_claims"],
 );

@@ -12,12 +12,12 @@ use pgrx::PgTupleDesc;
 
 extension_sql!(
     r#"
-CREATE TYPE snowflake_parts AS (
+CREATE TYPE @extschema@.snowflake_parts AS (
     ts timestamptz,
     worker_id integer,
     sequence integer
 );
-COMMENT ON TYPE snowflake_parts IS 'The fields of a snowflake id, as returned by snowflake_decode()';
+COMMENT ON TYPE @extschema@.snowflake_parts IS 'The fields of a snowflake id, as returned by snowflake_decode()';
 "#,
     name = "snowflake_parts",
     bootstrap
@@ -33,7 +33,7 @@ COMMENT ON TYPE snowflake_parts IS 'The fields of a snowflake id, as returned by
 fn snowflake_decode(
     id: i64,
     fcinfo: pg_sys::FunctionCallInfo,
-) -> pgrx::composite_type!('static, "snowflake_parts") {
+) -> pgrx::composite_type!('static, "@extschema@.snowflake_parts") {
     decode(id, gucs::layout(), fcinfo)
 }
 
@@ -44,7 +44,7 @@ fn snowflake_decode_layout(
     id: i64,
     layout: &str,
     fcinfo: pg_sys::FunctionCallInfo,
-) -> pgrx::composite_type!('static, "snowflake_parts") {
+) -> pgrx::composite_type!('static, "@extschema@.snowflake_parts") {
     decode(id, &preset(layout), fcinfo)
 }
 
@@ -59,7 +59,7 @@ fn decode(
     id: i64,
     layout: &Layout,
     fcinfo: pg_sys::FunctionCallInfo,
-) -> pgrx::composite_type!('static, "snowflake_parts") {
+) -> pgrx::composite_type!('static, "@extschema@.snowflake_parts") {
     let Some(parts) = layout.parts(id) else {
         errors::id_outside_layout(id, layout)
     };

@@ -138,6 +138,23 @@ pub fn timestamp_outside_layout(layout: &Layout) -> ! {
     )
 }
 
+/// A function for superusers only, called by another role (through a grant of EXECUTE, or
+/// default privileges).
+#[cold]
+#[track_caller]
+pub fn superuser_required(function: &str) -> ! {
+    raise(
+        report(
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            format!("permission denied for function {function}"),
+        )
+        .set_detail(format!(
+            "{function} is for superusers only, whatever privileges are granted on it."
+        ))
+        .set_hint("Run it as a superuser."),
+    )
+}
+
 /// SPI refused a statement on `snowflake_claims` (PostgreSQL's own errors, such as a dropped
 /// column, pass through with their SQLSTATE; this is what SPI itself reports).
 #[cold]
@@ -434,6 +451,28 @@ pub fn state_file_write_failed(e: &std::io::Error) -> ! {
         )
         .set_hint("Check the free space and permissions of the data directory."),
     )
+}
+
+/// In WAL redo: recovery stops rather than go on without the record's mark in the state file.
+#[cold]
+pub fn state_file_write_failed_in_recovery(e: &std::io::Error) -> ! {
+    report(
+        PgSqlErrorCode::ERRCODE_IO_ERROR,
+        format!(
+            "could not write the snowflake state file \"{}\" during recovery: {e}",
+            crate::state_file::FILE_NAME
+        ),
+    )
+    .set_detail(
+        "Recovery stops here: without the replayed mark in the file, a later restart could \
+         hand out ids below the ones made before.",
+    )
+    .set_hint(
+        "Check the free space and permissions of the data directory and start the server \
+         again; recovery replays the record once more.",
+    )
+    .report(PgLogLevel::FATAL);
+    unreachable!("FATAL does not return")
 }
 
 #[cold]

@@ -8,8 +8,10 @@
 
 use crate::layout::{self, Layout, Preset};
 use pgrx::datum::TimestampWithTimeZone;
+use pgrx::pg_sys::{self, PgTryBuilder};
+use pgrx::prelude::*;
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting, PostgresGucEnum};
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::sync::OnceLock;
 
 /// -1 means "not set": a missing worker id must fail loudly instead of silently colliding
@@ -78,8 +80,12 @@ static RESOLVED: OnceLock<Resolved> = OnceLock::new();
 /// server starts with the worker id unset, so that `snowflake_next()` refuses with the reason
 /// instead of guessing which ids were meant.
 pub fn init() {
+    // What the configuration says, read before PostgreSQL parses it: a value it cannot parse
+    // or that is out of range is replaced by the default, with a WARNING, and the default is
+    // another layout than the one asked for (`snowflake.layout = 'sonyflak'` would be twitter).
+    let written = written_layout_settings();
     define_layout();
-    let layout = layout_from_settings();
+    let layout = written.and_then(|()| layout_from_settings());
     // The worker id's range is the layout's: PostgreSQL itself then refuses a value the layout
     // cannot hold, in postgresql.conf (logged, and the worker id stays unset) and in ALTER
     // SYSTEM (an error), and pg_settings shows the real range.
@@ -128,15 +134,21 @@ fn define_layout() {
         GucContext::Postmaster,
         GucFlags::default(),
     );
-    GucRegistry::define_string_guc(
-        c"snowflake.epoch",
-        c"Sets the epoch of the custom layout, as a timestamp with time zone.",
-        c"Only for snowflake.layout = custom; it may not lie in the future. Unset, the custom \
-          layout uses Twitter's epoch, 2010-11-04 01:42:54.657 UTC.",
-        &EPOCH,
-        GucContext::Postmaster,
-        GucFlags::default(),
-    );
+    // SAFETY: a static setting and a check hook that PostgreSQL calls with a valid string.
+    unsafe {
+        GucRegistry::define_string_guc_with_hooks(
+            c"snowflake.epoch",
+            c"Sets the epoch of the custom layout, as a timestamp with time zone.",
+            c"Only for snowflake.layout = custom; it may not lie in the future. Unset, the \
+              custom layout uses Twitter's epoch, 2010-11-04 01:42:54.657 UTC.",
+            &EPOCH,
+            GucContext::Postmaster,
+            GucFlags::default(),
+            Some(check_epoch),
+            None,
+            None,
+        );
+    }
     let widths = [
         (
             c"snowflake.time_unit",
@@ -241,6 +253,98 @@ fn define_claims() {
     );
 }
 
+/// The layout settings whose text PostgreSQL would replace by their default, as
+/// (name, integer flags, lowest, highest); `None` as flags for the enum.
+const LAYOUT_SETTINGS: [(&CStr, Option<u32>, i32, i32); 5] = [
+    (c"snowflake.layout", None, 0, 0),
+    (c"snowflake.time_unit", Some(pg_sys::GUC_UNIT_MS), 1, 1000),
+    (c"snowflake.time_bits", Some(0), 1, 63),
+    (c"snowflake.worker_bits", Some(0), 0, 31),
+    (c"snowflake.sequence_bits", Some(0), 0, 31),
+];
+
+/// Checks the text of each layout setting in the configuration files (and the command line)
+/// as PostgreSQL will: `Err` names the first one it would refuse. Only call before the
+/// settings are defined, while they are placeholders that hold the text.
+fn written_layout_settings() -> Result<(), String> {
+    for (name, flags, lowest, highest) in LAYOUT_SETTINGS {
+        // SAFETY: a lookup of a setting by name, missing_ok; the result is copied at once.
+        let text = unsafe {
+            let value = pg_sys::GetConfigOption(name.as_ptr(), true, false);
+            if value.is_null() {
+                continue;
+            }
+            CStr::from_ptr(value).to_string_lossy().into_owned()
+        };
+        let name = name.to_string_lossy();
+        let Some(flags) = flags else {
+            if layout::Preset::parse(&text).is_none() {
+                let names = layout::Preset::ALL.map(layout::Preset::name).join(", ");
+                return Err(format!("{name} = '{text}' is not one of {names}"));
+            }
+            continue;
+        };
+        let value = CString::new(text.as_str()).unwrap_or_default();
+        let mut parsed = 0;
+        // SAFETY: PostgreSQL's own integer parser (units included), on a NUL-terminated string.
+        let ok = unsafe {
+            pg_sys::parse_int(
+                value.as_ptr(),
+                &mut parsed,
+                flags as i32,
+                std::ptr::null_mut(),
+            )
+        };
+        if !ok {
+            return Err(format!("{name} = '{text}' is not an integer"));
+        }
+        if !(lowest..=highest).contains(&parsed) {
+            return Err(format!(
+                "{name} = '{text}' is outside its range, {lowest} to {highest}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The check hook of `snowflake.epoch`: in a backend (`ALTER SYSTEM`), an epoch that is not a
+/// fixed timestamp is refused with 22023 and the reason. In the postmaster any text passes:
+/// refused at start, the default would be Twitter's epoch, another layout than the one asked
+/// for; `init` refuses the layout instead, with the reason, and keeps ids off.
+///
+/// # Safety
+/// Called by PostgreSQL's GUC machinery with a pointer to the new value (a string or NULL).
+#[pg_guard]
+unsafe extern "C-unwind" fn check_epoch(
+    newval: *mut *mut std::ffi::c_char,
+    _extra: *mut *mut std::ffi::c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    // SAFETY: plain reads of a process flag and of the value PostgreSQL passes.
+    let text = unsafe {
+        if !pg_sys::IsUnderPostmaster || newval.is_null() || (*newval).is_null() {
+            return true;
+        }
+        CStr::from_ptr(*newval).to_string_lossy().into_owned()
+    };
+    match parse_epoch(&text) {
+        Ok(_) => true,
+        Err(why) => {
+            let why = CString::new(capitalised_sentence(&why)).unwrap_or_default();
+            // SAFETY: PostgreSQL reports this palloc'd string with the refusal.
+            unsafe { pg_sys::GUC_check_errdetail_string = pg_sys::pstrdup(why.as_ptr()) };
+            false
+        }
+    }
+}
+
+/// "snowflake.epoch ..." as a sentence for a DETAIL: capital letter, final period.
+fn capitalised_sentence(message: &str) -> String {
+    let mut chars = message.chars();
+    let first = chars.next().map(|c| c.to_uppercase().collect::<String>());
+    format!("{}{}.", first.unwrap_or_default(), chars.as_str())
+}
+
 /// The configured layout, or why it is refused.
 fn layout_from_settings() -> Result<Layout, String> {
     let preset = LAYOUT.get().preset();
@@ -313,9 +417,16 @@ fn parse_epoch(text: &str) -> Result<i64, String> {
             "snowflake.epoch \"{text}\" is not a fixed moment: give a date and time"
         ));
     }
-    let ts: TimestampWithTimeZone = text
-        .parse()
-        .map_err(|_| format!("snowflake.epoch \"{text}\" is not a timestamp with time zone"))?;
+    let not_a_timestamp =
+        || format!("snowflake.epoch \"{text}\" is not a timestamp with time zone");
+    // PostgreSQL's input function raises an ERROR for what it cannot read (22007, or 22009 for
+    // a time zone displacement out of range such as "+16"): caught here, in the postmaster at
+    // start it would end the start.
+    let owned = text.to_string();
+    let ts: TimestampWithTimeZone = PgTryBuilder::new(move || owned.parse().map_err(|_| ()))
+        .catch_others(|_| Err(()))
+        .execute()
+        .map_err(|()| not_a_timestamp())?;
     if ts.is_infinity() || ts.is_neg_infinity() {
         return Err(format!(
             "snowflake.epoch \"{text}\" is not a finite timestamp"

@@ -36,6 +36,7 @@ mod claims; // worker id claims and their background worker
 mod decode; // decoding ids, their time, and time ranges as id ranges
 mod next; // snowflake_next()
 mod planner; // time ranges through the primary key
+mod privileges; // who may call what
 mod stats; // snowflake_stats()
 
 #[cfg(test)]
@@ -56,6 +57,7 @@ pgrx::pg_module_magic!(name, version);
 /// Without preloading, `snowflake_next()` says what to do and `snowflake_decode()` still works.
 #[pgrx::pg_guard]
 pub extern "C-unwind" fn _PG_init() {
+    no_backtraces_for_clients();
     // SAFETY: a plain read of a flag PostgreSQL sets before calling _PG_init.
     if !unsafe { pgrx::pg_sys::process_shared_preload_libraries_in_progress } {
         return;
@@ -73,4 +75,16 @@ pub extern "C-unwind" fn _PG_init() {
     stats::init();
     planner::init();
     claims::init();
+}
+
+/// pgrx adds the Rust backtrace of an error that passes through Rust code (a cancel during a
+/// wait, an error inside SPI) to the DETAIL the client gets, whenever the process environment
+/// has RUST_BACKTRACE set, as a server started from a developer's shell may. A client must see
+/// PostgreSQL's error, not the extension's stack: RUST_LIB_BACKTRACE=0 turns capturing off
+/// (it wins over RUST_BACKTRACE), before any backtrace could be captured in this process and,
+/// set in the postmaster, in every process it starts.
+fn no_backtraces_for_clients() {
+    // SAFETY: _PG_init runs on PostgreSQL's only thread, before anything reads the environment
+    // concurrently; children inherit it.
+    unsafe { std::env::set_var("RUST_LIB_BACKTRACE", "0") };
 }

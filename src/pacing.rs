@@ -1,80 +1,41 @@
-//! Pacing: how borrowed time is kept for everyone.
+//! Pacing: how borrowed time is shared out, in plain Rust.
 //!
 //! Past `max_drift` ahead of the clock every caller waits (and fails after `drift_wait`), so one
 //! backend that bursts above the layout's rate could use up the borrowed time and make innocent
 //! callers wait and fail. Pacing starts halfway: once the next id lies more than
-//! `max_drift / 2` ahead of the clock, each backend may take at most `share` ids per clock time
-//! unit, where `share` is the ids of one unit divided by the number of backends there can be.
-//! All backends together then take at most the ids that the clock adds, so bursts alone can
-//! never drive the ids much further than halfway: only a clock step can reach `max_drift`. A
-//! burst is held to the layout's rate, a single-row caller almost never notices, and the other
-//! half of `max_drift` stays free to absorb a clock that steps back.
+//! `max_drift / 2` ahead of the clock, every id needs a *slot*. Slots come from one counter in
+//! shared memory, in the order they are asked for, as many per clock time unit as the layout has
+//! ids per unit; a caller whose slot lies in a later time unit waits for the clock to reach it.
+//!
+//! So past halfway, ids are taken no faster than the clock adds them, whatever the number of
+//! backends and whatever the layout (one id per unit with `sequence_bits = 0`): bursts alone
+//! hold the ids about halfway, and only a clock step can reach `max_drift`. And the slots are
+//! first come, first served: a caller holds one slot at a time, so one that arrives waits behind
+//! at most one slot of each caller already waiting, however hard they burst. An earlier rule
+//! gave each backend an equal share of every unit's ids, at least one: with fewer ids per unit
+//! than backends (`sequence_bits = 0`, or `sonyflake` with many connections), six bursting
+//! sessions took six ids per unit and drove everyone else into the drift bound.
 
 use crate::layout::{Layout, Tick};
-use pgrx::pg_sys;
-use std::cell::Cell;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Pacer {
-    /// The clock time unit in which this backend last took a paced id, and how many.
-    unit: u64,
-    taken: u64,
+/// Whether `next` lies deep enough in borrowed time to be paced: one compare on the hot path.
+#[inline]
+pub const fn applies(layout: &Layout, next: Tick, now: u64, max_drift: u64) -> bool {
+    layout.units(next) > now + max_drift / 2
 }
 
-impl Pacer {
-    pub const fn new() -> Pacer {
-        Pacer { unit: 0, taken: 0 }
-    }
-
-    /// Whether `next` lies deep enough in borrowed time to be paced: one compare on the hot
-    /// path.
-    #[inline]
-    pub const fn applies(layout: &Layout, next: Tick, now: u64, max_drift: u64) -> bool {
-        layout.units(next) > now + max_drift / 2
-    }
-
-    /// The share of one backend: the ids of one time unit divided by the backends, at least 1.
-    pub const fn share(per_unit: u64, backends: u32) -> u64 {
-        let per = per_unit / if backends == 0 { 1 } else { backends as u64 };
-        if per == 0 {
-            1
-        } else {
-            per
-        }
-    }
-
-    /// Counts a paced id taken at clock time unit `now`; `false` once this backend has used
-    /// its share of that unit: it should then wait for the next one.
-    pub fn take(&mut self, now: u64, share: u64) -> bool {
-        if self.unit != now {
-            self.unit = now;
-            self.taken = 0;
-        }
-        if self.taken >= share {
-            return false;
-        }
-        self.taken += 1;
-        true
-    }
-}
-
-thread_local! {
-    /// This backend's count of paced ids.
-    static PACER: Cell<Pacer> = const { Cell::new(Pacer::new()) };
-}
-
-/// Counts an id taken deep in borrowed time; `false` once this backend has used its share of
-/// the clock's time unit `now`.
-#[cold]
-pub fn take(layout: &Layout, now: u64) -> bool {
-    // SAFETY: a plain read of a global the postmaster sets before any backend starts.
-    let backends = u32::try_from(unsafe { pg_sys::MaxBackends }).unwrap_or(u32::MAX);
-    PACER.with(|p| {
-        let mut pacer = p.get();
-        let ok = pacer.take(now, Pacer::share(layout.per_unit(), backends));
-        p.set(pacer);
-        ok
-    })
+/// The slot counter counts slots as a tick counts ids: `units << sequence_bits | n`, so that a
+/// time unit holds as many slots as ids. Returns the counter's next value and the time unit of
+/// the slot taken, for a counter at `next` and the clock at time unit `now`. A counter behind the
+/// clock starts at the clock's unit: an idle while banks no slots for a later burst.
+pub const fn take_slot(layout: &Layout, next: u64, now: u64) -> (u64, u64) {
+    let first_of_now = layout.tick_at(now).0;
+    let slot = if next > first_of_now {
+        next
+    } else {
+        first_of_now
+    };
+    (slot + 1, layout.units(Tick(slot)))
 }
 
 #[cfg(test)]
@@ -87,87 +48,134 @@ mod tests {
 
     #[test]
     fn pacing_applies_past_half_of_max_drift() {
-        assert!(!Pacer::applies(&T, T.tick_at(1_000), 1_000, 10_000));
-        assert!(!Pacer::applies(&T, T.tick_at(6_000), 1_000, 10_000));
-        assert!(Pacer::applies(&T, T.tick_at(6_001), 1_000, 10_000));
+        assert!(!applies(&T, T.tick_at(1_000), 1_000, 10_000));
+        assert!(!applies(&T, T.tick_at(6_000), 1_000, 10_000));
+        assert!(applies(&T, T.tick_at(6_001), 1_000, 10_000));
         // A zero bound paces every borrowed id (the drift bound then refuses them anyway).
-        assert!(Pacer::applies(&T, T.tick_at(1_001), 1_000, 0));
+        assert!(applies(&T, T.tick_at(1_001), 1_000, 0));
     }
 
     #[test]
-    fn the_shares_of_all_backends_add_up_to_at_most_one_unit_of_ids() {
-        for per_unit in [1, 256, 512, 4096, 1 << 20] {
-            for backends in [0, 1, 2, 7, 100, 4096, 5000, 262_143] {
-                let share = Pacer::share(per_unit, backends);
-                assert!(share >= 1);
-                assert!(
-                    backends.max(1) as u64 * share <= per_unit || share == 1,
-                    "{backends} backends x {share}"
-                );
-            }
+    fn slots_come_per_unit_in_order_and_never_bank() {
+        let one = Layout::custom(0, 1, 47, 10, 0, 1).unwrap();
+        // One slot per unit: the second caller in unit 7 gets unit 8, the third unit 9.
+        let (next, a) = take_slot(&one, 0, 7);
+        let (next, b) = take_slot(&one, next, 7);
+        let (next, c) = take_slot(&one, next, 7);
+        assert_eq!((a, b, c), (7, 8, 9));
+        // An idle while later, the counter starts at the clock again.
+        let (_, d) = take_slot(&one, next, 100);
+        assert_eq!(d, 100);
+        // Twitter's 4096 slots per unit: the 4097th caller of a unit waits for the next.
+        let mut next = 0;
+        for _ in 0..4096 {
+            let (n, unit) = take_slot(&T, next, 5);
+            assert_eq!(unit, 5);
+            next = n;
         }
-        assert_eq!(Pacer::share(4096, 100), 40);
+        assert_eq!(take_slot(&T, next, 5).1, 6);
     }
 
-    #[test]
-    fn a_paced_backend_takes_its_share_then_waits_for_the_next_unit() {
-        let mut p = Pacer::new();
-        assert!((0..40).all(|_| p.take(7, 40)));
-        assert!(!p.take(7, 40));
-        assert!(p.take(8, 40));
+    /// One simulated backend: bursters want ids all the time, callers one now and then.
+    struct Backend {
+        burster: bool,
+        /// The time unit of the slot this backend holds, once it has asked for one.
+        slot: Option<u64>,
+        /// When it started waiting for the id it wants now.
+        waiting_since: Option<u64>,
     }
 
-    /// Bursters that would take five units' worth of ids per clock unit each, and 90 callers
-    /// that take one id now and then, under the advance rule with pacing, as the generator runs
-    /// them: the ids never run further ahead than halfway to `max_drift`, plus the last unit
-    /// taken, so no caller ever meets the drift bound while the clock moves forward.
-    #[test]
-    fn bursts_alone_never_reach_the_drift_bound() {
-        const BACKENDS: u32 = 100;
-        for l in [TWITTER, SONYFLAKE, JS53] {
-            let share = Pacer::share(l.per_unit(), BACKENDS);
-            for bursters in [1usize, 3, 10] {
-                let mut pacers = vec![Pacer::new(); BACKENDS as usize];
-                let mut asleep_until = vec![0u64; BACKENDS as usize];
-                let mut t = l.tick_at(1_000);
-                let mut deepest = 0;
-                // 4000 units of clock in tenths of a unit.
-                for step in 0..40_000u64 {
-                    let now = 1_000 + step / 10;
-                    for b in 0..BACKENDS as usize {
-                        let wants = if b < bursters {
-                            l.per_unit() / 2 // five units' worth per unit of clock
-                        } else if (step + b as u64).is_multiple_of(997) {
-                            1
-                        } else {
-                            0
-                        };
-                        for _ in 0..wants {
-                            if asleep_until[b] > now {
-                                break;
-                            }
-                            let next = match l.advance(t, now, DRIFT / 5) {
-                                Advance::To(next) => next,
-                                other => panic!("{bursters} bursters, step {step}: {other:?}"),
-                            };
-                            if Pacer::applies(&l, next, now, DRIFT / 5)
-                                && !pacers[b].take(now, share)
-                            {
-                                asleep_until[b] = now + 1;
-                                break;
-                            }
-                            t = next;
-                            deepest = deepest.max(l.units(t) - now.min(l.units(t)));
-                        }
+    /// Backends under the advance rule and the slot rule, as the generator runs them, in steps
+    /// of one clock unit (a burster takes up to five units' worth of ids per step while it is not
+    /// paced). Returns how far ahead of the clock the ids got at worst (units), and the longest
+    /// wait of a caller that takes one id every `every` units.
+    fn simulate(l: Layout, bursters: usize, callers: usize, every: u64) -> (u64, u64) {
+        let mut backends: Vec<Backend> = (0..bursters + callers)
+            .map(|i| Backend {
+                burster: i < bursters,
+                slot: None,
+                waiting_since: None,
+            })
+            .collect();
+        let (mut t, mut pace) = (l.tick_at(1_000), 0u64);
+        let (mut deepest, mut longest_wait) = (0, 0);
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d; // xorshift: who goes first in each step
+        for now in 1_000..4_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let n = backends.len();
+            for k in 0..n {
+                let b = &mut backends[(k + x as usize) % n];
+                let wants = if b.burster {
+                    5 * l.per_unit()
+                } else if b.waiting_since.is_some() || now % every == (k as u64) % every {
+                    1
+                } else {
+                    0
+                };
+                if wants == 0 {
+                    continue;
+                }
+                if !b.burster {
+                    b.waiting_since.get_or_insert(now);
+                }
+                for _ in 0..wants {
+                    let next = match l.advance(t, now, DRIFT / 5) {
+                        Advance::To(next) => next,
+                        other => panic!("{l:?}, {bursters} bursters, unit {now}: {other:?}"),
+                    };
+                    if b.slot.is_none() && applies(&l, next, now, DRIFT / 5) {
+                        let (p, unit) = take_slot(&l, pace, now);
+                        pace = p;
+                        b.slot = Some(unit);
+                    }
+                    if b.slot.is_some_and(|unit| unit > now) {
+                        break; // waits for its slot's unit
+                    }
+                    b.slot = None;
+                    t = next;
+                    deepest = deepest.max(l.units(t).saturating_sub(now));
+                    if let Some(since) = b.waiting_since.take() {
+                        longest_wait = longest_wait.max(now - since);
+                        break;
                     }
                 }
+            }
+        }
+        (deepest, longest_wait)
+    }
+
+    /// Bursters and callers that take one id now and then, under every rate of ids per unit,
+    /// from one per unit (`sequence_bits = 0`) to Twitter's 4096: the ids stay about halfway to
+    /// max_drift, and no caller waits longer than one slot per waiting backend.
+    #[test]
+    fn bursts_alone_never_reach_the_drift_bound_and_callers_wait_their_turn() {
+        let one_per_unit = Layout::custom(0, 1, 47, 10, 0, 1).unwrap();
+        let four_per_unit = Layout::custom(0, 1, 47, 10, 2, 1).unwrap();
+        for l in [TWITTER, SONYFLAKE, JS53, one_per_unit, four_per_unit] {
+            for (bursters, callers) in [(1, 10), (6, 20), (50, 200)] {
+                // The callers ask for at most a quarter of what the clock adds: they are not
+                // the overload.
+                let every = (4 * callers as u64 / l.per_unit()).max(50);
+                let (deepest, longest_wait) = simulate(l, bursters, callers, every);
+                let half = DRIFT / 10;
+                // Each backend holds at most one slot: past halfway the ids run at most one
+                // unit ahead per slot handed out and not yet used.
+                let backends = (bursters + callers) as u64;
+                let bound = half + backends.div_ceil(l.per_unit()) + 1;
                 assert!(
-                    deepest <= DRIFT / 10 + 1,
-                    "{l:?}: {bursters} bursters drove the ids {deepest} units ahead"
+                    deepest <= bound,
+                    "{l:?}: {bursters} bursters drove the ids {deepest} units ahead (bound {bound})"
                 );
                 assert!(
-                    deepest >= DRIFT / 10,
-                    "the bursts never reached the pacing point"
+                    deepest >= half,
+                    "{l:?}: the bursts never reached the pacing point"
+                );
+                let turn = backends.div_ceil(l.per_unit()) + 1;
+                assert!(
+                    longest_wait <= turn,
+                    "{l:?}, {bursters} bursters: a caller waited {longest_wait} units (turn {turn})"
                 );
             }
         }

@@ -6,11 +6,10 @@
 //! standbys and through crash recovery (see `wal`), but recovery only replays WAL written after
 //! the last checkpoint, so a mark older than that must come from this file.
 //!
-//! 40 bytes, written in place with one `pwrite` and `fdatasync`: magic (8), the mark as `Mark`
-//! writes it (its time units since the layout's epoch, 8 bytes little endian, then the layout,
-//! 16), CRC-32C of the first 32 bytes (4), zero (4). A 40-byte write within one sector is atomic on
-//! the storage PostgreSQL supports (its own `pg_control` relies on the same for 512 bytes); the
-//! CRC catches anything else.
+//! 40 bytes: magic (8), the mark as `Mark` writes it (its time units since the layout's epoch,
+//! 8 bytes little endian, then the layout, 16), CRC-32C of the first 32 bytes (4), zero (4).
+//! Replaced whole: written to a temporary file, synced, renamed over the old one, and the
+//! directory synced (`prepare`, `Prepared::replace`). The CRC catches damage.
 //!
 //! pg_snowflake 0.1.0 wrote 24 bytes (magic `PGSNOW01`, the mark in Twitter's milliseconds, CRC,
 //! zero): such a file still reads, as a mark of the Twitter layout. A second magic of that size
@@ -24,7 +23,7 @@ use crate::mark::MARK_BYTES;
 use std::fs::{File, OpenOptions};
 use std::io::{self, ErrorKind};
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 pub const FILE_NAME: &str = "pg_snowflake.state";
 const MAGIC_V1: [u8; 8] = *b"PGSNOW01";
@@ -110,33 +109,59 @@ pub fn decode(bytes: &[u8]) -> Result<Loaded, String> {
     }
 }
 
+/// The state in `dir`. A missing file, or an empty one, is a data directory that never handed
+/// out an id. pg_snowflake 0.2.0 wrote the file in place and could leave it empty when it
+/// crashed during the file's very first write, before any id was handed out under it (and the
+/// mark it was writing was already in WAL, which crash recovery replays); 0.3.0 replaces the
+/// file whole and never leaves it empty.
 pub fn read(dir: &Path) -> Result<Loaded, ReadError> {
     match std::fs::read(dir.join(FILE_NAME)) {
+        Ok(bytes) if bytes.is_empty() => Ok(Loaded::Missing),
         Ok(bytes) => decode(&bytes).map_err(ReadError::Corrupt),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(Loaded::Missing),
         Err(e) => Err(ReadError::Io(e)),
     }
 }
 
-/// Writes the state durably. `sync_dir` also syncs the directory, which makes a newly created
-/// file's name durable; once per server start is enough.
-pub fn write(dir: &Path, state: Loaded, sync_dir: bool) -> io::Result<()> {
+/// A new state, durable in a temporary file of its own, not yet in place: the caller can still
+/// give up without having changed anything (see `Prepared::replace`).
+#[must_use = "the state is in place only once replaced"]
+pub struct Prepared {
+    dir: PathBuf,
+}
+
+/// The temporary file's name: written whole and synced before it is renamed over the state
+/// file, so that a crash leaves either the old state or the new one, never a mix or nothing.
+/// One left behind by a crash is overwritten by the next write and never read.
+const TEMP_NAME: &str = "pg_snowflake.state.tmp";
+
+/// Writes `state` to the temporary file and syncs it. Nothing is in place yet.
+pub fn prepare(dir: &Path, state: Loaded) -> io::Result<Prepared> {
     let file = OpenOptions::new()
         .write(true)
         .create(true)
-        .truncate(false)
-        .open(dir.join(FILE_NAME))?;
-    let bytes = encode(state);
-    file.write_all_at(&bytes, 0)?;
-    // The pg_upgrade marker is shorter than a mark: cut what a longer form left behind.
-    if file.metadata()?.len() != bytes.len() as u64 {
-        file.set_len(bytes.len() as u64)?;
-    }
+        .truncate(true)
+        .open(dir.join(TEMP_NAME))?;
+    file.write_all_at(&encode(state), 0)?;
     file.sync_data()?;
-    if sync_dir {
-        File::open(dir)?.sync_all()?;
+    Ok(Prepared {
+        dir: dir.to_path_buf(),
+    })
+}
+
+impl Prepared {
+    /// Puts the prepared state in place, durably: a rename over the state file, then a sync of
+    /// the directory, without which a power cut could bring the old name back (and with it the
+    /// old mark).
+    pub fn replace(self) -> io::Result<()> {
+        std::fs::rename(self.dir.join(TEMP_NAME), self.dir.join(FILE_NAME))?;
+        File::open(&self.dir)?.sync_all()
     }
-    Ok(())
+}
+
+/// Writes the state durably, replacing the file whole.
+pub fn write(dir: &Path, state: Loaded) -> io::Result<()> {
+    prepare(dir, state)?.replace()
 }
 
 /// CRC-32C (Castagnoli), bitwise: the file is written about once a second, so a table would
@@ -241,17 +266,40 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("pg_snowflake_state_{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         assert_eq!(read(&dir).unwrap(), Loaded::Missing);
-        write(&dir, twitter(42), true).unwrap();
+        write(&dir, twitter(42)).unwrap();
         assert_eq!(read(&dir).unwrap(), twitter(42));
-        write(&dir, twitter(7_000_000_000), false).unwrap();
+        write(&dir, twitter(7_000_000_000)).unwrap();
         assert_eq!(read(&dir).unwrap(), twitter(7_000_000_000));
         // The shorter marker replaces the longer file whole.
-        write(&dir, Loaded::NotCarried, false).unwrap();
+        write(&dir, Loaded::NotCarried).unwrap();
         assert_eq!(read(&dir).unwrap(), Loaded::NotCarried);
-        write(&dir, twitter(9), false).unwrap();
+        write(&dir, twitter(9)).unwrap();
         assert_eq!(read(&dir).unwrap(), twitter(9));
+        // Prepared but not replaced: the old state stays, and the temporary file is not read.
+        let prepared = prepare(&dir, twitter(10)).unwrap();
+        assert_eq!(read(&dir).unwrap(), twitter(9));
+        drop(prepared);
+        assert_eq!(read(&dir).unwrap(), twitter(9));
+        prepare(&dir, twitter(11)).unwrap().replace().unwrap();
+        assert_eq!(read(&dir).unwrap(), twitter(11));
+        assert!(!dir.join(TEMP_NAME).exists());
         std::fs::write(dir.join(FILE_NAME), b"garbage").unwrap();
         assert!(matches!(read(&dir), Err(ReadError::Corrupt(_))));
+        // An empty file is what 0.2.0 could leave at its first write: nothing handed out yet.
+        std::fs::write(dir.join(FILE_NAME), b"").unwrap();
+        assert_eq!(read(&dir).unwrap(), Loaded::Missing);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_failed_preparation_changes_nothing() {
+        let dir = std::env::temp_dir().join(format!("pg_snowflake_prep_{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        write(&dir, twitter(5)).unwrap();
+        // A directory where the temporary file goes: the write fails, the state stays.
+        std::fs::create_dir(dir.join(TEMP_NAME)).unwrap();
+        assert!(prepare(&dir, twitter(6)).is_err());
+        assert_eq!(read(&dir).unwrap(), twitter(5));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

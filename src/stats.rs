@@ -57,21 +57,12 @@ fn flush(generator: &Generator) {
 }
 
 /// What the generator is doing: worker id, layout, last id, ids since start, how far ahead of
-/// the clock, clock steps and waits, the lease. Readable by `pg_monitor` (granted below), as
-/// PostgreSQL's own monitoring functions are.
+/// the clock, clock steps and waits, the lease. Readable by `pg_monitor` (sql/privileges.sql),
+/// as PostgreSQL's own monitoring functions are.
 #[pg_extern(volatile, parallel_safe)]
 fn snowflake_stats() -> JsonB {
     JsonB(serde_json::to_value(collect()).expect("the stats serialize"))
 }
-
-extension_sql!(
-    r#"
-REVOKE ALL ON FUNCTION snowflake_stats() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION snowflake_stats() TO pg_monitor;
-"#,
-    name = "stats_privileges",
-    requires = [snowflake_stats],
-);
 
 #[derive(Serialize)]
 pub struct Stats {

@@ -96,7 +96,7 @@ pub fn at_binary_upgrade_start() {
         Step::Carry(state) => (new.as_path(), state),
         Step::MarkNotCarried => (here, Loaded::NotCarried),
     };
-    match state_file::write(dir, state, true) {
+    match state_file::write(dir, state) {
         Ok(()) => log(&match state {
             Loaded::Mark(mark) => format!(
                 "pg_snowflake: carried the mark {} of the {} layout to the new cluster in \"{}\"",

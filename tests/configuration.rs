@@ -315,3 +315,147 @@ fn the_first_id_can_come_from_a_parallel_worker() {
     let id: i64 = c.query_one("SELECT snowflake_next()", &[]).unwrap().get(0);
     assert!(id > 0);
 }
+
+/// An error that passes through the extension's Rust code (a cancel during a wait, an error of
+/// PostgreSQL inside SPI) reaches the client as PostgreSQL's error, without a Rust backtrace,
+/// also when the server's environment asks Rust for backtraces (a server started from a
+/// developer's shell).
+#[test]
+fn no_rust_backtrace_reaches_a_client() {
+    let mut cluster = Cluster::init(
+        "backtrace",
+        &["snowflake.max_drift = '1s'", "snowflake.drift_wait = '60s'"],
+    );
+    let clock = cluster.use_fake_clock();
+    cluster.add_env("RUST_BACKTRACE", "full");
+    cluster.start();
+    assert!(
+        cluster
+            .postmaster_env()
+            .iter()
+            .any(|v| v == "RUST_BACKTRACE=full"),
+        "the server did not get RUST_BACKTRACE"
+    );
+    let mut c = cluster.connect_ext();
+    c.query_one("SELECT snowflake_next()", &[]).unwrap();
+    let no_backtrace = |what: &str, e: postgres::Error, code: &str| {
+        let db = e.as_db_error().unwrap_or_else(|| panic!("{what}: {e}"));
+        assert_eq!(db.code().code(), code, "{what}: {}", db.message());
+        let detail = db.detail().unwrap_or_default();
+        assert!(
+            !detail.contains("backtrace") && !detail.contains("pgrx"),
+            "{what}: a Rust backtrace in the DETAIL:\n{detail}"
+        );
+    };
+    // A cancel while the call waits for the clock (5 s behind, max_drift 1 s).
+    clock.set(-5.0);
+    c.batch_execute("SET statement_timeout = '300ms'").unwrap();
+    let e = c.query_one("SELECT snowflake_next()", &[]).unwrap_err();
+    no_backtrace("a cancelled wait", e, "57014");
+    // PostgreSQL's error inside SPI: the claims table refuses every row.
+    c.batch_execute(
+        "RESET statement_timeout;
+         ALTER TABLE snowflake_claims ADD CONSTRAINT none CHECK (false) NOT VALID",
+    )
+    .unwrap();
+    let e = c.query_one("SELECT snowflake_claim()", &[]).unwrap_err();
+    no_backtrace("an error inside SPI", e, "23514");
+}
+
+/// A state file that cannot be written (here its temporary file's place is taken by a
+/// directory) fails every call that needs a renewal with 58030, before anything reaches WAL:
+/// a thousand failing calls write no WAL of their own. Once the fault is gone, ids resume.
+#[test]
+fn an_unwritable_state_file_fails_each_call_without_writing_wal() {
+    let cluster = Cluster::start_new("unwritable_state", &[]);
+    let mut c = cluster.connect_ext();
+    let blocker = cluster.data().join("pg_snowflake.state.tmp");
+    std::fs::create_dir(&blocker).unwrap();
+    let lsn = |c: &mut Client| -> String {
+        c.query_one("SELECT pg_current_wal_insert_lsn()::text", &[])
+            .unwrap()
+            .get(0)
+    };
+    let before = lsn(&mut c);
+    for i in 0..1000 {
+        let (state, message, hint) = expect_error(&mut c, "SELECT snowflake_next()");
+        assert_eq!(state, "58030", "call {i}: {message}");
+        assert!(
+            message.starts_with("could not write the snowflake state file"),
+            "{message}"
+        );
+        assert!(hint.contains("free space and permissions"), "{hint}");
+    }
+    let after = lsn(&mut c);
+    let wal_bytes: f64 = c
+        .query_one(
+            "SELECT pg_wal_lsn_diff($1::text::pg_lsn, $2::text::pg_lsn)::float8",
+            &[&after, &before],
+        )
+        .unwrap()
+        .get(0);
+    // A mark record is 50 bytes with its header: 1000 would be 50 000.
+    assert!(
+        wal_bytes < 4096.0,
+        "{wal_bytes} bytes of WAL for 1000 failing calls"
+    );
+    std::fs::remove_dir(&blocker).unwrap();
+    let id: i64 = c.query_one("SELECT snowflake_next()", &[]).unwrap().get(0);
+    assert!(id > 0);
+    assert!(cluster.data().join("pg_snowflake.state").exists());
+}
+
+/// pg_terminate_backend() of the claims worker (or its crash) does not end the claims: the
+/// postmaster starts the worker again after its restart time (10 s), and it renews the claim.
+#[test]
+fn the_claims_worker_comes_back_after_it_is_terminated() {
+    let cluster = Cluster::start_new(
+        "claims_restart",
+        &[
+            "snowflake.claims_database = 'postgres'",
+            "snowflake.claims_interval = 1",
+        ],
+    );
+    let mut c = cluster.connect_ext();
+    let worker = |c: &mut Client| -> Option<i32> {
+        c.query_opt(
+            "SELECT pid FROM pg_stat_activity WHERE backend_type = 'pg_snowflake claims'",
+            &[],
+        )
+        .unwrap()
+        .map(|r| r.get(0))
+    };
+    let last_seen = |c: &mut Client| -> Option<String> {
+        c.query_opt("SELECT last_seen::text FROM snowflake_claims", &[])
+            .unwrap()
+            .map(|r| r.get(0))
+    };
+    poll(
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+        || match (worker(&mut c), last_seen(&mut c)) {
+            (Some(_), Some(_)) => Ok(()),
+            other => Err(format!("no claims worker with a claim: {other:?}")),
+        },
+    );
+    let old = worker(&mut c).unwrap();
+    c.query_one("SELECT pg_terminate_backend($1)", &[&old])
+        .unwrap();
+    poll(
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        || match worker(&mut c) {
+            Some(pid) if pid == old => Err("the worker did not stop".into()),
+            _ => Ok(()),
+        },
+    );
+    let stopped = last_seen(&mut c);
+    poll(
+        Duration::from_secs(40),
+        Duration::from_millis(200),
+        || match (worker(&mut c), last_seen(&mut c)) {
+            (Some(pid), seen) if pid != old && seen != stopped => Ok(()),
+            other => Err(format!("the claims worker did not come back: {other:?}")),
+        },
+    );
+}

@@ -1,7 +1,8 @@
-//! ALTER EXTENSION pg_snowflake UPDATE from every earlier release: a database created at 0.1.0,
-//! with a table that takes its ids from the default, is updated in place; old and new functions
-//! work, the table keeps its rows and its default, and the database then holds exactly the
-//! objects (definitions, flags, privileges, comments; a table's columns, indexes and triggers) of a fresh install of the current version.
+//! ALTER EXTENSION pg_snowflake UPDATE from every earlier release: a database created at 0.1.0
+//! or 0.2.0, with a table that takes its ids from the default, is updated in place; old and new
+//! functions work, the table keeps its rows and its default, and the database then holds
+//! exactly the objects (definitions, flags, privileges, settings, comments; a table's columns,
+//! indexes and triggers) of a fresh install of the current version.
 #![cfg(not(feature = "pg_test"))]
 
 mod common;
@@ -56,28 +57,29 @@ fn version(c: &mut Client) -> String {
     .get(0)
 }
 
-#[test]
-fn update_from_0_1_0_keeps_the_data_and_matches_a_fresh_install() {
-    let cluster = Cluster::start_new("ext_update", &[]);
+/// A database created at `from`, with a table that takes its ids from the default, updated to
+/// the current version: the rows and the default stay, the ids go on above the old ones, old and
+/// new functions work, and the database then holds exactly the objects of a fresh install.
+fn update_keeps_the_data_and_matches_a_fresh_install(from: &str, setup: &str) {
+    let cluster = Cluster::start_new(&format!("ext_update_{}", from.replace('.', "_")), &[]);
     let mut c = cluster.connect();
-    c.batch_execute("CREATE EXTENSION pg_snowflake VERSION '0.1.0'")
+    c.batch_execute(&format!("CREATE EXTENSION pg_snowflake VERSION '{from}'"))
         .unwrap_or_else(|e| {
-            panic!("{e}: is sql/pg_snowflake--0.1.0.sql installed (make install copies it)?")
+            panic!("{e}: is sql/pg_snowflake--{from}.sql installed (make install copies it)?")
         });
     c.batch_execute(
         "CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_next(), item text);
          INSERT INTO orders (item) SELECT 'before ' || g FROM generate_series(1, 1000) g",
     )
     .unwrap();
-    assert_eq!(version(&mut c), "0.1.0");
-    let (state, ..) = expect_error(&mut c, "SELECT snowflake_to_base62(1)");
-    assert_eq!(state, "42883", "0.1.0 has no base62 functions");
+    c.batch_execute(setup).unwrap();
+    assert_eq!(version(&mut c), from);
     let before = extension_objects(&mut c);
 
     c.batch_execute("ALTER EXTENSION pg_snowflake UPDATE")
         .unwrap();
     let current = version(&mut c);
-    assert_ne!(current, "0.1.0");
+    assert_ne!(current, from);
     // The table, its rows and its default are untouched, and the default goes on above them.
     let old_max: i64 = c
         .query_one("SELECT max(id) FROM orders", &[])
@@ -110,12 +112,13 @@ fn update_from_0_1_0_keeps_the_data_and_matches_a_fresh_install() {
     assert_eq!(worker, 1);
     c.batch_execute(
         "SELECT snowflake_stats();
+         SELECT snowflake_claim();
          CREATE TABLE legacy (id bigserial PRIMARY KEY);
          SELECT snowflake_adopt('legacy', 'id')",
     )
     .unwrap();
     let updated = extension_objects(&mut c);
-    assert!(updated.len() > before.len());
+    assert!(updated.len() >= before.len());
 
     // A fresh install of the current version, in another database of the same cluster.
     c.batch_execute("CREATE DATABASE fresh").unwrap();
@@ -131,6 +134,29 @@ fn update_from_0_1_0_keeps_the_data_and_matches_a_fresh_install() {
     let fresh = extension_objects(&mut f);
     assert_eq!(
         updated, fresh,
-        "an updated database differs from a fresh install of {current}"
+        "a database updated from {from} differs from a fresh install of {current}"
+    );
+}
+
+#[test]
+fn update_from_0_1_0_keeps_the_data_and_matches_a_fresh_install() {
+    update_keeps_the_data_and_matches_a_fresh_install(
+        "0.1.0",
+        // 0.1.0 has no base62 functions: the update adds them.
+        "DO $$ BEGIN
+             PERFORM snowflake_to_base62(1);
+             RAISE EXCEPTION 'snowflake_to_base62 exists at 0.1.0';
+         EXCEPTION WHEN undefined_function THEN NULL;
+         END $$",
+    );
+}
+
+#[test]
+fn update_from_0_2_0_keeps_the_claims_and_matches_a_fresh_install() {
+    update_keeps_the_data_and_matches_a_fresh_install(
+        "0.2.0",
+        "SELECT snowflake_claim();
+         INSERT INTO snowflake_claims
+         VALUES (42, 1, 'twitter', 'other', now(), now(), now() + interval '1 hour')",
     );
 }

@@ -165,6 +165,38 @@ fn bad_layout_settings_are_reported_and_keep_the_worker_id_unset() {
             vec!["snowflake.layout = discord", "snowflake.sequence_bits = 14"],
             "snowflake.sequence_bits only apply to snowflake.layout = custom",
         ),
+        // What PostgreSQL's own parsers refuse: its timestamp input raises 22009 for a time
+        // zone displacement out of range (which once ended the start with FATAL), and a value
+        // it cannot read or that is out of range would otherwise be replaced by the default,
+        // another layout than the one asked for.
+        (
+            "displacement",
+            vec![
+                "snowflake.layout = custom",
+                "snowflake.epoch = '2020-01-01 00:00:00+16'",
+            ],
+            "snowflake.epoch \"2020-01-01 00:00:00+16\" is not a timestamp with time zone",
+        ),
+        (
+            "enum",
+            vec!["snowflake.layout = sonyflak"],
+            "snowflake.layout = 'sonyflak' is not one of twitter, discord, sonyflake",
+        ),
+        (
+            "range",
+            vec!["snowflake.layout = custom", "snowflake.time_bits = 70"],
+            "snowflake.time_bits = '70' is outside its range, 1 to 63",
+        ),
+        (
+            "unit",
+            vec!["snowflake.layout = custom", "snowflake.time_unit = '2s'"],
+            "snowflake.time_unit = '2s' is outside its range, 1 to 1000",
+        ),
+        (
+            "garbage",
+            vec!["snowflake.layout = custom", "snowflake.worker_bits = 'ten'"],
+            "snowflake.worker_bits = 'ten' is not an integer",
+        ),
     ] {
         let cluster = Cluster::start_new(&format!("bad_layout_{name}"), &conf);
         assert!(cluster.log().contains(reason), "{name}: {}", cluster.log());
@@ -189,6 +221,35 @@ fn bad_layout_settings_are_reported_and_keep_the_worker_id_unset() {
     );
     let (_, message, _) = expect_error(&mut cluster.connect_ext(), "SELECT snowflake_next()");
     assert_eq!(message, "snowflake.worker_id is not set");
+}
+
+#[test]
+fn alter_system_refuses_an_epoch_that_is_not_a_fixed_timestamp() {
+    let cluster = Cluster::start_new("epoch_check", &[]);
+    let mut c = cluster.connect_ext();
+    for (bad, why) in [
+        (
+            "2020-01-01 00:00:00+16",
+            "is not a timestamp with time zone",
+        ),
+        ("soon", "is not a timestamp with time zone"),
+        ("now", "is not a fixed moment"),
+        ("infinity", "is not a finite timestamp"),
+    ] {
+        let err = c
+            .batch_execute(&format!("ALTER SYSTEM SET snowflake.epoch = '{bad}'"))
+            .unwrap_err();
+        let db = err.as_db_error().unwrap();
+        assert_eq!(db.code().code(), "22023", "{bad}: {}", db.message());
+        assert_eq!(
+            db.message(),
+            format!("invalid value for parameter \"snowflake.epoch\": \"{bad}\"")
+        );
+        let detail = db.detail().unwrap_or_default();
+        assert!(detail.contains(why), "{bad}: {detail}");
+    }
+    c.batch_execute("ALTER SYSTEM SET snowflake.epoch = '2020-01-01 00:00:00+00'")
+        .unwrap();
 }
 
 #[test]

@@ -122,19 +122,29 @@ impl Generator {
         if !self.layout_differs.load(Ordering::Acquire) {
             return false;
         }
-        let mark = now.min(layout.end_mark());
-        let lsn = wal::log_reset(Mark {
-            units: mark,
+        let units = now.min(layout.end_mark());
+        let mark = Mark {
+            units,
             layout: *layout,
-        });
-        self.write_state_file(Mark {
-            units: mark,
-            layout: *layout,
-        });
-        self.floor.store(0, Ordering::Release);
-        self.mark.store(mark, Ordering::Release);
-        self.mark_lsn.store(lsn, Ordering::Release);
-        self.layout_differs.store(false, Ordering::Release);
+        };
+        // The state file first, where it can still fail without having changed anything (a full
+        // disk, permissions: 58030). Then the reset goes to WAL, and from there to every
+        // standby, so the primary must follow: putting the file in place and forgetting the old
+        // floor form a critical section, where a failure is a PANIC, and crash recovery replays
+        // the reset (and writes the file) before the server accepts a session. Primary and
+        // standbys therefore never disagree about whether the reset happened.
+        let prepared = prepare_state_file(mark);
+        let lsn = wal::log_reset(mark);
+        {
+            let _critical = CriticalSection::enter();
+            if let Err(e) = prepared.replace() {
+                errors::state_file_write_failed(&e);
+            }
+            self.floor.store(0, Ordering::Release);
+            self.mark.store(units, Ordering::Release);
+            self.mark_lsn.store(lsn, Ordering::Release);
+            self.layout_differs.store(false, Ordering::Release);
+        }
         drop(held);
         sync_standby::wait_for_flush(lsn);
         true
@@ -190,26 +200,24 @@ impl Generator {
         None
     }
 
-    /// Writes a new mark durably (rule 3, first half): WAL, flushed, then the state file.
+    /// Writes a new mark durably (rule 3, first half): the state file, then WAL (flushed). A
+    /// state file that cannot be written fails the call (58030) before anything reaches WAL,
+    /// however often it is retried. Should the rename fail once the record is in WAL, the call
+    /// fails too, and the lease stays where it was: a mark in WAL that the state file lacks only
+    /// raises a floor after a crash, which is safe.
     fn write_mark(&self, layout: &Layout, units: u64) {
         let mark = Mark {
             units,
             layout: *layout,
         };
+        let prepared = prepare_state_file(mark);
         let lsn = wal::log_mark(mark);
-        self.write_state_file(mark);
+        if let Err(e) = prepared.replace() {
+            errors::state_file_write_failed(&e);
+        }
         self.mark.store(units, Ordering::Release);
         self.mark_lsn.store(lsn, Ordering::Release);
         self.counters.renewals.fetch_add(1, Ordering::Relaxed);
-    }
-
-    fn write_state_file(&self, mark: Mark) {
-        let sync_dir = !self.state_file_synced.load(Ordering::Acquire);
-        if let Err(e) = state_file::write(Path::new("."), state_file::Loaded::Mark(mark), sync_dir)
-        {
-            errors::state_file_write_failed(&e);
-        }
-        self.state_file_synced.store(true, Ordering::Release);
     }
 
     /// Redo of a mark record, in the startup process of a standby or of crash recovery: ids
@@ -217,7 +225,7 @@ impl Generator {
     /// state file keeps the mark in the layout it was written in.
     pub fn replay_mark(&self, mark: Mark) {
         if self.raise_floor(mark, gucs::layout()) {
-            self.write_state_file(mark);
+            replay_state_file(mark);
         }
     }
 
@@ -225,7 +233,7 @@ impl Generator {
     /// new mark, even below the one replayed before.
     pub fn replay_reset(&self, mark: Mark) {
         let layout = gucs::layout();
-        self.write_state_file(mark);
+        replay_state_file(mark);
         let units = mark.units_in(layout).min(layout.end_mark());
         self.floor.store(units, Ordering::Release);
         self.mark.store(units, Ordering::Release);
@@ -233,6 +241,46 @@ impl Generator {
             self.layout_differs.store(false, Ordering::Release);
         } else {
             self.note_recorded_layout(&mark.layout);
+        }
+    }
+}
+
+/// The state file's new content, durable beside it but not yet in place: 58030 if it cannot be
+/// written, and then nothing has changed.
+fn prepare_state_file(mark: Mark) -> state_file::Prepared {
+    state_file::prepare(Path::new("."), state_file::Loaded::Mark(mark))
+        .unwrap_or_else(|e| errors::state_file_write_failed(&e))
+}
+
+/// In redo, the record's mark must be in the state file before recovery moves on: a restart
+/// point past the record would otherwise leave the mark nowhere. If the file cannot be written,
+/// recovery stops (FATAL, and the server with it) and replays the record again at the next
+/// start, once the disk is fixed; it never goes on without the mark.
+fn replay_state_file(mark: Mark) {
+    if let Err(e) = state_file::write(Path::new("."), state_file::Loaded::Mark(mark)) {
+        errors::state_file_write_failed_in_recovery(&e);
+    }
+}
+
+/// PostgreSQL's critical section (START_CRIT_SECTION): an error inside it is a PANIC, for
+/// changes that must happen whole once WAL has them.
+struct CriticalSection;
+
+impl CriticalSection {
+    fn enter() -> CriticalSection {
+        // SAFETY: a counter of this process, as START_CRIT_SECTION increments it.
+        unsafe { pg_sys::CritSectionCount += 1 };
+        CriticalSection
+    }
+}
+
+impl Drop for CriticalSection {
+    fn drop(&mut self) {
+        // pgrx raises an ERROR as a Rust panic that unwinds to the function's boundary, where
+        // PostgreSQL reports it: the count must still be up then, so that it is a PANIC.
+        if !std::thread::panicking() {
+            // SAFETY: as END_CRIT_SECTION.
+            unsafe { pg_sys::CritSectionCount -= 1 };
         }
     }
 }

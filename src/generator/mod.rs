@@ -61,6 +61,10 @@ pub struct Generator {
     renew_at: AtomicU64,
     _end_of_hot_line: [u64; 5],
 
+    /// The next pacing slot, counted as ticks are (see `pacing`): read and written only by
+    /// callers deep in borrowed time.
+    pace: AtomicU64,
+
     /// The lease. 0 until the first renewal after start or promotion.
     lease: AtomicU64,
     /// The newest mark written; ahead of `lease` while its renewer waits for synchronous
@@ -71,8 +75,6 @@ pub struct Generator {
     mark_lsn: AtomicU64,
     /// The floor, in the configured layout.
     floor: AtomicU64,
-    /// The state file's directory entry has been synced since start.
-    state_file_synced: AtomicBool,
     /// The state file says this cluster was made by pg_upgrade without the old cluster's mark:
     /// no lease is granted until an operator settles it (see `upgrade`).
     not_carried: AtomicBool,
@@ -87,7 +89,7 @@ pub struct Generator {
     counters: Counters,
 }
 
-const _: () = assert!(std::mem::offset_of!(Generator, lease) == 64);
+const _: () = assert!(std::mem::offset_of!(Generator, pace) == 64);
 
 /// What `snowflake_stats()` counts, each written only on a cold path.
 pub struct Counters {
@@ -136,11 +138,11 @@ impl Generator {
             clock_high_ms: AtomicU64::new(0),
             renew_at: AtomicU64::new(0),
             _end_of_hot_line: [0; 5],
+            pace: AtomicU64::new(0),
             lease: AtomicU64::new(0),
             mark: AtomicU64::new(0),
             mark_lsn: AtomicU64::new(0),
             floor: AtomicU64::new(0),
-            state_file_synced: AtomicBool::new(false),
             not_carried: AtomicBool::new(state == state_file::Loaded::NotCarried),
             layout_differs: AtomicBool::new(false),
             recorded_layout: [AtomicU64::new(0), AtomicU64::new(0)],
@@ -168,17 +170,15 @@ impl Generator {
         let max_drift = layout.units_in(gucs::max_drift_ms());
         let mut now = self.now_units(layout);
         let mut naps = 0;
+        // Whether this call holds a pacing slot, which it keeps through retries of the CAS.
+        let mut paced = false;
         let mut prev = self.tick.load(Ordering::Acquire);
         loop {
             match layout.advance(Tick(prev), now, max_drift) {
                 Advance::To(next) => {
-                    if pacing::Pacer::applies(layout, next, now, max_drift)
-                        && !pacing::take(layout, now)
-                    {
-                        // This backend's share of the time unit is used up.
-                        self.counters.paced_waits.fetch_add(1, Ordering::Relaxed);
-                        nap_one_ms();
-                        now = self.now_units(layout);
+                    if !paced && pacing::applies(layout, next, now, max_drift) {
+                        now = self.wait_for_slot(layout, now);
+                        paced = true;
                         prev = self.tick.load(Ordering::Acquire);
                         continue;
                     }
@@ -211,6 +211,30 @@ impl Generator {
                 Advance::Exhausted => errors::layout_exhausted(layout),
             }
         }
+    }
+
+    /// Takes the next pacing slot and waits, holding no lock, until the clock reaches its time
+    /// unit; returns the clock then. The wait is behind at most one slot of each caller that
+    /// asked before (see `pacing`), and counted in the stats.
+    #[cold]
+    fn wait_for_slot(&self, layout: &Layout, mut now: u64) -> u64 {
+        let mut next = self.pace.load(Ordering::Relaxed);
+        let unit = loop {
+            let (after, unit) = pacing::take_slot(layout, next, now);
+            match self
+                .pace
+                .compare_exchange_weak(next, after, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) => break unit,
+                Err(current) => next = current,
+            }
+        };
+        while now < unit {
+            self.counters.paced_waits.fetch_add(1, Ordering::Relaxed);
+            nap_one_ms();
+            now = self.now_units(layout);
+        }
+        now
     }
 
     /// The clock in time units of the layout, watched for backward steps.

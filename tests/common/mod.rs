@@ -221,6 +221,23 @@ impl Cluster {
             .collect();
     }
 
+    /// One more environment variable for the server processes, from the next start on.
+    pub fn add_env(&mut self, key: &str, value: &str) {
+        self.env.push((key.to_string(), value.to_string()));
+    }
+
+    /// The environment of the running postmaster, as the kernel has it.
+    pub fn postmaster_env(&self) -> Vec<String> {
+        let pid = self.postmaster_pid().expect("the server is running");
+        fs::read(format!("/proc/{pid}/environ"))
+            .map(|b| {
+                b.split(|&c| c == 0)
+                    .map(|v| String::from_utf8_lossy(v).into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     fn pg_ctl(&self, args: &[&str]) -> Output {
         as_postgres(&self.bindir.join("pg_ctl"), &self.env)
             .args(args)

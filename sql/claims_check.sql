@@ -1,0 +1,46 @@
+-- Warns of a clash when it starts, as the claim that makes it is written: by snowflake_claim()
+-- on this server, or by a logical replication apply worker bringing another server's claim
+-- (ENABLE ALWAYS below: apply workers run with session_replication_role = replica, which skips
+-- ordinary triggers). Once per clash, not at every renewal: snowflake_clashes lists it for as
+-- long as it lasts. A WARNING, not an error: an error would stop the subscription, and with it
+-- the rows of servers that do not clash.
+--
+-- It runs as whoever writes a claim (the claims worker and apply workers are superusers): its
+-- search_path holds pg_catalog alone (pg_temp last, where PostgreSQL never looks for functions
+-- or operators), and every function, operator and table it names is named by schema anyway.
+CREATE FUNCTION @extschema@.snowflake_claims_check() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $check$
+DECLARE
+    other record;
+BEGIN
+    FOR other IN
+        SELECT o.* FROM @extschema@.snowflake_claims o
+         WHERE o.worker_id OPERATOR(pg_catalog.=) NEW.worker_id
+           AND o.layout OPERATOR(pg_catalog.=) NEW.layout
+           AND o.system_identifier OPERATOR(pg_catalog.<>) NEW.system_identifier
+           AND o.since OPERATOR(pg_catalog.<) NEW.expires
+           AND NEW.since OPERATOR(pg_catalog.<) o.expires
+           AND (TG_OP OPERATOR(pg_catalog.=) 'INSERT'
+                OR NOT (o.since OPERATOR(pg_catalog.<) OLD.expires
+                        AND OLD.since OPERATOR(pg_catalog.<) o.expires))
+    LOOP
+        RAISE WARNING 'worker id % is claimed by two clusters: "%" and "%"',
+                NEW.worker_id, NEW.node_name, other.node_name
+            USING ERRCODE = '01000',
+                  DETAIL = pg_catalog.format(
+                      'Clusters %s and %s both make %s ids with worker id %s since %s; '
+                      'ids they make in the same time unit can be equal.',
+                      NEW.system_identifier, other.system_identifier, NEW.layout,
+                      NEW.worker_id, greatest(NEW.since, other.since)),
+                  HINT = 'Give one of them another snowflake.worker_id and restart it; '
+                         'SELECT * FROM snowflake_clashes lists every clash.';
+    END LOOP;
+    RETURN NULL;
+END
+$check$;
+
+CREATE TRIGGER snowflake_claims_check AFTER INSERT OR UPDATE ON @extschema@.snowflake_claims
+FOR EACH ROW EXECUTE FUNCTION @extschema@.snowflake_claims_check();
+ALTER TABLE @extschema@.snowflake_claims ENABLE ALWAYS TRIGGER snowflake_claims_check;

@@ -1,0 +1,15 @@
+-- Worker-id claims (see claims.rs). One row per cluster (system identifier), worker id and
+-- layout: the cluster generated ids with that worker id from `since` and may go on until
+-- `expires`, which each renewal moves on. Publish this table beside your data and the claims of
+-- every node meet at the subscriber, where the trigger (claims_check.sql) warns of a shared
+-- worker id and snowflake_clashes (clashes.sql) lists every one.
+CREATE TABLE @extschema@.snowflake_claims (
+    system_identifier bigint NOT NULL,
+    worker_id integer NOT NULL,
+    layout text NOT NULL,
+    node_name text NOT NULL,
+    since timestamptz NOT NULL,
+    last_seen timestamptz NOT NULL,
+    expires timestamptz NOT NULL,
+    PRIMARY KEY (system_identifier, worker_id, layout)
+);

@@ -1,0 +1,12 @@
+\echo Use "ALTER EXTENSION pg_snowflake UPDATE TO '0.3.0'" to load this file. \quit
+-- 0.3.0: statements that run with other roles' rights name every function and operator by
+-- schema (the claims trigger, which also gets search_path = pg_catalog, pg_temp; the clashes
+-- view; snowflake_claim(), which checks for a superuser and gets the same search_path), and
+-- the privileges are set again whatever default privileges granted.
+--
+-- A template: `make install` writes the script with every \ir and \generated line replaced by
+-- the object's one definition (see scripts/sql-upgrades.py).
+\ir-replace ../claims_check.sql
+\ir-replace ../clashes.sql
+\generated-replace snowflake_claim
+\ir ../privileges.sql

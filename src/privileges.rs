@@ -1,0 +1,17 @@
+//! Who may call what. The SQL side (`sql/privileges.sql`) revokes and grants at the end of the
+//! install and upgrade scripts; the functions meant for superusers only also check for one
+//! themselves, since a grant (default privileges, or a mistake) must not open them.
+
+use crate::errors;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+/// Errors with 42501 unless the current user is a superuser.
+pub fn require_superuser(function: &str) {
+    // SAFETY: a plain catalog lookup of the current user.
+    if !unsafe { pg_sys::superuser() } {
+        errors::superuser_required(function);
+    }
+}
+
+extension_sql_file!("../sql/privileges.sql", name = "privileges", finalize,);

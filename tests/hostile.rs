@@ -1,0 +1,359 @@
+//! Hostile roles. What pg_snowflake runs with other roles' rights (the claims worker and
+//! `snowflake_claim()` as the bootstrap superuser, the claims trigger as whoever writes a claim,
+//! `snowflake_adopt()`, the install and upgrade scripts) must never run code that a less
+//! privileged role planted, and superuser-only functions must stay so whatever is granted.
+//!
+//! Mallory owns a database (so she has CREATE on its `public` schema) and has CREATE on the
+//! schema the extension is installed in. She plants, in both, a function or operator for every
+//! name those statements use, with argument types that match better than the catalog's
+//! (`format(text, name)` against `pg_catalog.format(text, VARIADIC "any")`), a domain named
+//! `interval`, and aggregates, and she sets her database's search_path so that her schemas come
+//! before `pg_catalog`. Each planted object records who called it when that is not Mallory, and
+//! makes her a superuser if it can. None may ever run.
+#![cfg(not(feature = "pg_test"))]
+
+mod common;
+use common::*;
+use std::time::Duration;
+
+/// The objects Mallory plants in `schema`: (signature, result, SQL that computes the result
+/// with the catalog's own function, for arguments a, b, ...).
+const FUNCTIONS: &[(&str, &str, &str)] = &[
+    ("format(a text)", "text", "pg_catalog.format(a)"),
+    ("format(a text, b name)", "text", "pg_catalog.format(a, b)"),
+    ("format(a text, b text)", "text", "pg_catalog.format(a, b)"),
+    (
+        "format(a text, b text, c text)",
+        "text",
+        "pg_catalog.format(a, b, c)",
+    ),
+    (
+        "format(a text, b regprocedure)",
+        "text",
+        "pg_catalog.format(a, b)",
+    ),
+    (
+        "format(a text, b regclass)",
+        "text",
+        "pg_catalog.format(a, b)",
+    ),
+    (
+        "format(a text, b bigint, c bigint, d text, e integer, f timestamptz)",
+        "text",
+        "pg_catalog.format(a, b, c, d, e, f)",
+    ),
+    ("now()", "timestamptz", "pg_catalog.now()"),
+    (
+        "to_regprocedure(a text)",
+        "regprocedure",
+        "pg_catalog.to_regprocedure(a)",
+    ),
+    ("quote_ident(a text)", "text", "pg_catalog.quote_ident(a)"),
+    (
+        "pg_has_role(a name, b oid, c text)",
+        "boolean",
+        "pg_catalog.pg_has_role(a, b, c)",
+    ),
+    (
+        "format_type(a oid, b integer)",
+        "text",
+        "pg_catalog.format_type(a, b)",
+    ),
+    (
+        "pg_get_serial_sequence(a text, b text)",
+        "text",
+        "pg_catalog.pg_get_serial_sequence(a, b)",
+    ),
+];
+
+/// (operator, left type, right type, the catalog's operator).
+const OPERATORS: &[(&str, &str, &str)] = &[
+    ("=", "integer", "integer"),
+    ("=", "bigint", "bigint"),
+    ("=", "text", "text"),
+    ("=", "name", "text"),
+    ("=", "name", "name"),
+    ("=", "oid", "oid"),
+    ("=", "oid", "integer"),
+    ("<>", "bigint", "bigint"),
+    ("<>", "oid", "oid"),
+    ("<", "timestamptz", "timestamptz"),
+    (">", "timestamptz", "timestamptz"),
+    (">", "text", "text"),
+    (">", "bigint", "bigint"),
+];
+
+/// Mallory's traps in `schema`, as she runs them.
+fn traps(schema: &str) -> String {
+    let mut sql = String::new();
+    for (signature, result, body) in FUNCTIONS {
+        sql += &format!(
+            "CREATE FUNCTION {schema}.{signature} RETURNS {result} LANGUAGE plpgsql AS $f$
+             BEGIN PERFORM public.capture('{schema}.{signature}'); RETURN {body}; END $f$;\n"
+        );
+    }
+    for (i, (op, left, right)) in OPERATORS.iter().enumerate() {
+        let f = format!("{schema}.trap_op_{i}");
+        // The catalog's operator for the same types, so that results stay right.
+        let cast = if *left == "oid" && *right == "integer" {
+            "b::oid"
+        } else {
+            "b"
+        };
+        sql += &format!(
+            "CREATE FUNCTION {f}(a {left}, b {right}) RETURNS boolean LANGUAGE plpgsql AS $f$
+             BEGIN PERFORM public.capture('{schema}.{op}({left}, {right})');
+                   RETURN a OPERATOR(pg_catalog.{op}) {cast}; END $f$;
+             CREATE OPERATOR {schema}.{op} (LEFTARG = {left}, RIGHTARG = {right}, FUNCTION = {f});\n"
+        );
+    }
+    sql += &format!(
+        "CREATE FUNCTION {schema}.trap_plus(a timestamptz, b interval) RETURNS timestamptz
+         LANGUAGE plpgsql AS $f$ BEGIN PERFORM public.capture('{schema}.+');
+         RETURN a OPERATOR(pg_catalog.+) b; END $f$;
+         CREATE OPERATOR {schema}.+ (LEFTARG = timestamptz, RIGHTARG = interval,
+                                     FUNCTION = {schema}.trap_plus);
+         CREATE FUNCTION {schema}.trap_count(s bigint) RETURNS bigint LANGUAGE plpgsql AS $f$
+         BEGIN PERFORM public.capture('{schema}.count(*)'); RETURN s OPERATOR(pg_catalog.+) 1; END $f$;
+         CREATE AGGREGATE {schema}.count(*) (SFUNC = {schema}.trap_count, STYPE = bigint,
+                                             INITCOND = '0');
+         CREATE FUNCTION {schema}.trap_max(s bigint, v bigint) RETURNS bigint LANGUAGE plpgsql AS $f$
+         BEGIN PERFORM public.capture('{schema}.max(bigint)');
+               RETURN GREATEST(s, v); END $f$;
+         CREATE AGGREGATE {schema}.max(bigint) (SFUNC = {schema}.trap_max, STYPE = bigint);
+         CREATE DOMAIN {schema}.interval AS text CHECK (public.capture('{schema}.interval'));
+         CREATE TABLE {schema}.pg_extension (extname name, extnamespace oid);\n"
+    );
+    sql
+}
+
+/// The cluster: a claims worker in Mallory's database `shop`, every second.
+fn hostile_cluster(name: &str) -> Cluster {
+    let cluster = Cluster::start_new(
+        name,
+        &[
+            "snowflake.claims_database = 'shop'",
+            "snowflake.claims_interval = 1",
+        ],
+    );
+    let mut admin = cluster.connect();
+    admin.batch_execute("CREATE ROLE mallory LOGIN").unwrap();
+    admin
+        .batch_execute("CREATE DATABASE shop OWNER mallory")
+        .unwrap();
+    let mut shop = connect_db(&cluster, "postgres", "shop");
+    shop.batch_execute(
+        "CREATE SCHEMA ext;
+         GRANT CREATE, USAGE ON SCHEMA ext TO mallory",
+    )
+    .unwrap();
+    // Mallory: her record of calls, her traps in both schemas, and her database's path.
+    let mut mallory = connect_db(&cluster, "mallory", "shop");
+    mallory
+        .batch_execute(
+            "CREATE TABLE public.captured (what text, by_whom name, at timestamptz DEFAULT now());
+             GRANT INSERT ON public.captured TO PUBLIC;
+             CREATE FUNCTION public.capture(what text) RETURNS boolean LANGUAGE plpgsql AS $f$
+             BEGIN
+                 -- Her own operators must not catch her own record.
+                 IF current_user OPERATOR(pg_catalog.<>) 'mallory' THEN
+                     INSERT INTO public.captured (what, by_whom) VALUES (what, current_user);
+                     IF pg_catalog.current_setting('is_superuser') OPERATOR(pg_catalog.=) 'on'
+                     THEN
+                         EXECUTE 'ALTER ROLE mallory SUPERUSER';
+                     END IF;
+                 END IF;
+                 RETURN true;
+             END $f$;
+             ALTER DATABASE shop SET search_path = public, ext, pg_catalog",
+        )
+        .unwrap();
+    mallory.batch_execute(&traps("public")).unwrap();
+    mallory.batch_execute(&traps("ext")).unwrap();
+    cluster
+}
+
+/// A connection as `user` to `db`, with the session's search_path as its database sets it.
+fn connect_db(cluster: &Cluster, user: &str, db: &str) -> Client {
+    let conninfo = cluster
+        .conninfo(user)
+        .replace("dbname=postgres", &format!("dbname={db}"));
+    Client::connect(&conninfo, NoTls).unwrap()
+}
+
+/// What Mallory caught, read with a search_path that holds pg_catalog alone, and whether she
+/// became a superuser.
+fn caught(cluster: &Cluster) -> (Vec<String>, bool) {
+    let conninfo = cluster
+        .conninfo("postgres")
+        .replace("dbname=postgres", "dbname=shop")
+        + " options='-c search_path=pg_catalog'";
+    let mut c = Client::connect(&conninfo, NoTls).unwrap();
+    let what = c
+        .query(
+            "SELECT what || ' called by ' || by_whom FROM public.captured ORDER BY at",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let superuser: bool = c
+        .query_one(
+            "SELECT rolsuper FROM pg_roles WHERE rolname = 'mallory'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    (what, superuser)
+}
+
+/// Claims the worker wrote for this cluster (it runs every second).
+fn worker_renewals(cluster: &Cluster, n: usize) {
+    let conninfo = cluster
+        .conninfo("postgres")
+        .replace("dbname=postgres", "dbname=shop")
+        + " options='-c search_path=pg_catalog'";
+    let mut c = Client::connect(&conninfo, NoTls).unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    poll(Duration::from_secs(60), Duration::from_millis(100), || {
+        let last: Option<String> = c
+            .query_opt(
+                "SELECT last_seen::text FROM ext.snowflake_claims
+                  WHERE system_identifier OPERATOR(pg_catalog.=)
+                        (SELECT system_identifier FROM pg_control_system())",
+                &[],
+            )
+            .unwrap()
+            .map(|r| r.get(0));
+        seen.extend(last);
+        (seen.len() >= n)
+            .then_some(())
+            .ok_or(format!("the claims worker renewed {} times", seen.len()))
+    });
+}
+
+#[test]
+fn planted_functions_and_operators_never_run_in_the_extensions_privileged_statements() {
+    let cluster = hostile_cluster("hostile");
+    // The superuser works in Mallory's database: its sessions take her search_path.
+    let mut su = connect_db(&cluster, "postgres", "shop");
+    let path: String = su.query_one("SHOW search_path", &[]).unwrap().get(0);
+    assert_eq!(
+        path, "public, ext, pg_catalog",
+        "the hostile path did not apply"
+    );
+    // The install script of 0.3.0, then the path of an existing 0.2.0 database: its install
+    // script and the upgrade script.
+    su.batch_execute("CREATE EXTENSION pg_snowflake SCHEMA ext")
+        .unwrap();
+    su.batch_execute("DROP EXTENSION pg_snowflake").unwrap();
+    su.batch_execute(
+        "CREATE EXTENSION pg_snowflake SCHEMA ext VERSION '0.2.0';
+         ALTER EXTENSION pg_snowflake UPDATE",
+    )
+    .unwrap();
+    // The claims worker, twice with everything in place.
+    worker_renewals(&cluster, 2);
+    // What superusers and apply workers run: a claim, another cluster's claim through the
+    // trigger, the clashes view, adopting a column, moving the generator, a layout reset.
+    su.batch_execute(
+        "SELECT ext.snowflake_claim();
+         INSERT INTO ext.snowflake_claims
+         VALUES (42, 1, 'twitter', 'other', '2020-01-01', '2020-01-01', 'infinity');
+         UPDATE ext.snowflake_claims SET last_seen = '2020-01-02'
+          WHERE system_identifier OPERATOR(pg_catalog.=) 42;
+         SELECT * FROM ext.snowflake_clashes;
+         CREATE TABLE public.legacy (id bigserial PRIMARY KEY);
+         INSERT INTO public.legacy DEFAULT VALUES;
+         SELECT ext.snowflake_adopt('public.legacy', 'id');
+         SELECT ext.snowflake_advance_past(1);
+         SELECT ext.snowflake_reset_layout();
+         SELECT ext.snowflake_stats()",
+    )
+    .unwrap();
+    // Ids through the default, as the application does.
+    su.batch_execute("INSERT INTO public.legacy DEFAULT VALUES")
+        .unwrap();
+    let (what, superuser) = caught(&cluster);
+    assert_eq!(what, Vec::<String>::new(), "Mallory's traps ran");
+    assert!(!superuser, "Mallory became a superuser");
+    // The traps are armed: the same calls, unqualified, as the superuser with her path, run
+    // them (else the test above could pass because they were never reachable).
+    su.batch_execute("SELECT format('%I', 'x'::name)").unwrap();
+    let (what, superuser) = caught(&cluster);
+    assert_eq!(
+        what,
+        vec!["public.format(a text, b name) called by postgres"]
+    );
+    assert!(superuser, "the trap could not make Mallory a superuser");
+}
+
+#[test]
+fn default_privileges_do_not_open_the_administrators_functions_and_tables() {
+    let cluster = Cluster::start_new("default_privileges", &[]);
+    let mut su = cluster.connect();
+    su.batch_execute(
+        "CREATE ROLE app LOGIN;
+         ALTER DEFAULT PRIVILEGES FOR ROLE postgres GRANT EXECUTE ON FUNCTIONS TO app;
+         ALTER DEFAULT PRIVILEGES FOR ROLE postgres GRANT ALL ON TABLES TO app;
+         CREATE EXTENSION pg_snowflake",
+    )
+    .unwrap();
+    let check = |su: &mut Client| {
+        let mut app = cluster.connect_as("app");
+        for (sql, state) in [
+            ("SELECT snowflake_reset_layout()", "42501"),
+            ("SELECT snowflake_claim()", "42501"),
+            ("SELECT snowflake_advance_past(1)", "42501"),
+            ("SELECT snowflake_stats()", "42501"),
+            (
+                "INSERT INTO snowflake_claims VALUES (1, 1, 'twitter', 'x', now(), now(), now())",
+                "42501",
+            ),
+            ("SELECT * FROM snowflake_claims", "42501"),
+            ("SELECT * FROM snowflake_clashes", "42501"),
+        ] {
+            let (got, message, _) = expect_error(&mut app, sql);
+            assert_eq!(got, state, "{sql}: {message}");
+        }
+        // What applications need stays open.
+        app.query_one("SELECT snowflake_next(), snowflake_decode(1)", &[])
+            .unwrap();
+        // A grant opens snowflake_advance_past() (meant to be granted), but never the
+        // superuser-only functions.
+        su.batch_execute(
+            "GRANT EXECUTE ON FUNCTION snowflake_advance_past(bigint), snowflake_reset_layout(),
+                                     snowflake_claim() TO app",
+        )
+        .unwrap();
+        app.query_one("SELECT snowflake_advance_past(1)", &[])
+            .unwrap();
+        for sql in [
+            "SELECT snowflake_reset_layout()",
+            "SELECT snowflake_claim()",
+        ] {
+            let (state, message, hint) = expect_error(&mut app, sql);
+            assert_eq!(state, "42501", "{sql}: {message}");
+            assert!(
+                message.starts_with("permission denied for function"),
+                "{message}"
+            );
+            assert_eq!(hint, "Run it as a superuser.");
+        }
+        su.batch_execute(
+            "REVOKE EXECUTE ON FUNCTION snowflake_advance_past(bigint), snowflake_reset_layout(),
+                                      snowflake_claim() FROM app",
+        )
+        .unwrap();
+    };
+    check(&mut su);
+    // The same after an update from 0.2.0, whose script also runs with the default privileges.
+    su.batch_execute(
+        "DROP EXTENSION pg_snowflake;
+         CREATE EXTENSION pg_snowflake VERSION '0.2.0';
+         ALTER EXTENSION pg_snowflake UPDATE",
+    )
+    .unwrap();
+    check(&mut su);
+}
