@@ -1,4 +1,5 @@
-//! The snowflake.* settings: values, contexts, and that a session cannot change them.
+//! The snowflake.* settings: values, contexts, and that a session cannot change them (but
+//! `snowflake.time_ranges`, which only changes plans).
 
 #[pgrx::pg_schema]
 mod tests {
@@ -22,6 +23,9 @@ mod tests {
             assert_eq!(err.sqlstate, "55P02", "{sql}: {err:?}");
         }
         assert_eq!(one::<String>("SHOW snowflake.worker_id"), "42");
+        Spi::run("SET snowflake.time_ranges = off").unwrap();
+        assert_eq!(one::<String>("SHOW snowflake.time_ranges"), "off");
+        Spi::run("RESET snowflake.time_ranges").unwrap();
     }
 
     #[pg_test]
@@ -51,6 +55,7 @@ mod tests {
                 "snowflake.max_drift sighup 0 2147483647 ms 10000",
                 "snowflake.sequence_bits postmaster 0 31 - 12",
                 "snowflake.time_bits postmaster 1 63 - 41",
+                "snowflake.time_ranges user - - - on",
                 "snowflake.time_unit postmaster 1 1000 ms 1",
                 "snowflake.worker_bits postmaster 0 31 - 10",
                 "snowflake.worker_id postmaster -1 1023 - -1",

@@ -1,8 +1,9 @@
 //! Every `snowflake.*` setting: the statics are private, `init()` defines them and resolves the
 //! layout and the worker id once, and the rest of the crate reads them through the getters below.
 //!
-//! None of them is `USERSET` or `SUSET`: a session must not be able to change which ids the
-//! cluster hands out, so they come from the configuration files only, which only a superuser
+//! None of them is `USERSET` or `SUSET` but `snowflake.time_ranges`, which only changes plans: a
+//! session must not be able to change which ids the cluster hands out, so they come from the
+//! configuration files only, which only a superuser
 //! (or `ALTER SYSTEM`, itself superuser-only by default) can change. The layout and the worker
 //! id are postmaster settings: every backend of a running server uses the same ones.
 
@@ -59,6 +60,7 @@ static TIME_BITS: GucSetting<i32> = GucSetting::<i32>::new(layout::TWITTER.time_
 static WORKER_BITS: GucSetting<i32> = GucSetting::<i32>::new(layout::TWITTER.worker_bits as i32);
 static SEQUENCE_BITS: GucSetting<i32> =
     GucSetting::<i32>::new(layout::TWITTER.sequence_bits as i32);
+static TIME_RANGES: GucSetting<bool> = GucSetting::<bool>::new(true);
 static CLAIMS_DATABASE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 static CLAIMS_INTERVAL_S: GucSetting<i32> = GucSetting::<i32>::new(10);
 
@@ -92,6 +94,7 @@ pub fn init() {
     let max_worker_id = layout.as_ref().unwrap_or(&layout::TWITTER).max_worker_id();
     define_worker_id(max_worker_id as i32);
     define_drift();
+    define_time_ranges();
     define_claims();
     // SAFETY: called from _PG_init on the main thread with a NUL-terminated literal.
     unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"snowflake".as_ptr()) };
@@ -224,6 +227,20 @@ fn define_drift() {
         60_000,
         GucContext::Sighup,
         GucFlags::UNIT_MS,
+    );
+}
+
+fn define_time_ranges() {
+    GucRegistry::define_bool_guc(
+        c"snowflake.time_ranges",
+        c"Turns comparisons of snowflake_timestamp(id) into ranges of id before planning.",
+        c"On (the default), the primary key index answers a time range written on \
+          snowflake_timestamp(id), with the same rows. Any session may turn it off: it only \
+          changes plans.",
+        &TIME_RANGES,
+        // A session's choice, as enable_indexscan is: it changes plans, never results.
+        GucContext::Userset,
+        GucFlags::default(),
     );
 }
 
@@ -504,6 +521,11 @@ pub fn max_drift_ms() -> u64 {
 
 pub fn drift_wait_ms() -> u64 {
     DRIFT_WAIT_MS.get() as u64
+}
+
+/// Whether the planner hook turns time comparisons into id ranges (`snowflake.time_ranges`).
+pub fn time_ranges() -> bool {
+    TIME_RANGES.get()
 }
 
 /// The database of the claims worker, if one is configured.

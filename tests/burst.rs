@@ -132,4 +132,3 @@ fn bursts_never_make_single_row_callers_fail() {
     assert!(inserts > 1000, "only {inserts} inserts");
     assert!(burst_ids > 0);
 }
-

@@ -398,3 +398,84 @@ fn two_nodes_sharing_a_worker_id_are_reported_where_their_claims_meet() {
     );
     assert_eq!(clashes(&hub), vec![(1, "a".to_string(), "c".to_string())]);
 }
+
+/// The publication of a node's own claim: a row filter on its system identifier, so that a
+/// claim it received from a peer is never sent back (the README's recipe for peers).
+const OWN_CLAIM_PUBLICATION: &str = "SELECT format('CREATE PUBLICATION own_claim FOR TABLE \
+     snowflake_claims WHERE (system_identifier = %s)', system_identifier) \
+     FROM pg_control_system()";
+
+/// Two peers that publish their own claim to each other, both ways, with the same worker id:
+/// the initial copy of each subscription brings the peer's claim (only it: no duplicate key),
+/// both peers report the clash, and the claims stop travelling: each peer updates its claim
+/// rows at the renewals' rate (its own and the peer's, once per interval each), where
+/// republishing claims that came from the peer made them bounce between the two.
+#[test]
+fn two_peers_exchanging_claims_both_ways_report_their_clash_and_settle() {
+    let peers: Vec<Cluster> = ["p", "q"]
+        .iter()
+        .map(|name| {
+            let cluster_name = format!("cluster_name = '{name}'");
+            let node = Cluster::start_new(
+                &format!("peer_{name}"),
+                &[
+                    "wal_level = logical",
+                    "snowflake.worker_id = 5",
+                    &cluster_name,
+                    CLAIMS[0],
+                    CLAIMS[1],
+                ],
+            );
+            let mut c = node.connect_ext();
+            let create: String = c.query_one(OWN_CLAIM_PUBLICATION, &[]).unwrap().get(0);
+            c.batch_execute(&create).unwrap();
+            node
+        })
+        .collect();
+    // Both claims exist before the subscriptions copy them.
+    for p in &peers {
+        wait_for_claims(p, 1);
+    }
+    for (me, other) in [(0, 1), (1, 0)] {
+        peers[me]
+            .connect()
+            .batch_execute(&format!(
+                "CREATE SUBSCRIPTION from_peer CONNECTION 'host=127.0.0.1 port={} \
+                 dbname=postgres user=postgres' PUBLICATION own_claim",
+                peers[other].port
+            ))
+            .unwrap();
+    }
+    for p in &peers {
+        wait_for_claims(p, 2);
+        poll(Duration::from_secs(30), Duration::from_millis(200), || {
+            let log = p.log();
+            log.contains("WARNING:  worker id 5 is claimed by two clusters")
+                .then_some(())
+                .ok_or(format!("{} did not report the clash", p.name))
+        });
+        assert_eq!(clashes(p), vec![(5, "p".to_string(), "q".to_string())]);
+        assert!(!p.log().contains("duplicate key"), "{}", p.log());
+    }
+    // Settled: over 5 s at a 1 s interval, each peer updates its two claims about ten times.
+    let updates = |p: &Cluster| -> i64 {
+        let mut c = p.connect();
+        c.batch_execute("SELECT pg_stat_clear_snapshot()").unwrap();
+        c.query_one(
+            "SELECT n_tup_upd + n_tup_ins FROM pg_stat_user_tables WHERE relname = 'snowflake_claims'",
+            &[],
+        )
+        .unwrap()
+        .get(0)
+    };
+    let before: Vec<i64> = peers.iter().map(updates).collect();
+    std::thread::sleep(Duration::from_secs(5));
+    for (p, before) in peers.iter().zip(before) {
+        let writes = updates(p) - before;
+        assert!(
+            writes <= 2 * 5 + 4,
+            "{} wrote its claims {writes} times in 5 s: they travel back and forth",
+            p.name
+        );
+    }
+}
