@@ -1,7 +1,8 @@
-//! The README's examples, run as written: its ```ini block configures a fresh cluster, every
-//! ```sql block runs through psql in order, and where a ```text block follows, psql must print
-//! exactly that (errors included). Multi-server examples run on clusters of their own (see
-//! `readme_examples_run_as_written`).
+//! The examples of the README and of the guides in docs/, run as written: a page's ```ini
+//! blocks configure a fresh cluster, every ```sql block runs through psql in order, and where a
+//! ```text block follows, psql must print exactly that (errors included). Multi-server examples
+//! run on clusters of their own (see `run_examples`). Also: every page is linked, and every
+//! relative link leads to a file.
 #![cfg(not(feature = "pg_test"))]
 
 mod common;
@@ -79,39 +80,37 @@ fn psql(cluster: &Cluster, sql: &str) -> (String, bool) {
     (normalize(&text), status.success())
 }
 
-/// The README's examples. Its plain ```ini blocks configure one cluster that runs every plain
-/// ```sql block. The multi-server examples name their server after the language (```ini hub,
-/// ```sql hub, ```log hub): each named server is a cluster of its own, configured by its ini
-/// blocks, where `host=<name> port=5432` in a connection string means that cluster. Replication
-/// between them is asynchronous, so a named block is retried for up to 60 s until it prints
-/// what the README shows, and every line of a ```log block must appear in that server's log.
-#[test]
-fn readme_examples_run_as_written() {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    let blocks = fenced_blocks(&readme);
+/// The examples of one page, run as written. Its plain ```ini blocks configure one cluster
+/// that runs every plain ```sql block (with the harness's worker id 1 if it has none). The
+/// multi-server examples name their server after the language (```ini hub, ```sql hub,
+/// ```log hub): each named server is a cluster of its own, configured by its ini blocks, where
+/// `host=<name> port=5432` in a connection string means that cluster. Replication between them
+/// is asynchronous, so a named block is retried for up to 60 s until it prints what the page
+/// shows, and every line of a ```log block must appear in that server's log. Returns how many
+/// blocks ran and the named servers.
+fn run_examples(page: &str) -> (usize, Vec<String>) {
+    let text =
+        std::fs::read_to_string(format!("{}/{page}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let blocks = fenced_blocks(&text);
     let conf: Vec<&str> = blocks
         .iter()
         .filter(|b| b.lang == "ini")
         .flat_map(|b| b.body.lines())
         .collect();
-    assert!(
-        conf.iter().any(|l| l.starts_with("snowflake.worker_id")),
-        "README shows no worker id"
-    );
-    // Only the README's own configuration: the harness default worker id is overridden by it.
-    let cluster = Cluster::start_new("readme", &conf);
-    // The README opens with an example that assumes the extension exists.
+    // Only the page's own configuration: the harness default worker id is overridden by it.
+    let stem = page.trim_end_matches(".md").replace(['/', '-', '.'], "_").to_lowercase();
+    let cluster = Cluster::start_new(&stem, &conf);
+    // Pages open with examples that assume the extension exists.
     cluster.connect_ext();
     let mut servers: std::collections::BTreeMap<&str, Cluster> = Default::default();
     for b in &blocks {
         if let Some(name) = b.lang.strip_prefix("ini ") {
             let lines: Vec<&str> = b.body.lines().collect();
-            let c = Cluster::init(&format!("readme_{name}"), &lines);
+            let c = Cluster::init(&format!("{stem}_{name}"), &lines);
             c.start();
             assert!(
                 servers.insert(name, c).is_none(),
-                "two ini blocks for {name}"
+                "{page}: two ini blocks for {name}"
             );
         }
     }
@@ -123,27 +122,27 @@ fn readme_examples_run_as_written() {
         };
         let target = match server {
             Some(name) => servers.get(name).unwrap_or_else(|| {
-                panic!("README.md line {}: no ini block for {name}", block.line)
+                panic!("{page} line {}: no ini block for {name}", block.line)
             }),
             None => &cluster,
         };
         let deadline = std::time::Instant::now()
             + std::time::Duration::from_secs(if server.is_some() { 60 } else { 0 });
         if lang == "log" {
-            loop {
-                let log = target.log();
-                let missing: Vec<&str> = block.body.lines().filter(|l| !log.contains(l)).collect();
-                if missing.is_empty() {
-                    break;
-                }
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "README.md line {}: the log of {} lacks {missing:?}:\n{log}",
-                    block.line,
-                    server.unwrap_or("readme")
-                );
-                std::thread::sleep(std::time::Duration::from_millis(500));
-            }
+            poll(
+                deadline.saturating_duration_since(std::time::Instant::now()),
+                std::time::Duration::from_millis(500),
+                || {
+                    let log = target.log();
+                    let missing: Vec<&str> =
+                        block.body.lines().filter(|l| !log.contains(l)).collect();
+                    missing.is_empty().then_some(()).ok_or(format!(
+                        "{page} line {}: the log of {} lacks {missing:?}:\n{log}",
+                        block.line,
+                        server.unwrap_or("the page's cluster")
+                    ))
+                },
+            );
             ran += 1;
             continue;
         }
@@ -173,22 +172,74 @@ fn readme_examples_run_as_written() {
             std::thread::sleep(std::time::Duration::from_millis(500));
         };
         match &expected {
-            Some(e) => assert_eq!(&printed, e, "README.md line {}: output differs", block.line),
+            Some(e) => assert_eq!(&printed, e, "{page} line {}: output differs", block.line),
             None => assert!(
                 success,
-                "README.md line {} failed:\n{}\n{printed}",
+                "{page} line {} failed:\n{}\n{printed}",
                 block.line, block.body
             ),
         }
         if expected.as_deref().is_some_and(|e| e.starts_with("ERROR:")) {
-            assert!(!success, "README.md line {}: expected an error", block.line);
+            assert!(!success, "{page} line {}: expected an error", block.line);
         }
         ran += 1;
     }
+    (ran, servers.keys().map(|k| k.to_string()).collect())
+}
+
+#[test]
+fn readme_examples_run_as_written() {
+    let (ran, _) = run_examples("README.md");
     assert!(ran >= 6, "only {ran} SQL examples found in README.md");
+}
+
+#[test]
+fn the_examples_of_the_guides_run_as_written() {
+    let (ran, servers) = run_examples("docs/many-servers.md");
     assert!(
         servers.len() >= 3,
-        "the multi-server examples are missing: {:?}",
-        servers.keys()
+        "the multi-server examples are missing: {servers:?}"
     );
+    assert!(ran >= 8, "only {ran} examples in docs/many-servers.md");
+    for page in ["docs/guarantees.md", "docs/security.md", "docs/benchmarks.md", "docs/testing.md"]
+    {
+        run_examples(page);
+    }
+}
+
+/// Every page of docs/ is linked from the README, and every relative link of the README and of
+/// the pages leads to a file that exists.
+#[test]
+fn the_pages_are_linked_and_their_links_lead_somewhere() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let mut pages = vec![root.join("README.md")];
+    for entry in std::fs::read_dir(root.join("docs")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "md") {
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            assert!(
+                readme.contains(&format!("](docs/{name}")),
+                "docs/{name} is not linked from the README"
+            );
+            pages.push(path);
+        }
+    }
+    for page in pages {
+        let text = std::fs::read_to_string(&page).unwrap();
+        for (at, _) in text.match_indices("](") {
+            let target = &text[at + 2..];
+            let target = &target[..target.find(')').unwrap()];
+            if target.starts_with("http") || target.starts_with('#') {
+                continue;
+            }
+            let file = target.split('#').next().unwrap();
+            let path = page.parent().unwrap().join(file);
+            assert!(
+                path.exists(),
+                "{}: the link to {target} leads nowhere",
+                page.display()
+            );
+        }
+    }
 }
