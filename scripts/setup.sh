@@ -16,8 +16,9 @@
 #          scripts/build-postgres.sh into /opt/pg_snowflake/pgN, from pinned releases (about 6
 #          minutes each for 17 and 18, the first time; seconds for 16)
 #   test   sudo (cargo pgrx test --runas), libfaketime (clock tests), node and npm with the
-#          packages of tests/js (the JavaScript decoder test), pg_auto_failover for 15 (the
-#          failover test), pgspot in target/venv (the SQL scripts' lint)
+#          packages of tests/js and the Python clients of tests/clients (the decoder and client
+#          tests), pg_auto_failover for 15 (the failover test), pgspot in target/venv (the SQL
+#          scripts' lint)
 #
 # On a system without apt-get it installs nothing: it names what is missing and stops.
 set -euo pipefail
@@ -158,7 +159,6 @@ if ! target/venv/bin/python -m pip show pgspot >/dev/null 2>&1; then
   target/venv/bin/python -m pip install --quiet "${PYTHON_TOOLS[@]}"
 fi
 
-if [ ! -d tests/js/node_modules/@sapphire/snowflake ]; then
-  say "installing the JavaScript test decoder"
-  npm ci --prefix tests/js --no-audit --no-fund --loglevel=error
-fi
+# The Python and JavaScript clients of docs/clients.md and the decoder of tests/decoder_js.rs,
+# pinned (tests/clients/requirements.txt, tests/js/package-lock.json).
+tests/clients/install.sh

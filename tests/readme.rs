@@ -89,8 +89,7 @@ fn psql(cluster: &Cluster, sql: &str) -> (String, bool) {
 /// shows, and every line of a ```log block must appear in that server's log. Returns how many
 /// blocks ran and the named servers.
 fn run_examples(page: &str) -> (usize, Vec<String>) {
-    let text =
-        std::fs::read_to_string(format!("{}/{page}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let text = std::fs::read_to_string(format!("{}/{page}", env!("CARGO_MANIFEST_DIR"))).unwrap();
     let blocks = fenced_blocks(&text);
     let conf: Vec<&str> = blocks
         .iter()
@@ -98,7 +97,10 @@ fn run_examples(page: &str) -> (usize, Vec<String>) {
         .flat_map(|b| b.body.lines())
         .collect();
     // Only the page's own configuration: the harness default worker id is overridden by it.
-    let stem = page.trim_end_matches(".md").replace(['/', '-', '.'], "_").to_lowercase();
+    let stem = page
+        .trim_end_matches(".md")
+        .replace(['/', '-', '.'], "_")
+        .to_lowercase();
     let cluster = Cluster::start_new(&stem, &conf);
     // Pages open with examples that assume the extension exists.
     cluster.connect_ext();
@@ -121,9 +123,9 @@ fn run_examples(page: &str) -> (usize, Vec<String>) {
             None => (block.lang.as_str(), None),
         };
         let target = match server {
-            Some(name) => servers.get(name).unwrap_or_else(|| {
-                panic!("{page} line {}: no ini block for {name}", block.line)
-            }),
+            Some(name) => servers
+                .get(name)
+                .unwrap_or_else(|| panic!("{page} line {}: no ini block for {name}", block.line)),
             None => &cluster,
         };
         let deadline = std::time::Instant::now()
@@ -201,8 +203,13 @@ fn the_examples_of_the_guides_run_as_written() {
         "the multi-server examples are missing: {servers:?}"
     );
     assert!(ran >= 8, "only {ran} examples in docs/many-servers.md");
-    for page in ["docs/guarantees.md", "docs/security.md", "docs/benchmarks.md", "docs/testing.md"]
-    {
+    for page in [
+        "docs/guarantees.md",
+        "docs/security.md",
+        "docs/benchmarks.md",
+        "docs/testing.md",
+        "docs/clients.md",
+    ] {
         run_examples(page);
     }
 }

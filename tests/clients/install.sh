@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Installs the clients that tests/clients.rs runs the programs of docs/clients.md with:
+#   - the Python packages of tests/clients/requirements.txt, into the virtual environment
+#     target/venv-clients (SQLAlchemy with psycopg 3, Django);
+#   - the npm packages of tests/js/package.json (node-postgres and Drizzle ORM beside the
+#     decoder of tests/decoder_js.rs), exactly as tests/js/package-lock.json pins them.
+# What is already installed at the pinned version is left alone: a second run takes about a
+# second. Needs python3 (with its venv module), node and npm.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+die() { printf '%s: %s\n' "$0" "$*" >&2; exit 1; }
+
+VENV=target/venv-clients
+REQUIREMENTS=tests/clients/requirements.txt
+
+# Exit status 0 when every `name==version` line of the requirements is installed at that version.
+python_pins_met() {
+  [ -x "$VENV/bin/python" ] || return 1
+  "$VENV/bin/python" - "$REQUIREMENTS" <<'EOF'
+import sys
+from importlib import metadata
+for line in open(sys.argv[1]):
+    line = line.split("#")[0].strip()
+    if not line:
+        continue
+    name, version = line.split("==")
+    name = name.split("[")[0]
+    try:
+        installed = metadata.version(name)
+    except metadata.PackageNotFoundError:
+        sys.exit(1)
+    if installed != version:
+        sys.exit(1)
+EOF
+}
+
+if ! python_pins_met; then
+  command -v python3 >/dev/null || die "python3 is missing"
+  python3 -c 'import ensurepip, venv' 2>/dev/null ||
+    die "python3 cannot make virtual environments (Debian: apt-get install python3-venv)"
+  say "installing the Python clients of docs/clients.md into $VENV"
+  python3 -m venv "$VENV"
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$REQUIREMENTS"
+  python_pins_met || die "$VENV does not hold the versions of $REQUIREMENTS after pip install"
+fi
+
+# Exit status 0 when every dependency of tests/js/package.json is in node_modules at its version.
+node_pins_met() {
+  node - <<'EOF'
+const fs = require("fs");
+const dir = "tests/js";
+const wanted = JSON.parse(fs.readFileSync(`${dir}/package.json`, "utf8")).dependencies;
+for (const [name, version] of Object.entries(wanted)) {
+  const file = `${dir}/node_modules/${name}/package.json`;
+  if (!fs.existsSync(file) || JSON.parse(fs.readFileSync(file, "utf8")).version !== version) {
+    process.exit(1);
+  }
+}
+EOF
+}
+
+command -v node >/dev/null || die "node is missing (Debian: apt-get install nodejs npm)"
+if ! node_pins_met; then
+  command -v npm >/dev/null || die "npm is missing (Debian: apt-get install npm)"
+  say "installing the JavaScript packages of tests/js"
+  npm ci --prefix tests/js --no-audit --no-fund --loglevel=error
+  node_pins_met || die "tests/js/node_modules does not hold the versions of tests/js/package.json after npm ci"
+fi
