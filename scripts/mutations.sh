@@ -18,8 +18,9 @@ export PG_CONFIG=${PG_CONFIG:-$(scripts/pg-config.sh "$PG")}
 # mutations touch; the README shows a time-range plan. pg_upgrade needs two majors, so its suite
 # is not run here (`make test-upgrade` after a mutation shows what it catches).
 SUITES=(--test restart --test crash --test clock --test standby --test sync_standby
-        --test configuration --test concurrency --test burst --test toolkit
-        --test extension_upgrade --test layouts --test readme --test multinode)
+        --test configuration --test concurrency --test burst --test pacing --test toolkit
+        --test extension_upgrade --test layouts --test readme --test multinode --test hostile
+        --test time_ranges)
 # pg_auto_failover is packaged for 15 only.
 [ "$PG" != 15 ] || SUITES+=(--test auto_failover)
 
@@ -32,19 +33,34 @@ MUTATIONS=(
   "cas~the tick moves by a plain load and store instead of compare-and-swap~src/generator/mod.rs~s/match self\.tick\.compare_exchange_weak\(\s*prev,\s*next\.0,\s*Ordering::AcqRel,\s*Ordering::Acquire,\s*\) \{\s*Ok\(_\) => return next,\s*Err\(current\) => prev = current,\s*\}/{ let _ = prev; self.tick.store(next.0, Ordering::Release); return next; }/"
   "standby_refusal~a standby is not refused (and makes ids without WAL, which it cannot write)~src/generator/lease.rs~s/(fn refuse_on_standby\(\) \{.*?)if unsafe \{ pg_sys::RecoveryInProgress\(\) \} \{/\$1if false {/s~src/wal.rs~s/fn log\(mark: Mark, info: u8\) -> pg_sys::XLogRecPtr \{/fn log(mark: Mark, info: u8) -> pg_sys::XLogRecPtr {\n    if unsafe { pg_sys::RecoveryInProgress() } { return 0; }/"
   "not_carried~a cluster made by pg_upgrade without the old mark is not refused~src/generator/lease.rs~s/if self\.not_carried\.load\(Ordering::Relaxed\) \{/if false {/"
-  "renewal_lock~renewals do not take the renewal lock~src/generator/lease.rs~s/        \/\/ SAFETY: the lock lives in shared memory set up at start\.\n        unsafe \{/        if lock != lock.wrapping_add(1) { return Some(RenewalLock(std::ptr::null_mut())); }\n        unsafe {/~src/generator/lease.rs~s/        if !std::thread::panicking\(\) \{/        if !std::thread::panicking() \&\& !self.0.is_null() {/"
+  "renewal_lock~renewals do not take the renewal lock~src/generator/lease.rs~s/        \/\/ SAFETY: the lock lives in shared memory set up at start\.\n        unsafe \{/        if lock != lock.wrapping_add(1) { return Some(RenewalLock(std::ptr::null_mut())); }\n        unsafe {/~src/generator/lease.rs~s/        if !std::thread::panicking\(\) \{\n            \/\/ SAFETY: this backend holds the lock./        if !std::thread::panicking() \&\& !self.0.is_null() {\n            \/\/ SAFETY: this backend holds the lock./"
   "sync_wait~the lease does not wait for synchronous standbys~src/sync_standby.rs~s/    if acknowledged\(lsn, format\) \{\n        return;\n    \}/    return;/"
   "sync_cancel~a cancelled wait publishes the lease~src/generator/lease.rs~s/        sync_standby::wait_for_flush\(lsn\);\n        self.publish/        let _ = std::panic::catch_unwind(|| sync_standby::wait_for_flush(lsn));\n        self.publish/"
   "worker_unset~an unset worker id silently becomes 0~src/gucs.rs~s/worker_id: u32::try_from\(WORKER_ID.get\(\)\).ok\(\),/worker_id: Some(u32::try_from(WORKER_ID.get()).unwrap_or(0)),/"
-  "pacing~bursts are not paced~src/generator/mod.rs~s/if pacing::Pacer::applies\(layout, next, now, max_drift\)\s*&& !pacing::take\(layout, now\)\s*\{/if false {/"
+  "pacing~bursts are not paced~src/generator/mod.rs~s/if !paced && pacing::applies\(layout, next, now, max_drift\) \{/if false {/"
   "floor_durable~snowflake_advance_past() writes no durable mark~src/generator/lease.rs~s/        if units >= self.lease.load\(Ordering::Acquire\) \{\n            self.cover\(layout, units, now\);\n        \}\n//"
   "adopt_floor~snowflake_adopt() does not move the generator above the column~sql/adopt.sql~s/        PERFORM \@extschema\@.snowflake_advance_past\(top\);/        NULL;/"
-  "update_script~the 0.1.0 -> 0.2.0 script forgets a grant~sql/pg_snowflake--0.1.0--0.2.0.sql~s/GRANT EXECUTE ON FUNCTION snowflake_stats\(\) TO pg_monitor;\n//"
+  "update_script~the 0.2.0 -> 0.3.0 script does not give snowflake_claim() its search_path~sql/upgrade/pg_snowflake--0.2.0--0.3.0.sql~s/\\\\generated-replace snowflake_claim\n//"
   "ids_counted~ids are not counted in the stats~src/next.rs~s/    stats::count_id\(\);\n//"
   "layout_refusal~a layout change whose ids would go below the old ones is not refused~src/generator/lease.rs~s/if self.layout_differs.load\(Ordering::Acquire\) \{\n            self.settle_layout/if false {\n            self.settle_layout/"
   "time_ranges~comparisons of snowflake_timestamp(id) are not turned into id ranges~src/lib.rs~s/    planner::init\(\);\n//"
   "claims_worker~no background worker writes the worker id claims~src/lib.rs~s/    claims::init\(\);\n//"
-  "claims_always~the clash trigger does not fire in logical replication's apply workers~sql/claims.sql~s/ALTER TABLE snowflake_claims ENABLE ALWAYS TRIGGER snowflake_claims_check;\n//"
+  "claims_always~the clash trigger does not fire in logical replication's apply workers~sql/claims_check.sql~s/ALTER TABLE \@extschema\@.snowflake_claims ENABLE ALWAYS TRIGGER snowflake_claims_check;\n//"
+  "claims_worker_path~the claims worker calls format() unqualified, with the session's search_path (0.2.0)~src/claims.rs~s/\"SELECT pg_catalog.format\(/\"SELECT format(/~src/claims.rs~s/Spi::run\(\"SET search_path = pg_catalog, pg_temp\"\)/Spi::run(\"SELECT 1\")/"
+  "claims_trigger_path~the claims trigger searches the extension's schema before pg_catalog, its operators unqualified (0.2.0)~sql/claims_check.sql~s/SET search_path = pg_catalog, pg_temp\nAS \\\$check/SET search_path = \@extschema\@, pg_catalog, pg_temp\nAS \\\$check/~sql/claims_check.sql~s/WHERE o.worker_id OPERATOR\(pg_catalog.=\) NEW.worker_id/WHERE o.worker_id = NEW.worker_id/"
+  "default_privileges~the grants that default privileges made are not taken back~sql/privileges.sql~s/        EXECUTE pg_catalog.format\(\x27REVOKE ALL ON %s FROM %s\x27, grant_.object,/        CONTINUE; EXECUTE pg_catalog.format(\x27REVOKE ALL ON %s FROM %s\x27, grant_.object,/"
+  "superuser_check~snowflake_reset_layout() and snowflake_claim() do not check for a superuser~src/privileges.rs~s/    if !unsafe \{ pg_sys::superuser\(\) \} \{/    if false {/"
+  "written_settings~a layout setting PostgreSQL cannot parse is replaced by its default~src/gucs.rs~s/let layout = written.and_then\(\|\(\)\| layout_from_settings\(\)\);/let layout = { let _ = written; layout_from_settings() };/"
+  "epoch_parser~an error of the timestamp parser is not caught (it ended the start with FATAL)~src/gucs.rs~s/        .catch_others\(\|_\| Err\(\(\)\)\)\n//"
+  "backtraces~Rust backtraces are not turned off~src/lib.rs~s/    no_backtraces_for_clients\(\);\n    \/\/ SAFETY/    \/\/ SAFETY/"
+  "state_file_first~the mark goes to WAL before the state file is written~src/generator/lease.rs~s/        let prepared = prepare_state_file\(mark\);\n        let lsn = wal::log_mark\(mark\);/        let lsn = wal::log_mark(mark);\n        let prepared = prepare_state_file(mark);/"
+  "claims_restart~the claims worker ends for good when it is terminated~src/claims.rs~s/            unsafe \{ pg_sys::proc_exit\(1\) \};/            break;/"
+  "pacing_slots~pacing slots are not limited to the clock's rate (every paced caller may go at once)~src/pacing.rs~s/    \(slot \+ 1, layout.units\(Tick\(slot\)\)\)/    (slot + 1, now)/"
+  "planner_keep~the hook replaces the comparison also where a table needs it (partitioning, an expression index)~src/planner.rs~s/let keep = needs_the_comparison\(relation, timestamp\);/let keep = { let _ = needs_the_comparison; false };/"
+  "planner_guards~the id ranges do not leave out the ids the layout cannot hold~src/planner.rs~s/            lower_guard: compare\(INT8_GE, id\(0\)\),/            lower_guard: compare(INT8_GE, id(i64::MIN)),/~src/planner.rs~s/upper_guard: \(max_id < i64::MAX\).then/upper_guard: (max_id < 0).then/"
+  "planner_volatile~a volatile argument is copied into the bounds~src/planner.rs~s/        if pg_sys::contain_volatile_functions\(value\) \|\| pg_sys::expression_returns_set\(value\) \{\n            return None;\n        \}\n//~src/planner.rs~s/        if !is_a\(node, pg_sys::NodeTag::T_Var\) \{\n            return None;\n        \}\n        let var = &\*node.cast::<pg_sys::Var>\(\);\n        if var.varlevelsup != 0/        if !is_a(node, pg_sys::NodeTag::T_Var) {\n            return Some(pg_sys::InvalidOid);\n        }\n        let var = \&*node.cast::<pg_sys::Var>();\n        if var.varlevelsup != 0/"
+  "planner_64bit~the hook rewrites under a 64-bit layout too~src/planner.rs~s/    if !gucs::time_ranges\(\) \|\| layout.time_bits \+ layout.worker_bits \+ layout.sequence_bits > 63 \{/    if !gucs::time_ranges() {/~src/planner.rs~s/    let max_id = layout.first_id\(layout.end_mark\(\)\) - 1;/    let max_id = (layout.first_id(layout.end_mark()) - 1).min(i64::MAX as u64);/"
+  "planner_acl~the hook looks snowflake_id_bound up with the current user's rights~src/planner.rs~s/        let namespace = pg_sys::get_func_namespace\(timestamp\);/        let namespace = pg_sys::LookupExplicitNamespace(pg_sys::get_namespace_name(pg_sys::get_func_namespace(timestamp)), false);/"
 )
 
 only=" $* "
@@ -62,7 +78,7 @@ for m in "${MUTATIONS[@]}"; do
     perl -0777 -pi -e "$subst" "$file"
   done
   echo "==> $name: $what" >&2
-  cargo pgrx install --profile mutation --pg-config "$PG_CONFIG" >/dev/null 2>&1 \
+  { cargo pgrx install --profile mutation --pg-config "$PG_CONFIG" && scripts/install-sql.sh "$PG_CONFIG"; } >/dev/null 2>&1 \
     || { rows+=("| $name | $what | does not build |"); continue; }
   log=target/mutations/$name.log
   mkdir -p target/mutations
@@ -80,3 +96,4 @@ echo "|---|---|---|"
 printf '%s\n' "${rows[@]}"
 echo "Reinstalling the unmutated release build" >&2
 cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null 2>&1
+scripts/install-sql.sh "$PG_CONFIG" >/dev/null

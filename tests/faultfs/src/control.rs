@@ -24,6 +24,7 @@ use crate::stats::Stats;
 pub struct Control {
     pub state: Arc<Mutex<State>>,
     pub faults: Arc<Faults>,
+    pub holds: Arc<crate::holds::Holds>,
     pub stats: Arc<Stats>,
 }
 
@@ -88,6 +89,21 @@ impl Control {
                 "ok".into()
             }
             ["rules"] => format!("ok {}", self.faults.describe()),
+            ["hold", "fsync", glob, rest @ ..] if rest.len() <= 1 => {
+                let count = match rest.first().map(|c| c.parse::<u64>()) {
+                    None => 1,
+                    Some(Ok(n)) if n > 0 => n,
+                    Some(_) => return format!("error bad count {:?} (a positive number)", rest[0]),
+                };
+                self.holds.add(glob, count);
+                "ok".into()
+            }
+            ["hold", ..] => "error usage: hold fsync <path-glob> [<count>]".into(),
+            ["holds"] => format!("ok {}", self.holds.describe()),
+            ["release"] => {
+                self.holds.release();
+                "ok".into()
+            }
             ["stats"] => {
                 let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
                 format!(
@@ -107,7 +123,7 @@ impl Control {
                     Err(e) => format!("error sync failed: {}", io::Error::from_raw_os_error(e)),
                 }
             }
-            _ => format!("error unknown command {line:?} (ping, fail, clear, rules, stats, sync)"),
+            _ => format!("error unknown command {line:?} (ping, fail, clear, rules, hold, holds, release, stats, sync)"),
         }
     }
 }

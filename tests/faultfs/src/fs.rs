@@ -27,6 +27,7 @@ const TTL: Duration = Duration::from_secs(1);
 pub struct FaultFs {
     pub state: Arc<Mutex<State>>,
     pub faults: Arc<Faults>,
+    pub holds: Arc<crate::holds::Holds>,
     pub stats: Arc<Stats>,
 }
 
@@ -388,6 +389,9 @@ impl Filesystem for FaultFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        // A held fsync waits here, without the lock, so that other requests go on.
+        let paths = self.lock().paths_of(ino.0);
+        self.holds.wait_if_held(&paths);
         let mut st = self.lock();
         if let Some(e) = self.fault_on(&st, Op::Fsync, ino) {
             return reply.error(e);

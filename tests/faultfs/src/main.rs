@@ -13,6 +13,7 @@
 mod control;
 mod faults;
 mod fs;
+mod holds;
 mod overlay;
 mod state;
 mod stats;
@@ -31,6 +32,7 @@ use fuser::{Config, MountOption, Session, SessionACL, SessionUnmounter};
 use crate::control::Control;
 use crate::faults::Faults;
 use crate::fs::FaultFs;
+use crate::holds::Holds;
 use crate::state::State;
 use crate::stats::Stats;
 use crate::store::{Kind, Meta, Store};
@@ -148,6 +150,7 @@ fn serve(args: &[OsString]) -> io::Result<()> {
     let state = Arc::new(Mutex::new(State::load(store, ns, journal, strict)?));
     let stats = Arc::new(Stats::default());
     let faults = Arc::new(Faults::new(stats.clone()));
+    let holds = Arc::new(Holds::default());
 
     // Block the stop signals before any thread starts, so that every thread inherits the
     // mask and only the signal thread below receives them.
@@ -159,6 +162,7 @@ fn serve(args: &[OsString]) -> io::Result<()> {
         Control {
             state: state.clone(),
             faults: faults.clone(),
+            holds: holds.clone(),
             stats: stats.clone(),
         }
         .spawn(path)?;
@@ -178,6 +182,7 @@ fn serve(args: &[OsString]) -> io::Result<()> {
     let fs = FaultFs {
         state,
         faults,
+        holds,
         stats,
     };
     let mut session = Session::new(fs, &mountpoint, &config).map_err(|e| {

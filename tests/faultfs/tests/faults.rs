@@ -264,3 +264,42 @@ fn control_protocol() {
         "counters start again with the new daemon"
     );
 }
+
+#[test]
+fn a_held_fsync_waits_until_released_while_other_requests_go_on() {
+    let mut f = Faultfs::with_options("hold", &["--threads", "2"]);
+    write_durable(&f.path("f"), b"old");
+    assert_eq!(f.ctl("hold fsync f"), "ok");
+    fs::write(f.path("f"), b"new").unwrap();
+    let path = f.path("f");
+    let syncer = std::thread::spawn(move || File::open(path).unwrap().sync_all());
+    // The fsync waits in faultfs...
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while f.ctl("holds") != "ok 1 1" {
+        assert!(std::time::Instant::now() < deadline, "the fsync was not held");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // ... while other requests are served.
+    write_durable(&f.path("g"), b"other");
+    assert_eq!(read(&f.path("g")), b"other");
+    assert!(!syncer.is_finished());
+    // A power cut now: the held fsync never made "new" durable.
+    f.power_cut();
+    assert_eq!(read(&f.path("f")), b"old");
+    assert_eq!(read(&f.path("g")), b"other");
+    let _ = syncer.join();
+    // Released, a held fsync completes.
+    assert_eq!(f.ctl("hold fsync f 1"), "ok");
+    fs::write(f.path("f"), b"new").unwrap();
+    let path = f.path("f");
+    let syncer = std::thread::spawn(move || File::open(path).unwrap().sync_all());
+    while f.ctl("holds") != "ok 1 1" {
+        assert!(std::time::Instant::now() < deadline, "the fsync was not held");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(f.ctl("release"), "ok");
+    syncer.join().unwrap().unwrap();
+    assert_eq!(f.ctl("holds"), "ok 0 1");
+    f.power_cut();
+    assert_eq!(read(&f.path("f")), b"new");
+}
