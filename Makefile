@@ -1,14 +1,15 @@
 # pg_snowflake. From a fresh Debian 12 machine, as root:
 #   make run     install what is missing, build, install, start a demo cluster (PostgreSQL 15)
-#   make test    every test layer on every supported major (15, 17 with assertions, 18)
+#   make test    every test layer on every supported major (15, 16, 17 with assertions, 18)
 #   make install build and install into the PostgreSQL that PG_CONFIG names
+#   make package the Debian package postgresql-N-pg-snowflake in target/package/
 #   make run-cluster  three writers and a hub that subscribes to them (logical replication)
 #   make stop    stop the demo clusters
 #   make bench   snowflake_next() against nextval(), bigserial and uuids in one cluster (~6 min)
 #
 # PG=17 picks a major for any target (`make test PG=18`, `make run PG=17`, `make bench PG=18`);
 # PG_CONFIG=/path/to/pg_config picks a server directly for install, run and bench.
-PG_MAJORS := 15 17 18
+PG_MAJORS := 15 16 17 18
 PG ?=
 # test: every major unless PG names some; the other targets: one major, 15 unless PG names one.
 TEST_MAJORS := $(or $(PG),$(PG_MAJORS))
@@ -29,7 +30,7 @@ else
 INSTALL_SETUP := run $(ONE_MAJOR)
 endif
 
-.PHONY: setup install run run-cluster stop test test-major test-unit test-sql test-pgrx test-blackbox test-upgrade bench fmt lint
+.PHONY: setup install package tools run run-cluster stop test test-major test-unit test-sql test-pgrx test-blackbox test-package test-upgrade bench fmt lint
 
 setup:
 	@scripts/setup.sh $(INSTALL_SETUP)
@@ -42,6 +43,14 @@ install: setup
 	@scripts/run.sh stop
 	cargo pgrx install --release --pg-config "$$(command -v $(PG_CONFIG))"
 	@scripts/install-sql.sh "$$(command -v $(PG_CONFIG))"
+
+# The Debian package of this release for PG_CONFIG's major (see scripts/package.sh).
+package: setup
+	scripts/package.sh "$$(command -v $(PG_CONFIG))"
+
+# What the tests use besides PostgreSQL: faultfs, the file system of the power-loss tests.
+tools:
+	cargo build --release --quiet --manifest-path tests/faultfs/Cargo.toml --target-dir target/faultfs
 
 run: install
 	@scripts/run.sh
@@ -68,8 +77,10 @@ else
 endif
 
 # test-pgrx installs its own build (with the test schema) into the server: the release build
-# is installed after it, once (make runs `install` once), for test-sql and test-blackbox.
-test-major: test-unit test-pgrx test-sql test-blackbox
+# is installed after it, once (make runs `install` once), for test-sql and test-blackbox. The
+# package test comes last: it installs and removes the package, and then the release build is
+# installed again.
+test-major: test-unit test-pgrx test-sql test-blackbox test-package
 
 # pgspot on every install and upgrade script as installed (see scripts/install-sql.sh).
 test-sql: install
@@ -92,9 +103,14 @@ test-pgrx:
 # The pg_upgrade tests need two majors: test-upgrade runs them.
 # pg_auto_failover is packaged for 15 only: tests/auto_failover.rs runs there, and the other
 # majors say that they skip it.
-test-blackbox: install
+test-blackbox: install tools
 	@[ "$(ONE_MAJOR)" = 15 ] || echo "pg_auto_failover: tested on PostgreSQL 15 only (Debian packages it for 15)"
-	cargo test --test '*' -- --test-threads=2 --skip pg_upgrade $(if $(filter 15,$(ONE_MAJOR)),,--skip pg_auto_failover)
+	cargo test --test '*' -- --test-threads=2 --skip pg_upgrade --skip package_ $(if $(filter 15,$(ONE_MAJOR)),,--skip pg_auto_failover)
+
+# Installs and removes the package, so alone; then the release build goes back in.
+test-package: package
+	cargo test --test package -- --test-threads=1
+	@$(MAKE) --no-print-directory install
 
 test-upgrade:
 	@$(MAKE) --no-print-directory install PG=17 PG_CONFIG="$$(scripts/pg-config.sh 17)"

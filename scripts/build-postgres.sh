@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Installs one PostgreSQL major that Debian 12 does not package into /opt/pg_snowflake/pgMAJOR,
-# from a pinned release whose sha256 is checked before anything is built or unpacked (see
+# Installs one PostgreSQL major that Debian 12 does not package, laid out as Debian's and PGDG's
+# postgresql-N packages are (/usr/lib/postgresql/N/bin, /usr/lib/postgresql/N/lib,
+# /usr/share/postgresql/N), as a local package named postgresql-N: the packages of pg_snowflake
+# (scripts/package.sh) then install into it as they would on a server from PGDG. It comes from
+# a pinned release whose sha256 is checked before anything is built or unpacked (see
 # scripts/postgres-versions: the releases, their checksums, and how to bump one). Does nothing
-# when that prefix already holds a build of a listed release with the same flags.
+# when that package is installed from a listed release with the same flags.
 #
 #   scripts/build-postgres.sh 16    # 16.2 from the pgserver wheel on PyPI (no assertions)
 #   scripts/build-postgres.sh 17    # 17 from source, --enable-cassert --enable-debug
@@ -11,7 +14,9 @@
 # Why these flags:
 # - 17 with assertions: pgrx develops against assert-enabled servers, which check at run time
 #   how an extension uses PostgreSQL's internals (lock and interrupt rules, memory contexts).
-#   A production build accepts such misuse silently.
+#   A production build accepts such misuse silently. (Assertions change no struct of 17's
+#   headers, only which functions exist: scripts/package.sh checks that the library calls none
+#   of those, so that its package runs on PGDG's 17 too.)
 # - 18 as distributions build it: `make bench` compares against uuidv7() and
 #   gen_random_uuid(), which are only as fast as a distribution's when OpenSSL supplies their
 #   randomness (without it they read /dev/urandom on every call: 4.6 us per uuid).
@@ -25,38 +30,36 @@ cd "$(dirname "$0")/.."
 unset MAKELEVEL MAKEFLAGS MFLAGS
 
 MAJOR=${1:?usage: $0 MAJOR}
-PREFIX=${PG_SNOWFLAKE_PG_ROOT:-/opt/pg_snowflake}/pg$MAJOR
 MIRROR=${PG_SNOWFLAKE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+PREFIX=/usr/lib/postgresql/$MAJOR
+SHARE=/usr/share/postgresql/$MAJOR
 case "$MAJOR" in
   16) FLAGS=(wheel) ;;
   17) FLAGS=(--enable-cassert --enable-debug) ;;
   18) FLAGS=(--with-openssl) ;;
   *) echo "$0: no recipe for PostgreSQL $MAJOR (15 comes from Debian's packages)" >&2; exit 2 ;;
 esac
-[ "$MAJOR" = 16 ] || FLAGS+=(--without-icu --without-readline --prefix="$PREFIX")
+CONFIGURE=(--without-icu --without-readline --prefix="$PREFIX" --datadir="$SHARE")
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 SUDO=; [ "$(id -u)" -eq 0 ] || SUDO=sudo
 
-# The listed releases of this major, newest first: "version sha256 source" per line.
 # PG_SNOWFLAKE_VERSIONS names another list (the tests of this script use one).
 VERSIONS=${PG_SNOWFLAKE_VERSIONS:-scripts/postgres-versions}
 mapfile -t RELEASES < <(awk -v m="$MAJOR" '$1 == m { print $2, $3, $4 }' "$VERSIONS")
 [ ${#RELEASES[@]} -gt 0 ] || { echo "$0: $VERSIONS lists no release of PostgreSQL $MAJOR" >&2; exit 2; }
 
-# The stamp says which release was installed, with which flags. Any listed release will do:
-# a warm run does not rebuild because a newer one was listed, nor fail because the one it has
-# can no longer be downloaded.
-STAMP="$PREFIX/pg_snowflake-build"
-if [ -f "$STAMP" ]; then
-  read -r _ built_version built_flags < "$STAMP" || true
-  for r in "${RELEASES[@]}"; do
-    if [ "${r%% *}" = "$built_version" ] && [ "$built_flags" = "${FLAGS[*]}" ] \
-       && [ -x "$(scripts/pg-config.sh "$MAJOR")" ]; then
-      exit 0
-    fi
-  done
-fi
+# The package's version says which release was built, with which flags (their hash). Any listed
+# release will do: a warm run does not rebuild because a newer one was listed, nor fail because
+# the one it has can no longer be downloaded.
+flags_hash=$(printf '%s ' "${FLAGS[@]}" | md5sum | cut -c1-8)
+installed=$(dpkg-query -W -f='${Status} ${Version}' "postgresql-$MAJOR" 2>/dev/null || true)
+for r in "${RELEASES[@]}"; do
+  if [ "$installed" = "install ok installed ${r%% *}-0pgsnowflake.$flags_hash" ] \
+     && [ -x "$PREFIX/bin/pg_config" ]; then
+    exit 0
+  fi
+done
 
 work=$(mktemp -d "/tmp/pg_snowflake-build-pg$MAJOR.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -108,28 +111,60 @@ if [ -z "$version" ]; then
   exit 1
 fi
 
+stage=$work/stage
 if [ "$MAJOR" = 16 ]; then
-  # The wheel is a zip: PostgreSQL under pgserver/pginstall (bin, lib, include, share), its
-  # libpq under pgserver.libs, which the binaries find relative to themselves.
-  say "installing PostgreSQL $version from the wheel into $PREFIX"
+  # The wheel is a zip: PostgreSQL under pgserver/pginstall, relocatable (its programs find
+  # their files relative to themselves: ../lib/postgresql, ../share/postgresql), with its
+  # libpq under pgserver.libs. Debian's layout, kept reachable by those relative paths:
+  #   /usr/lib/postgresql/16/bin, lib (and lib/postgresql -> .), share/postgresql -> /usr/share/postgresql/16
+  say "installing PostgreSQL $version from the wheel, in Debian's layout"
   python3 -m zipfile -e "$archive" "$work/wheel"
-  $SUDO rm -rf "$PREFIX"
-  $SUDO mkdir -p "$PREFIX"
-  $SUDO cp -a "$work/wheel/pgserver" "$work/wheel/pgserver.libs" "$PREFIX/"
+  from=$work/wheel/pgserver/pginstall
+  mkdir -p "$stage$PREFIX/lib" "$stage$SHARE" "$stage$PREFIX/share"
+  cp -a "$from/bin" "$from/include" "$stage$PREFIX/"
+  cp -a "$from/lib/postgresql/." "$stage$PREFIX/lib/"
+  find "$from/lib" -maxdepth 1 -type f -exec cp -a {} "$stage$PREFIX/lib/" \;
+  cp -a "$from/lib/pkgconfig" "$stage$PREFIX/lib/" 2>/dev/null || true
+  ln -s . "$stage$PREFIX/lib/postgresql"
+  cp -a "$from/share/postgresql/." "$stage$SHARE/"
+  ln -s "$SHARE" "$stage$PREFIX/share/postgresql"
+  # The programs find libpq at ../../../pgserver.libs from their directory.
+  mkdir -p "$stage/usr/lib/pgserver.libs"
+  cp -a "$work/wheel/pgserver.libs/." "$stage/usr/lib/pgserver.libs/"
   # zipfile drops the execute bits.
-  $SUDO chmod -R a+rX "$PREFIX"
-  $SUDO chmod a+x "$PREFIX"/pgserver/pginstall/bin/* "$PREFIX"/pgserver.libs/*
+  chmod -R u+rwX,go+rX "$stage"
+  chmod 755 "$stage$PREFIX"/bin/* "$stage"/usr/lib/pgserver.libs/*
 else
-  say "building PostgreSQL $version (${FLAGS[*]}) into $PREFIX, about 6 minutes"
+  say "building PostgreSQL $version (${FLAGS[*]}), about 6 minutes"
   tar -xjf "$archive" -C "$work"
   (
     cd "$work/postgresql-$version"
-    ./configure --quiet "${FLAGS[@]}" >/dev/null
+    ./configure --quiet "${FLAGS[@]}" "${CONFIGURE[@]}" >/dev/null
     make -s -j"$(nproc)" >/dev/null
-    $SUDO rm -rf "$PREFIX"
-    $SUDO make -s install >/dev/null
+    make -s install DESTDIR="$stage" >/dev/null
   )
 fi
-echo "postgresql-$MAJOR $version ${FLAGS[*]}" | $SUDO tee "$STAMP" >/dev/null
-"$(scripts/pg-config.sh "$MAJOR")" --version >/dev/null
-say "PostgreSQL $version is in $PREFIX"
+
+# A local package, so that dpkg knows the server (and that pg_snowflake's packages, which
+# depend on postgresql-N, install into it).
+depends="libc6, zlib1g"; [ "$MAJOR" != 18 ] || depends+=", libssl3"
+mkdir -p "$stage/DEBIAN"
+cat > "$stage/DEBIAN/control" <<EOF
+Package: postgresql-$MAJOR
+Version: $version-0pgsnowflake.$flags_hash
+Architecture: amd64
+Maintainer: pg_snowflake authors <pg-snowflake@users.noreply.github.com>
+Depends: $depends
+Section: database
+Priority: optional
+Description: PostgreSQL $version for testing pg_snowflake
+ Built by pg_snowflake's scripts/build-postgres.sh from the upstream release
+ (${FLAGS[*]}), laid out as Debian's postgresql-$MAJOR.
+EOF
+deb=$work/postgresql-${MAJOR}_$version.deb
+dpkg-deb --root-owner-group -Zgzip --build "$stage" "$deb" >/dev/null
+SUDO_APT=(env DEBIAN_FRONTEND=noninteractive)
+[ -z "$SUDO" ] || SUDO_APT=(sudo "${SUDO_APT[@]}")
+"${SUDO_APT[@]}" apt-get install -y -qq --allow-downgrades "$deb" >/dev/null
+"$PREFIX/bin/pg_config" --version >/dev/null
+say "PostgreSQL $version is in $PREFIX (package postgresql-$MAJOR)"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the SQL scripts that `cargo pgrx install` does not write, next to the install script
-# it generated for the current version (in DESTDIR, if set, as packages are staged):
+# it generated for the current version (in EXTENSION_DIR if set, as a package is staged; else in
+# the extension directory of PG_CONFIG's server):
 #   - the upgrade scripts of sql/upgrade/, with their includes expanded (scripts/sql-upgrades.py)
 #   - the install scripts of earlier releases (sql/pg_snowflake--X.Y.Z.sql), so that an earlier
 #     version can be created and then updated (tests/extension_upgrade.rs does)
@@ -10,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PG_CONFIG=${1:?usage: $0 PG_CONFIG [--lint]}
-ext="${DESTDIR:-}$("$PG_CONFIG" --sharedir)/extension"
+ext=${EXTENSION_DIR:-$("$PG_CONFIG" --sharedir)/extension}
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 SUDO=; [ -w "$ext" ] || SUDO=sudo
 

@@ -13,12 +13,14 @@
 #          `cargo pgrx init` with local pg_configs only, never a downloaded PostgreSQL. With
 #          --pg-config, nothing else: the server is yours. Without it, the headers of the major.
 #   run    the server: 15 from Debian's packages; 16, 17 (assert-enabled) and 18 by
-#          scripts/build-postgres.sh into /opt/pg_snowflake/pgN, from pinned releases (about 6
-#          minutes each for 17 and 18, the first time; seconds for 16)
+#          scripts/build-postgres.sh, from pinned releases, as local packages laid out as
+#          Debian's in /usr/lib/postgresql/N (about 6 minutes each for 17 and 18, the first
+#          time; seconds for 16)
 #   test   sudo (cargo pgrx test --runas), libfaketime (clock tests), node and npm with the
 #          packages of tests/js and the Python clients of tests/clients (the decoder and client
 #          tests), pg_auto_failover for 15 (the failover test), pgspot in target/venv (the SQL
-#          scripts' lint)
+#          scripts' lint), fuse3 (the power-loss tests' file system), lintian (the package
+#          tests)
 #
 # On a system without apt-get it installs nothing: it names what is missing and stops.
 set -euo pipefail
@@ -74,7 +76,7 @@ if [ "$PURPOSE" != build ]; then
   ! has 15 || PACKAGES+=(postgresql-15)
 fi
 if [ "$PURPOSE" = test ]; then
-  PACKAGES+=(sudo faketime libfaketime nodejs npm python3-venv)
+  PACKAGES+=(sudo faketime libfaketime nodejs npm python3-venv fuse3 lintian)
   ! has 15 || PACKAGES+=(postgresql-15-auto-failover pg-auto-failover-cli)
 fi
 
@@ -131,15 +133,20 @@ if ! cargo pgrx --version 2>/dev/null | grep -q " $PGRX_VERSION\$"; then
 fi
 
 # Rewriting ~/.pgrx/config.toml forces a rebuild of pgrx-pg-sys: only init when a major is
-# missing, and then with every major already there too (init forgets the ones it is not given).
+# missing (or its pg_config is not where this project puts it), and then with every major
+# already there too (init forgets the ones it is not given).
 config="${PGRX_HOME:-$HOME/.pgrx}/config.toml"
 args=(); new=()
 for v in "${SUPPORTED[@]}"; do
   old=$(sed -nE "s/^pg$v = \"(.*)\"/\1/p" "$config" 2>/dev/null || true)
   if has "$v"; then
     path=${PG_CONFIG_GIVEN:-$(scripts/pg-config.sh "$v")}
-    [ -n "$old" ] || new+=("$v")
-    args+=("--pg$v" "${old:-$path}")
+    # A user's own pg_config for a major pgrx already knows keeps the old one: bindings are
+    # the major's, and cargo pgrx install is told which server to install into.
+    if [ -z "$old" ] || { [ -z "$PG_CONFIG_GIVEN" ] && [ "$old" != "$path" ]; }; then
+      new+=("$v"); old=$path
+    fi
+    args+=("--pg$v" "$old")
   elif [ -n "$old" ]; then
     args+=("--pg$v" "$old")
   fi

@@ -6,10 +6,6 @@ compile_error!(
     "pg_snowflake needs PostgreSQL 15 or later: its durable lease travels in WAL through a custom \
      WAL resource manager, which PostgreSQL 13 and 14 do not have"
 );
-#[cfg(feature = "pg16")]
-compile_error!(
-    "pg_snowflake is built and tested for PostgreSQL 15, 17 and 18; 16 is not in its test matrix"
-);
 
 // The id itself, in plain Rust (unit-tested without PostgreSQL).
 mod clock; // the wall clock and epoch conversions
