@@ -20,9 +20,13 @@ export PG_CONFIG=${PG_CONFIG:-$(scripts/pg-config.sh "$PG")}
 SUITES=(--test restart --test crash --test clock --test standby --test sync_standby
         --test configuration --test concurrency --test burst --test pacing --test toolkit
         --test extension_upgrade --test layouts --test readme --test multinode --test hostile
-        --test time_ranges)
+        --test time_ranges --test power_loss)
 # pg_auto_failover is packaged for 15 only.
 [ "$PG" != 15 ] || SUITES+=(--test auto_failover)
+# MUTATION_SUITES="power_loss crash" runs only those, to check a new row quickly.
+if [ -n "${MUTATION_SUITES:-}" ]; then
+  SUITES=(); for s in $MUTATION_SUITES; do SUITES+=(--test "$s"); done
+fi
 
 # name ~ what it removes ~ file ~ perl substitution [~ file ~ substitution ...]
 MUTATIONS=(
@@ -61,6 +65,11 @@ MUTATIONS=(
   "planner_volatile~a volatile argument is copied into the bounds~src/planner.rs~s/        if pg_sys::contain_volatile_functions\(value\) \|\| pg_sys::expression_returns_set\(value\) \{\n            return None;\n        \}\n//~src/planner.rs~s/        if !is_a\(node, pg_sys::NodeTag::T_Var\) \{\n            return None;\n        \}\n        let var = &\*node.cast::<pg_sys::Var>\(\);\n        if var.varlevelsup != 0/        if !is_a(node, pg_sys::NodeTag::T_Var) {\n            return Some(pg_sys::InvalidOid);\n        }\n        let var = \&*node.cast::<pg_sys::Var>();\n        if var.varlevelsup != 0/"
   "planner_64bit~the hook rewrites under a 64-bit layout too~src/planner.rs~s/    if !gucs::time_ranges\(\) \|\| layout.time_bits \+ layout.worker_bits \+ layout.sequence_bits > 63 \{/    if !gucs::time_ranges() {/~src/planner.rs~s/    let max_id = layout.first_id\(layout.end_mark\(\)\) - 1;/    let max_id = (layout.first_id(layout.end_mark()) - 1).min(i64::MAX as u64);/"
   "planner_acl~the hook looks snowflake_id_bound up with the current user's rights~src/planner.rs~s/        let namespace = pg_sys::get_func_namespace\(timestamp\);/        let namespace = pg_sys::LookupExplicitNamespace(pg_sys::get_namespace_name(pg_sys::get_func_namespace(timestamp)), false);/"
+  "state_file_sync~the new state file is renamed into place without being synced first~src/state_file.rs~s/    file.sync_data\(\)\?;\n//"
+  "state_dir_sync~the directory is not synced after the rename of the state file~src/state_file.rs~s/        File::open\(&self.dir\)\?.sync_all\(\)/        Ok(())/"
+  "publish_early~the new lease is used before it is durable~src/generator/lease.rs~s/        let prepared = prepare_state_file\(mark\);\n        let lsn = wal::log_mark\(mark\);/        self.mark.store(units, Ordering::Release);\n        let prepared = prepare_state_file(mark);\n        let lsn = wal::log_mark(mark);/"
+  "state_file_errors~a failure to put the state file in place is ignored~src/generator/lease.rs~s/        if let Err\(e\) = prepared.replace\(\) \{\n            errors::state_file_write_failed\(&e\);\n        \}\n        self.mark.store/        let _ = prepared.replace();\n        self.mark.store/"
+  "wal_flush~the mark record is not flushed before the lease is used~src/wal.rs~s/        pg_sys::XLogFlush\(lsn\);\n//"
 )
 
 only=" $* "

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 pub use postgres::{Client, NoTls};
 
 pub mod failover;
+pub mod faultfs;
 
 /// libfaketime's multi-threaded library, found through its Debian package so that any
 /// architecture works. A test that needs it fails when it is missing instead of running on the
@@ -221,6 +222,13 @@ impl Cluster {
             .collect();
     }
 
+    /// Stops the server if it runs, without waiting for anything (for teardown).
+    pub fn stop_if_running(&self) {
+        if self.data().join("postmaster.pid").exists() {
+            let _ = self.pg_ctl(&["stop", "-w", "-m", "immediate"]);
+        }
+    }
+
     /// One more environment variable for the server processes, from the next start on.
     pub fn add_env(&mut self, key: &str, value: &str) {
         self.env.push((key.to_string(), value.to_string()));
@@ -305,30 +313,25 @@ impl Cluster {
     }
 
     /// SIGKILL to the postmaster and all its children, as a power loss would stop them, then
-    /// waits until they are gone. The postmaster is stopped (SIGSTOP) first, so that it cannot
-    /// fork a child between the listing of its children and the kill; every child is its own
-    /// process group (postmaster children call setsid), so a group kill would not reach them.
+    /// waits until they are gone.
     pub fn crash(&self) {
+        self.kill_all().wait();
+    }
+
+    /// SIGKILL to the postmaster and all its children, without waiting. The postmaster is
+    /// stopped (SIGSTOP) first, so that it cannot fork a child between the listing of its
+    /// children and the kill; every child is its own process group (postmaster children call
+    /// setsid), so a group kill would not reach them.
+    pub fn kill_all(&self) -> Killed {
         let pid = self.postmaster_pid().expect("the server is running");
         signal(pid, "STOP");
-        let children = children_of(pid);
-        let mut all = vec![pid];
-        all.extend(&children);
+        let mut pids = vec![pid];
+        pids.extend(children_of(pid));
         let _ = Command::new("kill")
             .arg("-KILL")
-            .args(all.iter().map(i32::to_string))
+            .args(pids.iter().map(i32::to_string))
             .status();
-        poll(
-            Duration::from_secs(30),
-            Duration::from_millis(20),
-            || match all
-                .iter()
-                .any(|p| Path::new(&format!("/proc/{p}")).exists())
-            {
-                false => Ok(()),
-                true => Err(format!("processes of postmaster {pid} did not die")),
-            },
-        );
+        Killed { pids }
     }
 
     /// The backend serving `client`, killed with SIGKILL alone: the postmaster then ends every
@@ -630,6 +633,32 @@ pub fn ids_through_renewals(c: &mut Client, n: u64) -> Vec<i64> {
         ));
     }
     all
+}
+
+/// Server processes sent SIGKILL. A process waiting for a file system request that its daemon
+/// already took (a held fsync on faultfs) dies only once the request ends: a power cut ends it
+/// by stopping the daemon before it waits here.
+#[must_use = "the processes may still run: wait() for them"]
+pub struct Killed {
+    pids: Vec<i32>,
+}
+
+impl Killed {
+    pub fn wait(self) {
+        poll(Duration::from_secs(30), Duration::from_millis(20), || {
+            match self
+                .pids
+                .iter()
+                .find(|p| Path::new(&format!("/proc/{p}")).exists())
+            {
+                None => Ok(()),
+                Some(p) => Err(format!(
+                    "process {p} of postmaster {} did not die",
+                    self.pids[0]
+                )),
+            }
+        });
+    }
 }
 
 /// Calls `step` every `every` until it returns `Ok`; after `within`, fails with the last `Err`,

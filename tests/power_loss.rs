@@ -1,0 +1,383 @@
+//! Power cuts and disk faults. Every other test crashes servers with `kill -9`, which keeps the
+//! kernel's page cache: no test there can notice a missing flush or fsync. Here the data
+//! directory lives on faultfs (`tests/faultfs`, see `common/faultfs.rs`), which loses whatever
+//! was not made durable when the power is cut, and fails chosen operations on command.
+//!
+//! A power cut: writers take ids (inserts that commit, and plain `SELECT snowflake_next()`)
+//! and record every id the server acknowledged; at a seeded moment every server process and
+//! the file system die at once; the server starts on what was durable, with its clock set back
+//! 3 s. Every id it makes then must be above every id acknowledged before, and every
+//! acknowledged insert must be there. Some cuts come at random moments, some while a renewal of
+//! the lease is in flight (faultfs holds the fsync of the new state file until the power goes),
+//! and one right after a checkpoint, when WAL replay no longer has the last mark and only the
+//! state file does. `POWER_LOSS_SEED` replays a run.
+#![cfg(not(feature = "pg_test"))]
+
+mod common;
+use common::faultfs::FaultFs;
+use common::*;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::path::Path;
+use std::time::Duration;
+
+/// A cluster on faultfs. The fields drop in this order, and `drop` stops the server first.
+struct PowerCluster {
+    cluster: Cluster,
+    clock: FakeClock,
+    fs: FaultFs,
+}
+
+impl PowerCluster {
+    fn start(name: &str, conf: &[&str]) -> PowerCluster {
+        let mut cluster = Cluster::init(name, conf);
+        let clock = cluster.use_fake_clock();
+        let fs = FaultFs::serve(&cluster);
+        cluster.start();
+        PowerCluster { cluster, clock, fs }
+    }
+
+    /// Cuts the power (if `cut` has not), then starts the server on what was durable with its
+    /// clock `offset_s` from the real time.
+    fn restart_after_cut(&mut self, offset_s: f64) {
+        self.clock.set(offset_s);
+        self.cluster.start();
+    }
+
+    /// Cuts the power, then starts the server on what was durable with its clock `offset_s`
+    /// from the real time.
+    fn power_cut(&mut self, offset_s: f64) {
+        self.fs.power_cut(&self.cluster);
+        self.restart_after_cut(offset_s);
+    }
+}
+
+impl Drop for PowerCluster {
+    fn drop(&mut self) {
+        self.cluster.stop_if_running();
+    }
+}
+
+/// A small deterministic generator (xorshift64*), so that a printed seed replays a run.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
+    }
+}
+
+fn seed() -> u64 {
+    let seed = std::env::var("POWER_LOSS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+                | 1
+        });
+    eprintln!("power loss: seed {seed} (POWER_LOSS_SEED={seed} replays it)");
+    seed
+}
+
+/// What the writers got back before the power went.
+#[derive(Default)]
+struct Acknowledged {
+    /// Ids of committed inserts: their rows must survive.
+    inserted: Vec<i64>,
+    /// Ids of plain `SELECT snowflake_next()`: handed out, never stored.
+    drawn: Vec<i64>,
+}
+
+/// Four writers (two inserting one row per transaction, two drawing 50 ids per statement) on
+/// `cluster` while `cut()` runs, which cuts the power under them; every id the server
+/// acknowledged is recorded. A writer stops at its first error (the server is gone).
+fn write_until(cluster: &Cluster, cut: impl FnOnce()) -> Acknowledged {
+    let acked = Mutex::new(Acknowledged::default());
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        for w in 0..4 {
+            let (acked, stop) = (&acked, &stop);
+            let mut c = cluster.connect();
+            s.spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    if w < 2 {
+                        match c.query_one("INSERT INTO t DEFAULT VALUES RETURNING id", &[]) {
+                            Ok(row) => acked.lock().unwrap().inserted.push(row.get(0)),
+                            Err(_) => return,
+                        }
+                    } else {
+                        match c.query(
+                            "SELECT snowflake_next() FROM generate_series(1, 50)",
+                            &[],
+                        ) {
+                            Ok(rows) => acked
+                                .lock()
+                                .unwrap()
+                                .drawn
+                                .extend(rows.iter().map(|r| r.get::<_, i64>(0))),
+                            Err(_) => return,
+                        }
+                    }
+                }
+            });
+        }
+        cut();
+        stop.store(true, Ordering::Relaxed);
+    });
+    acked.into_inner().unwrap()
+}
+
+/// After the restart: every acknowledged insert is there, and new ids (through the default and
+/// drawn) are above every id acknowledged before. Returns the largest new id.
+fn check_after(cluster: &Cluster, before: &Acknowledged, what: &str) -> i64 {
+    let mut c = cluster.connect();
+    let highest = before
+        .inserted
+        .iter()
+        .chain(&before.drawn)
+        .max()
+        .copied()
+        .unwrap_or_else(|| panic!("{what}: the writers got no id before the cut"));
+    let lost: i64 = c
+        .query_one(
+            "SELECT count(*) FROM unnest($1::bigint[]) a(id)
+             WHERE NOT EXISTS (SELECT FROM t WHERE t.id = a.id)",
+            &[&before.inserted],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(lost, 0, "{what}: acknowledged inserts were lost");
+    let new = ids(
+        &mut c,
+        "WITH i AS (INSERT INTO t SELECT FROM generate_series(1, 100) RETURNING id)
+         SELECT id FROM i UNION ALL SELECT snowflake_next() FROM generate_series(1, 100)",
+    );
+    let lowest = *new.iter().min().unwrap();
+    assert!(
+        lowest > highest,
+        "{what}: an id after the power cut, {lowest}, is not above {highest}, acknowledged before"
+    );
+    *new.iter().max().unwrap()
+}
+
+/// The power cuts on one server: at random moments, while renewals are in flight, and right
+/// after a checkpoint.
+#[test]
+fn ids_after_power_cuts_are_above_every_acknowledged_one() {
+    let mut rng = Rng(seed());
+    let mut pc = PowerCluster::start("power_cut", &[]);
+    pc.cluster
+        .connect_ext()
+        .batch_execute("CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next())")
+        .unwrap();
+    let (mut cuts, mut in_flight) = (0, 0);
+    let tmp = pc.cluster.data().join("pg_snowflake.state.tmp");
+    // At random moments: 0.2 to 1.7 s into the load, across about one and a half renewals.
+    for i in 0..5 {
+        pc.clock.set(0.0);
+        let at = Duration::from_millis(200 + rng.below(1500));
+        let (cluster, fs) = (&pc.cluster, &mut pc.fs);
+        let acked = write_until(cluster, || {
+            std::thread::sleep(at);
+            let killed = cluster.kill_all();
+            // A renewal between writing its new state file and putting it in place.
+            in_flight += usize::from(tmp.exists());
+            fs.cut();
+            killed.wait();
+        });
+        pc.restart_after_cut(-3.0);
+        cuts += 1;
+        check_after(&pc.cluster, &acked, &format!("random cut {i} at {at:?}"));
+    }
+    // While a renewal is in flight: its fsync of the new state file waits in faultfs until the
+    // power goes. The writers go on under the lease they have, and then wait for the renewal.
+    for i in 0..3 {
+        pc.clock.set(0.0);
+        // The restarted server has no lease yet: take one first, so that the held renewal is
+        // one the writers run into, not the first.
+        let first: i64 = pc
+            .cluster
+            .connect()
+            .query_one("SELECT snowflake_next()", &[])
+            .unwrap()
+            .get(0);
+        pc.fs.ctl("hold fsync pg_snowflake.state.tmp 1");
+        let (cluster, fs) = (&pc.cluster, &mut pc.fs);
+        let mut acked = write_until(cluster, || {
+            poll(Duration::from_secs(30), Duration::from_millis(5), || {
+                (fs.ctl("holds") == "ok 1 1")
+                    .then_some(())
+                    .ok_or("no renewal reached the held fsync".into())
+            });
+            // Let the writers run into the end of the lease meanwhile.
+            std::thread::sleep(Duration::from_millis(100 + 300 * i));
+            fs.power_cut(cluster);
+        });
+        in_flight += 1;
+        acked.drawn.push(first);
+        pc.restart_after_cut(-3.0);
+        cuts += 1;
+        check_after(&pc.cluster, &acked, &format!("cut {i} during a renewal"));
+    }
+    // Right after a checkpoint: WAL replay starts there and no longer has the last mark, which
+    // only the state file keeps.
+    pc.clock.set(0.0);
+    let mut checkpointer = pc.cluster.connect();
+    let (cluster, fs) = (&pc.cluster, &mut pc.fs);
+    let acked = write_until(cluster, || {
+        std::thread::sleep(Duration::from_millis(1200));
+        checkpointer.batch_execute("CHECKPOINT").unwrap();
+        fs.power_cut(cluster);
+    });
+    pc.restart_after_cut(-3.0);
+    cuts += 1;
+    check_after(&pc.cluster, &acked, "cut right after a checkpoint");
+    eprintln!("power loss: {cuts} power cuts, {in_flight} of them with a renewal in flight");
+    assert!(in_flight >= 3);
+}
+
+/// A synchronous standby, promoted after the primary's power cut: it continues above every id
+/// the primary acknowledged, although the primary's clock ran 30 s ahead; and after a power cut
+/// of its own, the promoted standby still does.
+#[test]
+fn a_standby_promoted_after_the_primarys_power_cut_continues_above_it() {
+    let mut primary = PowerCluster::start("power_primary", &["snowflake.max_drift = '60s'"]);
+    primary.clock.set(30.0);
+    primary
+        .cluster
+        .connect_ext()
+        .batch_execute("CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next())")
+        .unwrap();
+    let mut standby_cluster = primary.cluster.basebackup("power_standby");
+    let standby_clock = standby_cluster.use_fake_clock();
+    let standby_fs = FaultFs::serve(&standby_cluster);
+    standby_cluster.start();
+    let mut standby = PowerCluster {
+        cluster: standby_cluster,
+        clock: standby_clock,
+        fs: standby_fs,
+    };
+    let mut p = primary.cluster.connect();
+    p.batch_execute("ALTER SYSTEM SET synchronous_standby_names = '*'")
+        .unwrap();
+    p.batch_execute("SELECT pg_reload_conf()").unwrap();
+    poll(Duration::from_secs(60), Duration::from_millis(50), || {
+        let sync: i64 = p
+            .query_one(
+                "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        (sync == 1).then_some(()).ok_or("no synchronous standby".into())
+    });
+    drop(p);
+    let (cluster, fs) = (&primary.cluster, &mut primary.fs);
+    let acked = write_until(cluster, || {
+        std::thread::sleep(Duration::from_secs(2));
+        fs.power_cut(cluster);
+    });
+    standby.cluster.promote();
+    let highest = check_after(&standby.cluster, &acked, "the promoted standby");
+    // The promoted standby loses power too, with its clock 3 s back: its state file, written by
+    // redo and by its own renewals, brings it back above everything.
+    let (cluster, fs) = (&standby.cluster, &mut standby.fs);
+    let mut more = write_until(cluster, || {
+        std::thread::sleep(Duration::from_secs(1));
+        fs.power_cut(cluster);
+    });
+    standby.restart_after_cut(-3.0);
+    more.drawn.push(highest);
+    more.inserted.extend(acked.inserted);
+    check_after(&standby.cluster, &more, "the promoted standby after its own power cut");
+}
+
+/// ENOSPC and EIO on the state file and on WAL: clear errors, never an id above a mark that is
+/// not durable, and normal service once the fault clears.
+#[test]
+fn disk_faults_fail_calls_clearly_and_service_resumes() {
+    let mut pc = PowerCluster::start("disk_faults", &[]);
+    let mut c = pc.cluster.connect_ext();
+    c.batch_execute("CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next())")
+        .unwrap();
+    let mut highest: i64 = c.query_one("SELECT snowflake_next()", &[]).unwrap().get(0);
+    let new_lease = |c: &mut Client| {
+        // A call past the current lease needs a renewal: advance beyond it.
+        c.batch_execute(
+            "SELECT snowflake_advance_past(snowflake_next() + (2000::bigint << 22))",
+        )
+    };
+    // The state file: its temporary file cannot be written, synced, or put in place.
+    for (rule, why) in [
+        ("fail write pg_snowflake.state.tmp ENOSPC", "No space left on device"),
+        ("fail fsync pg_snowflake.state.tmp EIO", "Input/output error"),
+        ("fail fsyncdir . EIO", "Input/output error"),
+    ] {
+        let faults = pc.fs.stat("faults");
+        pc.fs.ctl(rule);
+        let err = new_lease(&mut c).unwrap_err();
+        let (state, message, _) = db_error(&err);
+        assert_eq!(state, "58030", "{rule}: {message}");
+        assert!(
+            message.starts_with("could not write the snowflake state file") && message.contains(why),
+            "{rule}: {message}"
+        );
+        assert!(pc.fs.stat("faults") > faults, "{rule}: the fault did not take effect");
+        // No id came from the renewal that failed: a power cut now, with the clock back,
+        // still gives ids above every one handed out.
+        pc.fs.ctl("clear");
+        let acked = Acknowledged {
+            inserted: vec![],
+            drawn: vec![highest],
+        };
+        drop(c);
+        pc.power_cut(-3.0);
+        highest = check_after(&pc.cluster, &acked, rule);
+        c = pc.cluster.connect();
+        new_lease(&mut c).unwrap();
+        highest = highest.max(c.query_one("SELECT snowflake_next()", &[]).unwrap().get(0));
+    }
+    // WAL: PostgreSQL itself PANICs when it cannot write or flush WAL (a retried fsync may
+    // report success for data already lost). A renewal that meets it ends with the server; the
+    // lease it was writing was never published, and after the fault clears the server recovers
+    // above every id.
+    for rule in ["fail write pg_wal/0* ENOSPC", "fail fsync pg_wal/0* EIO"] {
+        let panics = pc.cluster.log().matches("PANIC:").count();
+        pc.fs.ctl(rule);
+        let _ = new_lease(&mut c);
+        poll(Duration::from_secs(30), Duration::from_millis(100), || {
+            (pc.cluster.log().matches("PANIC:").count() > panics)
+                .then_some(())
+                .ok_or(format!("{rule}: no PANIC"))
+        });
+        pc.fs.ctl("clear");
+        // The postmaster restarts after the PANIC, or stops if recovery cannot start: either
+        // way, with the fault gone, the server comes back.
+        poll(Duration::from_secs(60), Duration::from_millis(200), || {
+            match Client::connect(&pc.cluster.conninfo("postgres"), NoTls) {
+                Ok(_) => Ok(()),
+                Err(_) => {
+                    if pc.cluster.postmaster_pid().is_none()
+                        || !Path::new(&format!("/proc/{}", pc.cluster.postmaster_pid().unwrap()))
+                            .exists()
+                    {
+                        pc.cluster.start();
+                    }
+                    Err(format!("{rule}: the server did not come back"))
+                }
+            }
+        });
+        let acked = Acknowledged {
+            inserted: vec![],
+            drawn: vec![highest],
+        };
+        highest = check_after(&pc.cluster, &acked, rule);
+        c = pc.cluster.connect();
+    }
+}
