@@ -72,7 +72,16 @@ fn run(program: &str, args: &[&str]) -> String {
 }
 
 fn apt_install(deb: &Path) {
-    run("apt-get", &["install", "-y", "-qq", "--allow-downgrades", deb.to_str().unwrap()]);
+    run(
+        "apt-get",
+        &[
+            "install",
+            "-y",
+            "-qq",
+            "--allow-downgrades",
+            deb.to_str().unwrap(),
+        ],
+    );
 }
 
 /// The files (not directories) the installed package owns.
@@ -101,21 +110,34 @@ fn remove_and_check_nothing_is_left() {
 fn package_installs_into_its_server_works_and_leaves_nothing_when_removed() {
     let major = major();
     let deb = deb(&version());
-    assert!(deb.exists(), "{} is missing: run `make package`", deb.display());
+    assert!(
+        deb.exists(),
+        "{} is missing: run `make package`",
+        deb.display()
+    );
     // Laid out as Debian's and PGDG's extension packages.
     let listing = run("dpkg-deb", &["-c", deb.to_str().unwrap()]);
     for path in [
         format!("./usr/lib/postgresql/{major}/lib/pg_snowflake.so"),
         format!("./usr/share/postgresql/{major}/extension/pg_snowflake.control"),
-        format!("./usr/share/postgresql/{major}/extension/pg_snowflake--{}.sql", version()),
+        format!(
+            "./usr/share/postgresql/{major}/extension/pg_snowflake--{}.sql",
+            version()
+        ),
         format!("./usr/share/postgresql/{major}/extension/pg_snowflake--0.1.0.sql"),
         format!("./usr/share/postgresql/{major}/extension/pg_snowflake--0.2.0.sql"),
         format!("./usr/share/postgresql/{major}/extension/pg_snowflake--0.1.0--0.2.0.sql"),
-        format!("./usr/share/postgresql/{major}/extension/pg_snowflake--0.2.0--{}.sql", version()),
+        format!(
+            "./usr/share/postgresql/{major}/extension/pg_snowflake--0.2.0--{}.sql",
+            version()
+        ),
         format!("./usr/share/doc/{}/copyright", package_name()),
         format!("./usr/share/doc/{}/changelog.Debian.gz", package_name()),
     ] {
-        assert!(listing.contains(&path), "the package lacks {path}:\n{listing}");
+        assert!(
+            listing.contains(&path),
+            "the package lacks {path}:\n{listing}"
+        );
     }
     for line in listing.lines() {
         let path = line.split_whitespace().last().unwrap();
@@ -143,15 +165,24 @@ fn package_installs_into_its_server_works_and_leaves_nothing_when_removed() {
         .unwrap();
     let report = String::from_utf8_lossy(&lintian.stdout).into_owned();
     eprintln!("lintian {}:\n{report}", deb.display());
-    assert!(lintian.status.success(), "lintian reports errors:\n{report}");
+    assert!(
+        lintian.status.success(),
+        "lintian reports errors:\n{report}"
+    );
     assert!(!report.contains("E: "), "lintian reports errors:\n{report}");
 
     apt_install(&deb);
-    let status = run("dpkg-query", &["-W", "-f=${Status} ${Version}", &package_name()]);
+    let status = run(
+        "dpkg-query",
+        &["-W", "-f=${Status} ${Version}", &package_name()],
+    );
     assert_eq!(status, format!("install ok installed {}-1", version()));
     let cluster = server("package");
     let mut c = cluster.connect_ext();
-    let before = ids(&mut c, "SELECT snowflake_next() FROM generate_series(1, 1000)");
+    let before = ids(
+        &mut c,
+        "SELECT snowflake_next() FROM generate_series(1, 1000)",
+    );
     assert_strictly_increasing(&before, "ids from the package's library");
     cluster.restart("fast");
     let after = ids(
@@ -183,7 +214,10 @@ fn package_of_0_2_0_upgrades_in_place_and_the_extension_updates() {
             .arg(RELEASE_0_2_0)
             .output()
             .unwrap();
-        check(out, "git worktree add of the 0.2.0 release (is the history of main cloned?)");
+        check(
+            out,
+            "git worktree add of the 0.2.0 release (is the history of main cloned?)",
+        );
     }
     let pg_config = default_pg_config();
     check(
@@ -198,9 +232,12 @@ fn package_of_0_2_0_upgrades_in_place_and_the_extension_updates() {
     let cluster = server("package_upgrade");
     let mut c = cluster.connect_ext();
     let version_of = |c: &mut Client| -> String {
-        c.query_one("SELECT extversion FROM pg_extension WHERE extname = 'pg_snowflake'", &[])
-            .unwrap()
-            .get(0)
+        c.query_one(
+            "SELECT extversion FROM pg_extension WHERE extname = 'pg_snowflake'",
+            &[],
+        )
+        .unwrap()
+        .get(0)
     };
     assert_eq!(version_of(&mut c), "0.2.0");
     c.batch_execute(
@@ -208,17 +245,27 @@ fn package_of_0_2_0_upgrades_in_place_and_the_extension_updates() {
          INSERT INTO orders (item) SELECT 'before ' || g FROM generate_series(1, 1000) g",
     )
     .unwrap();
-    let old_max: i64 = c.query_one("SELECT max(id) FROM orders", &[]).unwrap().get(0);
+    let old_max: i64 = c
+        .query_one("SELECT max(id) FROM orders", &[])
+        .unwrap()
+        .get(0);
     drop(c);
     // The new package over the old one, under the running server; then a restart loads it.
     apt_install(&deb(&version()));
     cluster.restart("fast");
     let mut c = cluster.connect();
-    c.batch_execute("ALTER EXTENSION pg_snowflake UPDATE").unwrap();
+    c.batch_execute("ALTER EXTENSION pg_snowflake UPDATE")
+        .unwrap();
     assert_eq!(version_of(&mut c), version());
-    let new = ids(&mut c, "INSERT INTO orders (item) VALUES ('after') RETURNING id");
+    let new = ids(
+        &mut c,
+        "INSERT INTO orders (item) VALUES ('after') RETURNING id",
+    );
     assert!(new[0] > old_max, "{} is not above {old_max}", new[0]);
-    let rows: i64 = c.query_one("SELECT count(*) FROM orders", &[]).unwrap().get(0);
+    let rows: i64 = c
+        .query_one("SELECT count(*) FROM orders", &[])
+        .unwrap()
+        .get(0);
     assert_eq!(rows, 1001);
     cluster.stop("fast");
     remove_and_check_nothing_is_left();

@@ -16,9 +16,9 @@
 mod common;
 use common::faultfs::FaultFs;
 use common::*;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
-use std::path::Path;
 use std::time::Duration;
 
 /// A cluster on faultfs. The fields drop in this order, and `drop` stops the server first.
@@ -112,10 +112,7 @@ fn write_until(cluster: &Cluster, cut: impl FnOnce()) -> Acknowledged {
                             Err(_) => return,
                         }
                     } else {
-                        match c.query(
-                            "SELECT snowflake_next() FROM generate_series(1, 50)",
-                            &[],
-                        ) {
+                        match c.query("SELECT snowflake_next() FROM generate_series(1, 50)", &[]) {
                             Ok(rows) => acked
                                 .lock()
                                 .unwrap()
@@ -275,7 +272,9 @@ fn a_standby_promoted_after_the_primarys_power_cut_continues_above_it() {
             )
             .unwrap()
             .get(0);
-        (sync == 1).then_some(()).ok_or("no synchronous standby".into())
+        (sync == 1)
+            .then_some(())
+            .ok_or("no synchronous standby".into())
     });
     drop(p);
     let (cluster, fs) = (&primary.cluster, &mut primary.fs);
@@ -295,7 +294,11 @@ fn a_standby_promoted_after_the_primarys_power_cut_continues_above_it() {
     standby.restart_after_cut(-3.0);
     more.drawn.push(highest);
     more.inserted.extend(acked.inserted);
-    check_after(&standby.cluster, &more, "the promoted standby after its own power cut");
+    check_after(
+        &standby.cluster,
+        &more,
+        "the promoted standby after its own power cut",
+    );
 }
 
 /// ENOSPC and EIO on the state file and on WAL: clear errors, never an id above a mark that is
@@ -309,14 +312,18 @@ fn disk_faults_fail_calls_clearly_and_service_resumes() {
     let mut highest: i64 = c.query_one("SELECT snowflake_next()", &[]).unwrap().get(0);
     let new_lease = |c: &mut Client| {
         // A call past the current lease needs a renewal: advance beyond it.
-        c.batch_execute(
-            "SELECT snowflake_advance_past(snowflake_next() + (2000::bigint << 22))",
-        )
+        c.batch_execute("SELECT snowflake_advance_past(snowflake_next() + (2000::bigint << 22))")
     };
     // The state file: its temporary file cannot be written, synced, or put in place.
     for (rule, why) in [
-        ("fail write pg_snowflake.state.tmp ENOSPC", "No space left on device"),
-        ("fail fsync pg_snowflake.state.tmp EIO", "Input/output error"),
+        (
+            "fail write pg_snowflake.state.tmp ENOSPC",
+            "No space left on device",
+        ),
+        (
+            "fail fsync pg_snowflake.state.tmp EIO",
+            "Input/output error",
+        ),
         ("fail fsyncdir . EIO", "Input/output error"),
     ] {
         let faults = pc.fs.stat("faults");
@@ -325,10 +332,14 @@ fn disk_faults_fail_calls_clearly_and_service_resumes() {
         let (state, message, _) = db_error(&err);
         assert_eq!(state, "58030", "{rule}: {message}");
         assert!(
-            message.starts_with("could not write the snowflake state file") && message.contains(why),
+            message.starts_with("could not write the snowflake state file")
+                && message.contains(why),
             "{rule}: {message}"
         );
-        assert!(pc.fs.stat("faults") > faults, "{rule}: the fault did not take effect");
+        assert!(
+            pc.fs.stat("faults") > faults,
+            "{rule}: the fault did not take effect"
+        );
         // No id came from the renewal that failed: a power cut now, with the clock back,
         // still gives ids above every one handed out.
         pc.fs.ctl("clear");
@@ -359,8 +370,10 @@ fn disk_faults_fail_calls_clearly_and_service_resumes() {
         pc.fs.ctl("clear");
         // The postmaster restarts after the PANIC, or stops if recovery cannot start: either
         // way, with the fault gone, the server comes back.
-        poll(Duration::from_secs(60), Duration::from_millis(200), || {
-            match Client::connect(&pc.cluster.conninfo("postgres"), NoTls) {
+        poll(
+            Duration::from_secs(60),
+            Duration::from_millis(200),
+            || match Client::connect(&pc.cluster.conninfo("postgres"), NoTls) {
                 Ok(_) => Ok(()),
                 Err(_) => {
                     if pc.cluster.postmaster_pid().is_none()
@@ -371,8 +384,8 @@ fn disk_faults_fail_calls_clearly_and_service_resumes() {
                     }
                     Err(format!("{rule}: the server did not come back"))
                 }
-            }
-        });
+            },
+        );
         let acked = Acknowledged {
             inserted: vec![],
             drawn: vec![highest],

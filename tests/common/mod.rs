@@ -645,8 +645,10 @@ pub struct Killed {
 
 impl Killed {
     pub fn wait(self) {
-        poll(Duration::from_secs(30), Duration::from_millis(20), || {
-            match self
+        poll(
+            Duration::from_secs(30),
+            Duration::from_millis(20),
+            || match self
                 .pids
                 .iter()
                 .find(|p| Path::new(&format!("/proc/{p}")).exists())
@@ -656,8 +658,8 @@ impl Killed {
                     "process {p} of postmaster {} did not die",
                     self.pids[0]
                 )),
-            }
-        });
+            },
+        );
     }
 }
 
