@@ -5,6 +5,7 @@
 //! restarts, clock steps) lives in the black-box suites under `tests/`.
 
 mod claims;
+mod compose;
 mod decode;
 mod next;
 mod settings;

@@ -48,7 +48,8 @@ fn snowflake_decode_layout(
     decode(id, &preset(layout), fcinfo)
 }
 
-fn preset(name: &str) -> Layout {
+/// The layout of a preset's name; 22023 for another name.
+pub(crate) fn preset(name: &str) -> Layout {
     match Preset::parse(name).and_then(Preset::layout) {
         Some(layout) => layout,
         None => errors::unknown_layout(name),
@@ -84,8 +85,8 @@ fn finite_unix_ms(ts: TimestampWithTimeZone) -> Option<i64> {
     Some(unix_ms_of(ts.into_inner()))
 }
 
-/// The time unit of this server's layout that holds `ts`; an error outside the layout.
-fn units_of(ts: TimestampWithTimeZone, layout: &Layout) -> u64 {
+/// The time unit of `layout` that holds `ts`; 22008 outside the layout.
+pub(crate) fn units_of(ts: TimestampWithTimeZone, layout: &Layout) -> u64 {
     match finite_unix_ms(ts).and_then(|ms| layout.units_at(ms)) {
         Some(units) if units <= layout.max_units() => units,
         _ => errors::timestamp_outside_layout(layout),

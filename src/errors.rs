@@ -1,9 +1,9 @@
 //! Every error a user can meet, in one place: a real SQLSTATE (never XX000), a lower-case message
 //! without a final period, and full-sentence detail and hint where the user can act.
 
-use crate::dates::iso_unix;
 use crate::gucs;
 use crate::layout::Layout;
+use crate::text::{iso_unix, sentence};
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 
@@ -50,7 +50,7 @@ pub fn worker_id_unset() -> ! {
              start"
                 .into(),
         )
-        .set_detail(format!("{}.", capitalised(problem)))
+        .set_detail(sentence(problem))
         .set_hint(
             "Correct the snowflake.* settings in postgresql.conf (see the server log) and \
              restart the server.",
@@ -118,6 +118,27 @@ pub fn unknown_layout(name: &str) -> ! {
             "The layouts are {names}. A custom layout decodes on a server configured with it, \
              through snowflake_decode(id)."
         )),
+    )
+}
+
+/// A worker id or sequence given to `snowflake_compose()` that the layout's bits cannot hold.
+#[cold]
+#[track_caller]
+pub fn field_outside_layout(field: &str, value: i32, bits: u32, layout: &Layout) -> ! {
+    let max = (1u64 << bits) - 1;
+    raise(
+        report(
+            PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+            format!(
+                "{field} {value} is out of range for the {} layout",
+                layout.describe()
+            ),
+        )
+        .set_detail(format!(
+            "The {} layout has {bits} bits for the {field}: 0 to {max}.",
+            layout.describe()
+        ))
+        .set_hint(format!("Pass a {field} from 0 to {max}.")),
     )
 }
 
@@ -371,23 +392,14 @@ pub fn sync_standby_wait_cancelled(why: &str) -> ! {
             "canceling the wait for the synchronous standbys to flush the snowflake lease".into(),
         )
         .set_detail(format!(
-            "{}. No id was handed out under the new lease; the next call waits for it again.",
-            capitalised(why)
+            "{} No id was handed out under the new lease; the next call waits for it again.",
+            sentence(why)
         ))
         .set_hint(
             "Check that the standbys named in synchronous_standby_names are running and \
              connected, or empty that setting to stop waiting for them.",
         ),
     )
-}
-
-/// PostgreSQL's messages start in lower case; a detail is a full sentence.
-fn capitalised(message: &str) -> String {
-    let mut chars = message.chars();
-    chars
-        .next()
-        .map(|c| c.to_uppercase().chain(chars).collect())
-        .unwrap_or_default()
 }
 
 #[cold]

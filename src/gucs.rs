@@ -8,6 +8,7 @@
 //! id are postmaster settings: every backend of a running server uses the same ones.
 
 use crate::layout::{self, Layout, Preset};
+use crate::text;
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::pg_sys::{self, PgTryBuilder};
 use pgrx::prelude::*;
@@ -347,19 +348,12 @@ unsafe extern "C-unwind" fn check_epoch(
     match parse_epoch(&text) {
         Ok(_) => true,
         Err(why) => {
-            let why = CString::new(capitalised_sentence(&why)).unwrap_or_default();
+            let why = CString::new(text::sentence(&why)).unwrap_or_default();
             // SAFETY: PostgreSQL reports this palloc'd string with the refusal.
             unsafe { pg_sys::GUC_check_errdetail_string = pg_sys::pstrdup(why.as_ptr()) };
             false
         }
     }
-}
-
-/// "snowflake.epoch ..." as a sentence for a DETAIL: capital letter, final period.
-fn capitalised_sentence(message: &str) -> String {
-    let mut chars = message.chars();
-    let first = chars.next().map(|c| c.to_uppercase().collect::<String>());
-    format!("{}{}.", first.unwrap_or_default(), chars.as_str())
 }
 
 /// The configured layout, or why it is refused.

@@ -9,10 +9,10 @@ compile_error!(
 
 // The id itself, in plain Rust (unit-tested without PostgreSQL).
 mod clock; // the wall clock and epoch conversions
-mod dates; // ISO 8601 dates for messages
 mod layout; // bit layouts and the rule that advances the generator
 mod mark; // a durable mark and its encoding
-mod pacing; // how bursts share borrowed time
+mod pacing;
+mod text; // dates and sentences in messages // how bursts share borrowed time
 
 // The generator and its durability.
 mod generator; // the lease protocol, owner of the shared state
@@ -29,6 +29,7 @@ mod gucs; // the snowflake.* settings
 mod admin; // advance_past, adopt, reset_layout
 mod base62; // short text ids
 mod claims; // worker id claims and their background worker
+mod compose; // ids of given fields
 mod decode; // decoding ids, their time, and time ranges as id ranges
 mod next; // snowflake_next()
 mod planner; // time ranges through the primary key

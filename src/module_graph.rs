@@ -89,7 +89,7 @@ fn modules_use_each_other_without_cycles() {
 fn the_pure_modules_use_no_postgresql_module() {
     // What the unit tests cover without a server stays free of the parts that need one.
     let graph = graph();
-    for pure in ["clock", "dates", "layout", "mark", "state_file"] {
+    for pure in ["clock", "text", "layout", "mark", "state_file"] {
         let uses = &graph[pure];
         for module in [
             "generator",

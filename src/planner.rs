@@ -354,7 +354,7 @@ unsafe fn id_range(
         };
         let var = &*column.cast::<pg_sys::Var>();
         Some(IdRange {
-            column_key: (var.varno as i32, var.varattno),
+            column_key: (var.varno, var.varattno),
             lower,
             upper,
             lower_guard: compare(INT8_GE, id(0)),

@@ -4,9 +4,9 @@
 //! ids, which each backend keeps in a plain process-local counter and adds to shared memory at
 //! the end of each transaction: the hot path pays one local increment, no shared write.
 
-use crate::dates::iso_unix;
 use crate::generator::Generator;
 use crate::layout::Order;
+use crate::text::iso_unix;
 use crate::{clock, generator, gucs};
 use pgrx::prelude::*;
 use pgrx::JsonB;

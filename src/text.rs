@@ -1,6 +1,6 @@
-//! Dates for people: the ISO 8601 form of a Unix millisecond in messages, settings and
-//! `snowflake_stats()`, in plain Rust (messages are also made where no PostgreSQL function may
-//! be called: in the postmaster at start, and in WAL redo).
+//! Text for people, in plain Rust (messages are also made where no PostgreSQL function may be
+//! called: in the postmaster at start, and in WAL redo): the ISO 8601 form of a Unix
+//! millisecond in messages, settings and `snowflake_stats()`, and messages as sentences.
 
 /// ISO 8601 in UTC with milliseconds.
 pub fn iso_unix(unix_ms: i64) -> String {
@@ -16,6 +16,20 @@ pub fn iso_unix(unix_ms: i64) -> String {
         ms_of_day % 1000,
     );
     format!("{y:04}-{m:02}-{d:02}T{h:02}:{min:02}:{s:02}.{ms:03}Z")
+}
+
+/// A message (lower case, no final period) as a full sentence for a DETAIL: a capital first
+/// letter and a final period, except where the message starts with a setting's name, which
+/// keeps its case (`snowflake.time_bits must be at least 1.`), as PostgreSQL's own details do.
+pub fn sentence(message: &str) -> String {
+    let first_word = message.split(' ').next().unwrap_or_default();
+    let mut chars = message.chars();
+    let first = match chars.next() {
+        Some(c) if !first_word.contains('.') => c.to_uppercase().collect(),
+        Some(c) => c.to_string(),
+        None => String::new(),
+    };
+    format!("{first}{}.", chars.as_str())
 }
 
 /// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
@@ -44,5 +58,18 @@ mod tests {
         assert_eq!(iso_unix(1_577_836_800_000), "2020-01-01T00:00:00.000Z");
         assert_eq!(iso_unix(-1), "1969-12-31T23:59:59.999Z");
         assert_eq!(iso_unix(253_402_300_799_999), "9999-12-31T23:59:59.999Z");
+    }
+
+    #[test]
+    fn sentences_keep_the_case_of_a_setting_they_start_with() {
+        assert_eq!(
+            sentence("snowflake.time_bits must be at least 1"),
+            "snowflake.time_bits must be at least 1."
+        );
+        assert_eq!(
+            sentence("the widths add up to 64 bits"),
+            "The widths add up to 64 bits."
+        );
+        assert_eq!(sentence(""), ".");
     }
 }

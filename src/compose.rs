@@ -1,0 +1,47 @@
+//! Making the id of given fields: `snowflake_compose()`, the inverse of `snowflake_decode()`,
+//! for ids that must sort by a time other than now (historical rows given ids by their
+//! original creation time; see the README's backfill recipe).
+
+use crate::decode::{preset, units_of};
+use crate::layout::{Layout, Parts};
+use crate::{errors, gucs};
+use pgrx::datum::TimestampWithTimeZone;
+use pgrx::prelude::*;
+
+/// The id with time `ts` (rounded down to its time unit), `worker_id` and `sequence` in this
+/// server's layout: `snowflake_compose(d.ts, d.worker_id, d.sequence)` of `d =
+/// snowflake_decode(id)` is `id` for every id. It makes no id of this cluster's generator and
+/// does not move it: only a worker id no server generates with keeps such ids apart from
+/// generated ones.
+#[pg_extern(immutable, strict, parallel_safe)]
+fn snowflake_compose(ts: TimestampWithTimeZone, worker_id: i32, sequence: i32) -> i64 {
+    compose(ts, worker_id, sequence, gucs::layout())
+}
+
+/// The same in the named preset layout.
+#[pg_extern(immutable, strict, parallel_safe, name = "snowflake_compose")]
+fn snowflake_compose_layout(
+    ts: TimestampWithTimeZone,
+    worker_id: i32,
+    sequence: i32,
+    layout: &str,
+) -> i64 {
+    compose(ts, worker_id, sequence, &preset(layout))
+}
+
+fn compose(ts: TimestampWithTimeZone, worker_id: i32, sequence: i32, layout: &Layout) -> i64 {
+    let worker_id = match u32::try_from(worker_id) {
+        Ok(w) if w <= layout.max_worker_id() => w,
+        _ => errors::field_outside_layout("worker id", worker_id, layout.worker_bits, layout),
+    };
+    let sequence = match u32::try_from(sequence) {
+        Ok(s) if u64::from(s) < layout.per_unit() => s,
+        _ => errors::field_outside_layout("sequence", sequence, layout.sequence_bits, layout),
+    };
+    let units = units_of(ts, layout);
+    layout.compose(Parts {
+        units,
+        worker_id,
+        sequence,
+    })
+}
