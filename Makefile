@@ -3,7 +3,7 @@
 #   make test    every test layer on every supported major (15, 16, 17 with assertions, 18)
 #   make install build and install into the PostgreSQL that PG_CONFIG names
 #   make package the Debian package postgresql-N-pg-snowflake in target/package/
-#   make run-cluster  three writers and a hub that subscribes to them (logical replication)
+#   make run-cluster  three shards and a hub that subscribes to them (logical replication)
 #   make stop    stop the demo clusters
 #   make bench   snowflake_next() against nextval(), bigserial and uuids in one cluster (~6 min)
 #

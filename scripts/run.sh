@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
 # `make run`: a throwaway cluster with pg_snowflake preloaded, a demo table, and the command to
-# connect. `make run-cluster` (scripts/run.sh cluster): three writers (worker ids 1-3) and a hub
-# subscribed to all of them through logical replication, as in the README's "Running many
-# servers". `make stop` (scripts/run.sh stop) stops all of them. Assumes `make install` has run.
+# connect. `make run-cluster` (scripts/run.sh cluster): three shards (worker ids 1-3) and a hub
+# subscribed to all of them through logical replication, as in docs/many-servers.md. `make stop` (scripts/run.sh stop) stops all of them. Assumes `make install` has run.
 #
 # The clusters of major N live in target/run-pgN when the postgres user can reach it
 # (PostgreSQL refuses to run as root), else in /tmp/pg_snowflake-run-pgN (a checkout under /root
 # is closed to postgres). The demo cluster listens on 127.0.0.1:28815, the hub on 28820 and the
-# writers on 28821-28823.
+# shards on 28821-28823.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -81,55 +80,63 @@ SQL
   psql_on "$PORT" -c "SELECT id, note, (snowflake_decode(id)).* FROM demo ORDER BY id DESC LIMIT 6"
   cat <<MSG
 pg_snowflake is running (worker id $WORKER_ID, data in $DIR/demo/data).
-  connect: psql -h 127.0.0.1 -p $PORT -U postgres
+  connect: $PG_BIN/psql -h 127.0.0.1 -p $PORT -U postgres
   stop:    make stop
 MSG
 }
 
-# Three writers and a hub. The writers publish their orders and their worker id claims; the hub
-# subscribes to each (once) and shows what arrived.
+# Three shards and a hub, named as in docs/many-servers.md ("Consolidating with logical
+# replication"): the shards publish their orders and their worker id claims; the hub subscribes
+# to each (once) and shows what arrived.
+#
+# The hub runs one apply worker per shard and, while a subscription copies its tables, up to
+# max_sync_workers_per_subscription (2) table-sync workers more: 3 per shard at first, which the
+# default of 4 logical replication workers cannot hold for three shards (the hub then logs "out
+# of logical replication worker slots" and catches up late). Each of those is a background
+# worker besides the launcher, the claims worker and parallel query's.
 cluster() {
-  local hub=28820 claims=("snowflake.claims_database = 'postgres'" "snowflake.claims_interval = 2")
-  start hub $hub "cluster_name = 'hub'" "snowflake.worker_id = 100" "${claims[@]}"
+  local hub=28820 shards=3
+  local claims=("snowflake.claims_database = 'postgres'" "snowflake.claims_interval = 2")
+  start hub $hub "cluster_name = 'hub'" "snowflake.worker_id = 100" "${claims[@]}" \
+    "max_logical_replication_workers = $((shards * 3))" \
+    "max_worker_processes = $((shards * 3 + 10))"
   psql_on $hub -q <<'SQL'
 CREATE EXTENSION IF NOT EXISTS pg_snowflake;
-CREATE TABLE IF NOT EXISTS orders (
-    id bigint PRIMARY KEY DEFAULT snowflake_next(), writer text NOT NULL, item text NOT NULL);
+CREATE TABLE IF NOT EXISTS orders (id bigint PRIMARY KEY DEFAULT snowflake_next(), item text NOT NULL);
 SQL
-  for i in 1 2 3; do
+  for i in $(seq "$shards"); do
     local port=$((28820 + i))
-    start "writer-$i" $port "wal_level = logical" "cluster_name = 'writer-$i'" \
+    start "shard-$i" $port "wal_level = logical" "cluster_name = 'shard-$i'" \
       "snowflake.worker_id = $i" "${claims[@]}"
     psql_on $port -q <<SQL
 CREATE EXTENSION IF NOT EXISTS pg_snowflake;
-CREATE TABLE IF NOT EXISTS orders (
-    id bigint PRIMARY KEY DEFAULT snowflake_next(), writer text NOT NULL, item text NOT NULL);
-INSERT INTO orders (writer, item)
-SELECT current_setting('cluster_name'), 'order ' || g FROM generate_series(1, 3) g;
+CREATE TABLE IF NOT EXISTS orders (id bigint PRIMARY KEY DEFAULT snowflake_next(), item text NOT NULL);
+INSERT INTO orders (item) SELECT 'order ' || g || ' of shard-$i' FROM generate_series(1, 3) g;
 SQL
     [ "$(psql_on $port -Atc "SELECT count(*) FROM pg_publication WHERE pubname = 'to_hub'")" = 1 ] ||
       psql_on $port -qc "CREATE PUBLICATION to_hub FOR TABLE orders, snowflake_claims"
-    [ "$(psql_on $hub -Atc "SELECT count(*) FROM pg_subscription WHERE subname = 'from_writer_$i'")" = 1 ] ||
-      psql_on $hub -qc "CREATE SUBSCRIPTION from_writer_$i
+    [ "$(psql_on $hub -Atc "SELECT count(*) FROM pg_subscription WHERE subname = 'from_shard_$i'")" = 1 ] ||
+      psql_on $hub -qc "CREATE SUBSCRIPTION from_shard_$i
                         CONNECTION 'host=127.0.0.1 port=$port dbname=postgres' PUBLICATION to_hub" 2>&1 |
       grep -v 'created replication slot' || true
   done
-  # Logical replication is asynchronous: wait (at most 30 s) for the rows just inserted.
+  # Logical replication is asynchronous: wait (at most 30 s) for the rows just inserted and for
+  # every shard's claim.
   local want
-  want=$(( $(for p in 28821 28822 28823; do psql_on $p -Atc "SELECT count(*) FROM orders"; done | paste -sd+) ))
+  want=$(( $(for i in $(seq "$shards"); do psql_on $((28820 + i)) -Atc "SELECT count(*) FROM orders"; done | paste -sd+) ))
   for _ in $(seq 60); do
-    [ "$(psql_on $hub -Atc "SELECT count(*) FROM orders")" -ge "$want" ] && break
+    [ "$(psql_on $hub -Atc "SELECT count(*) FROM orders")" -ge "$want" ] &&
+      [ "$(psql_on $hub -Atc "SELECT count(*) FROM snowflake_claims")" -ge $((shards + 1)) ] && break
     sleep 0.5
   done
-  psql_on $hub -c "SELECT writer, item, id, (snowflake_decode(id)).worker_id
-                   FROM orders ORDER BY id DESC LIMIT 9"
+  psql_on $hub -c "SELECT item, (snowflake_decode(id)).worker_id FROM orders ORDER BY id DESC LIMIT 9"
   psql_on $hub -c "SELECT node_name, worker_id, last_seen FROM snowflake_claims ORDER BY worker_id"
   psql_on $hub -c "SELECT count(*) AS ongoing_clashes FROM snowflake_clashes WHERE ongoing"
   cat <<MSG
-Three writers (worker ids 1-3) replicate to a hub (data in $DIR).
-  writers: psql -h 127.0.0.1 -p 28821 (28822, 28823) -U postgres
-  hub:     psql -h 127.0.0.1 -p $hub -U postgres
-  stop:    make stop
+Three shards (worker ids 1-3) replicate to a hub (data in $DIR).
+  shards: $PG_BIN/psql -h 127.0.0.1 -p 28821 (28822, 28823) -U postgres
+  hub:    $PG_BIN/psql -h 127.0.0.1 -p $hub -U postgres
+  stop:   make stop
 MSG
 }
 
