@@ -67,7 +67,7 @@ MUTATIONS=(
   "planner_acl~the hook looks snowflake_id_bound up with the current user's rights~src/planner.rs~s/        let namespace = pg_sys::get_func_namespace\(timestamp\);/        let namespace = pg_sys::LookupExplicitNamespace(pg_sys::get_namespace_name(pg_sys::get_func_namespace(timestamp)), false);/"
   "state_file_sync~the new state file is renamed into place without being synced first~src/state_file.rs~s/    file.sync_data\(\)\?;\n//"
   "state_dir_sync~the directory is not synced after the rename of the state file~src/state_file.rs~s/        File::open\(&self.dir\)\?.sync_all\(\)/        Ok(())/"
-  "publish_early~the new lease is used before it is durable~src/generator/lease.rs~s/        let prepared = prepare_state_file\(mark\);\n        let lsn = wal::log_mark\(mark\);/        self.mark.store(units, Ordering::Release);\n        let prepared = prepare_state_file(mark);\n        let lsn = wal::log_mark(mark);/"
+  "publish_early~a renewal publishes the new lease before it is durable~src/generator/lease.rs~s/        let prepared = prepare_state_file\(mark\);\n        let lsn = wal::log_mark\(mark\);/        self.publish(units, layout.units_covering(HEADROOM_MS));\n        let prepared = prepare_state_file(mark);\n        let lsn = wal::log_mark(mark);/"
   "state_file_errors~a failure to put the state file in place is ignored~src/generator/lease.rs~s/        if let Err\(e\) = prepared.replace\(\) \{\n            errors::state_file_write_failed\(&e\);\n        \}\n        self.mark.store/        let _ = prepared.replace();\n        self.mark.store/"
   "wal_flush~the mark record is not flushed before the lease is used~src/wal.rs~s/        pg_sys::XLogFlush\(lsn\);\n//"
 )

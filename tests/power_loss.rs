@@ -10,7 +10,8 @@
 //! acknowledged insert must be there. Some cuts come at random moments, some while a renewal of
 //! the lease is in flight (faultfs holds the fsync of the new state file until the power goes),
 //! and one right after a checkpoint, when WAL replay no longer has the last mark and only the
-//! state file does. `POWER_LOSS_SEED` replays a run.
+//! state file does (ids then lie above every mark but the last). `POWER_LOSS_SEED` replays a
+//! run.
 #![cfg(not(feature = "pg_test"))]
 
 mod common;
@@ -124,8 +125,16 @@ fn write_until(cluster: &Cluster, cut: impl FnOnce()) -> Acknowledged {
                 }
             });
         }
+        // The writers stop also when `cut` panics: the scope waits for them before the panic
+        // goes on.
+        struct StopOnDrop<'a>(&'a AtomicBool);
+        impl Drop for StopOnDrop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        let _stop = StopOnDrop(&stop);
         cut();
-        stop.store(true, Ordering::Relaxed);
     });
     acked.into_inner().unwrap()
 }
@@ -212,8 +221,9 @@ fn ids_after_power_cuts_are_above_every_acknowledged_one() {
                     .then_some(())
                     .ok_or("no renewal reached the held fsync".into())
             });
-            // Let the writers run into the end of the lease meanwhile.
-            std::thread::sleep(Duration::from_millis(100 + 300 * i));
+            // Let the writers run into the end of the lease meanwhile: the renewal began 500 ms
+            // before it, so from the second cut on they reach it.
+            std::thread::sleep(Duration::from_millis(100 + 400 * i));
             fs.power_cut(cluster);
         });
         in_flight += 1;
@@ -222,16 +232,29 @@ fn ids_after_power_cuts_are_above_every_acknowledged_one() {
         cuts += 1;
         check_after(&pc.cluster, &acked, &format!("cut {i} during a renewal"));
     }
-    // Right after a checkpoint: WAL replay starts there and no longer has the last mark, which
-    // only the state file keeps.
+    // Right after a checkpoint: WAL replay starts there, so a mark written before it is only in
+    // the state file. `snowflake_advance_past()` writes a mark 2 s ahead of the clock, the
+    // checkpoint follows, the writers get ids above that point, and the power goes long before
+    // the next renewal (whose mark WAL replay would find): only the state file can bring the
+    // server back above those ids.
     pc.clock.set(0.0);
-    let mut checkpointer = pc.cluster.connect();
+    let mut c = pc.cluster.connect();
+    let ahead: i64 = c
+        .query_one("SELECT snowflake_next() + (2000::bigint << 22)", &[])
+        .unwrap()
+        .get(0);
+    c.batch_execute(&format!("SELECT snowflake_advance_past({ahead})"))
+        .unwrap();
+    c.batch_execute("CHECKPOINT").unwrap();
     let (cluster, fs) = (&pc.cluster, &mut pc.fs);
     let acked = write_until(cluster, || {
-        std::thread::sleep(Duration::from_millis(1200));
-        checkpointer.batch_execute("CHECKPOINT").unwrap();
+        std::thread::sleep(Duration::from_millis(300));
         fs.power_cut(cluster);
     });
+    assert!(
+        acked.drawn.iter().all(|&id| id > ahead),
+        "the writers got ids below the advanced point"
+    );
     pc.restart_after_cut(-3.0);
     cuts += 1;
     check_after(&pc.cluster, &acked, "cut right after a checkpoint");
