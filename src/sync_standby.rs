@@ -128,12 +128,26 @@ fn acknowledged(lsn: pg_sys::XLogRecPtr, format: FlagFormat) -> bool {
         let lock = &raw mut (*pg_sys::MainLWLockArray.add(SYNC_REP_LOCK)).lock;
         pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_SHARED);
         let ctl = &*pg_sys::WalSndCtl;
-        let flag = ctl.sync_standbys_status;
+        let flag = flag_byte(ctl);
         let flushed = ctl.lsn[SYNC_REP_WAIT_FLUSH];
         pg_sys::LWLockRelease(lock);
         (flag, flushed)
     };
     !standbys_defined(flag, format, names_configured()) || flushed >= lsn
+}
+
+/// The flag byte of `ctl`, whichever name the headers this was built with give it
+/// (`sync_standbys_defined` in 16.2, `sync_standbys_status` in 15.13+, 16.9+, 17.5+ and 18): in
+/// every version it is the member right after the `lsn` array (walsender_private.h), so it is read
+/// by that position rather than by a name that one build or the other lacks.
+///
+/// # Safety
+/// `ctl` is `*WalSndCtl`, read under `SyncRepLock`.
+unsafe fn flag_byte(ctl: &pg_sys::WalSndCtlData) -> u8 {
+    let offset = std::mem::offset_of!(pg_sys::WalSndCtlData, lsn) + std::mem::size_of_val(&ctl.lsn);
+    // SAFETY: the offset is inside the struct (a bool or bits8 member follows `lsn`, and a
+    // ConditionVariable after it), and any byte is a valid u8.
+    unsafe { *(ctl as *const pg_sys::WalSndCtlData as *const u8).add(offset) }
 }
 
 /// This backend's `synchronous_standby_names` is not empty.
