@@ -20,7 +20,7 @@ export PG_CONFIG=${PG_CONFIG:-$(scripts/pg-config.sh "$PG")}
 SUITES=(--test restart --test crash --test clock --test standby --test sync_standby
         --test configuration --test concurrency --test burst --test pacing --test toolkit
         --test extension_upgrade --test layouts --test readme --test multinode --test hostile
-        --test time_ranges --test power_loss)
+        --test time_ranges --test power_loss --test patroni)
 # pg_auto_failover is packaged for 15 only.
 [ "$PG" != 15 ] || SUITES+=(--test auto_failover)
 # MUTATION_SUITES="power_loss crash" runs only those, to check a new row quickly.

@@ -20,7 +20,7 @@
 #          packages of tests/js and the Python clients of tests/clients (the decoder and client
 #          tests), pg_auto_failover for 15 (the failover test), pgspot in target/venv (the SQL
 #          scripts' lint), fuse3 (the power-loss tests' file system), lintian (the package
-#          tests)
+#          tests), etcd and Patroni (the Patroni failover test)
 #
 # On a system without apt-get it installs nothing: it names what is missing and stops.
 set -euo pipefail
@@ -76,7 +76,7 @@ if [ "$PURPOSE" != build ]; then
   ! has 15 || PACKAGES+=(postgresql-15)
 fi
 if [ "$PURPOSE" = test ]; then
-  PACKAGES+=(sudo faketime libfaketime nodejs npm python3-venv fuse3 lintian)
+  PACKAGES+=(sudo faketime libfaketime nodejs npm python3-venv fuse3 lintian etcd-server)
   ! has 15 || PACKAGES+=(postgresql-15-auto-failover pg-auto-failover-cli)
 fi
 
@@ -93,7 +93,8 @@ if command -v dpkg-query >/dev/null && command -v apt-get >/dev/null; then
       npm) command -v npm >/dev/null || keep+=("$p") ;;
       python3) command -v python3 >/dev/null || keep+=("$p") ;;
       python3-pip) python3 -m pip --version >/dev/null 2>&1 || keep+=("$p") ;;
-      python3-venv) python3 -c 'import ensurepip, venv' 2>/dev/null || keep+=("$p") ;;
+      # Patroni's environment is made with Debian's own python3 (see tests/clients/install.sh).
+      python3-venv) /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || keep+=("$p") ;;
       *) keep+=("$p") ;;
     esac
   done

@@ -2,6 +2,8 @@
 # Installs the clients that tests/clients.rs runs the programs of docs/clients.md with:
 #   - the Python packages of tests/clients/requirements.txt, into the virtual environment
 #     target/venv-clients (SQLAlchemy with psycopg 3, Django);
+#   - Patroni, for tests/patroni.rs, as tests/patroni/requirements.txt pins it, into
+#     /opt/pg_snowflake-tests/patroni;
 #   - the npm packages of tests/js/package.json (node-postgres and Drizzle ORM beside the
 #     decoder of tests/decoder_js.rs), exactly as tests/js/package-lock.json pins them.
 # What is already installed at the pinned version is left alone: a second run takes about a
@@ -12,13 +14,12 @@ cd "$(dirname "$0")/../.."
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf '%s: %s\n' "$0" "$*" >&2; exit 1; }
 
-VENV=target/venv-clients
-REQUIREMENTS=tests/clients/requirements.txt
-
-# Exit status 0 when every `name==version` line of the requirements is installed at that version.
+# Exit status 0 when every `name==version` line of REQUIREMENTS is installed in VENV at that
+# version.
 python_pins_met() {
-  [ -x "$VENV/bin/python" ] || return 1
-  "$VENV/bin/python" - "$REQUIREMENTS" <<'EOF'
+  local venv=$1 requirements=$2
+  [ -x "$venv/bin/python" ] || return 1
+  "$venv/bin/python" - "$requirements" <<'EOF'
 import sys
 from importlib import metadata
 for line in open(sys.argv[1]):
@@ -36,15 +37,26 @@ for line in open(sys.argv[1]):
 EOF
 }
 
-if ! python_pins_met; then
-  command -v python3 >/dev/null || die "python3 is missing"
-  python3 -c 'import ensurepip, venv' 2>/dev/null ||
-    die "python3 cannot make virtual environments (Debian: apt-get install python3-venv)"
-  say "installing the Python clients of docs/clients.md into $VENV"
-  python3 -m venv "$VENV"
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$REQUIREMENTS"
-  python_pins_met || die "$VENV does not hold the versions of $REQUIREMENTS after pip install"
-fi
+# python_env VENV PYTHON REQUIREMENTS WHAT: a virtual environment of PYTHON holding exactly the
+# pinned REQUIREMENTS.
+python_env() {
+  local venv=$1 python=$2 requirements=$3 what=$4
+  python_pins_met "$venv" "$requirements" && return 0
+  command -v "$python" >/dev/null || die "$python is missing"
+  "$python" -c 'import ensurepip, venv' 2>/dev/null ||
+    die "$python cannot make virtual environments (Debian: apt-get install python3-venv)"
+  say "installing $what into $venv"
+  rm -rf "$venv"
+  "$python" -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$requirements"
+  python_pins_met "$venv" "$requirements" || die "$venv does not hold the versions of $requirements after pip install"
+}
+
+python_env target/venv-clients python3 tests/clients/requirements.txt "the Python clients of docs/clients.md"
+# Patroni runs as postgres (it refuses root), so its environment lives where postgres can read
+# it (a checkout under /root is closed to it), on Debian's own Python (pyenv's may be under
+# /root too).
+python_env /opt/pg_snowflake-tests/patroni /usr/bin/python3 tests/patroni/requirements.txt "Patroni"
 
 # Exit status 0 when every dependency of tests/js/package.json is in node_modules at its version.
 node_pins_met() {

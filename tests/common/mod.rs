@@ -55,7 +55,7 @@ pub fn pg_config(pg_config: &str, arg: &str) -> PathBuf {
     PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 
-fn running_as_root() -> bool {
+pub fn running_as_root() -> bool {
     fs::metadata("/proc/self")
         .map(|m| m.uid() == 0)
         .unwrap_or(false)

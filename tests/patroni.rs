@@ -1,0 +1,434 @@
+//! Failover under Patroni, on every supported major: an etcd, and two Patroni members that
+//! preload pg_snowflake with one worker id (they are never primary at once) in Patroni's
+//! synchronous mode, all as its DCS-managed configuration sets it. The leader's clock runs 30 s
+//! ahead (libfaketime, through a wrapper Patroni starts as its `postgres`). Writers insert
+//! through `DEFAULT snowflake_next()` over a multi-host connection string; the leader's machine
+//! fails (its Patroni and its postmaster get SIGKILL); Patroni promotes the synchronous replica
+//! once the leader key expires; the writers reconnect, and every id of the new leader is above
+//! every id the old one acknowledged, with no duplicate key and no acknowledged row lost. Then
+//! the old leader's Patroni starts again: it rejoins as a replica (pg_rewind), where
+//! `snowflake_next()` is refused.
+#![cfg(not(feature = "pg_test"))]
+
+mod common;
+use common::failover::{check_failover, write_through_failover, ORDERS};
+use common::*;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// Where tests/clients/install.sh (run by `make test`'s setup) puts Patroni.
+const PATRONI: &str = "/opt/pg_snowflake-tests/patroni/bin/patroni";
+
+/// How far the first leader's clock runs ahead: more than the failover takes (about 25 s with
+/// the timings below), so that without the WAL-logged lease the new leader's first ids would
+/// be below the old leader's last ones. snowflake.max_drift is raised to cover it.
+const M1_AHEAD_S: u32 = 30;
+
+/// An etcd and two Patroni members (m1, m2), each in its own process group.
+struct Patroni {
+    dir: PathBuf,
+    etcd: Child,
+    members: Vec<(String, Option<Child>)>,
+    pg_ports: [u16; 2],
+    api_ports: [u16; 2],
+}
+
+impl Patroni {
+    fn start() -> Patroni {
+        assert!(
+            Path::new(PATRONI).exists(),
+            "{PATRONI} is missing: run tests/clients/install.sh (make test does)"
+        );
+        assert!(
+            Path::new("/usr/bin/etcd").exists(),
+            "etcd is missing: apt-get install etcd-server (make test does)"
+        );
+        let pg_config_path = default_pg_config();
+        let so = pg_config(&pg_config_path, "--pkglibdir").join("pg_snowflake.so");
+        assert!(so.exists(), "run `make install` first");
+        let dir = scratch_dir("patroni");
+        let (client, peer) = (free_port(), free_port());
+        let log = fs::File::create(dir.join("etcd.log")).unwrap();
+        let etcd = Command::new("/usr/bin/etcd")
+            .args(["--name", "etcd", "--data-dir"])
+            .arg(dir.join("etcd"))
+            .arg(format!("--listen-client-urls=http://127.0.0.1:{client}"))
+            .arg(format!("--advertise-client-urls=http://127.0.0.1:{client}"))
+            .arg(format!("--listen-peer-urls=http://127.0.0.1:{peer}"))
+            .arg(format!(
+                "--initial-advertise-peer-urls=http://127.0.0.1:{peer}"
+            ))
+            .arg(format!("--initial-cluster=etcd=http://127.0.0.1:{peer}"))
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let mut p = Patroni {
+            dir,
+            etcd,
+            members: vec![],
+            pg_ports: [free_port(), free_port()],
+            api_ports: [free_port(), free_port()],
+        };
+        poll(Duration::from_secs(30), Duration::from_millis(100), || {
+            http_get(client, "/health")
+                .filter(|body| body.contains("true"))
+                .map(|_| ())
+                .ok_or_else(|| format!("etcd is not healthy\n{}", p.logs()))
+        });
+        let bindir = pg_config(&pg_config_path, "--bindir");
+        for (i, name) in ["m1", "m2"].iter().enumerate() {
+            p.configure(name, i, &bindir, client);
+        }
+        p
+    }
+
+    /// Patroni's configuration of member `name`; m1's `postgres` is a wrapper that runs the
+    /// server with its clock ahead.
+    fn configure(&mut self, name: &str, i: usize, bindir: &Path, etcd_port: u16) {
+        let postgres = if name == "m1" {
+            let wrapper = self.dir.join("postgres-ahead");
+            fs::write(
+                &wrapper,
+                format!(
+                    "#!/bin/sh\nexport LD_PRELOAD={} FAKETIME=+{M1_AHEAD_S}s \
+                     FAKETIME_DONT_FAKE_MONOTONIC=1\nexec {} \"$@\"\n",
+                    faketime_lib(),
+                    bindir.join("postgres").display()
+                ),
+            )
+            .unwrap();
+            fs::set_permissions(&wrapper, fs::Permissions::from_mode(0o755)).unwrap();
+            wrapper
+        } else {
+            bindir.join("postgres")
+        };
+        let yaml = format!(
+            r#"scope: snowflake
+name: {name}
+log:
+  level: INFO
+restapi:
+  listen: 127.0.0.1:{api}
+  connect_address: 127.0.0.1:{api}
+etcd3:
+  hosts: 127.0.0.1:{etcd_port}
+bootstrap:
+  dcs:
+    ttl: 20
+    loop_wait: 2
+    retry_timeout: 5
+    synchronous_mode: true
+    postgresql:
+      use_pg_rewind: true
+      parameters:
+        shared_preload_libraries: pg_snowflake
+        snowflake.worker_id: 1
+        snowflake.max_drift: 120s
+        wal_log_hints: 'on'
+        max_wal_senders: 10
+        max_replication_slots: 10
+postgresql:
+  listen: 127.0.0.1:{port}
+  connect_address: 127.0.0.1:{port}
+  data_dir: {data}
+  bin_dir: {bindir}
+  bin_name:
+    postgres: {postgres}
+  pgpass: {dir}/{name}.pgpass
+  authentication:
+    superuser:
+      username: postgres
+    replication:
+      username: postgres
+    rewind:
+      username: postgres
+  parameters:
+    unix_socket_directories: '{dir}'
+  pg_hba:
+    - local all all trust
+    - host all all 127.0.0.1/32 trust
+    - host replication all 127.0.0.1/32 trust
+"#,
+            api = self.api_ports[i],
+            port = self.pg_ports[i],
+            data = self.dir.join(name).display(),
+            bindir = bindir.display(),
+            postgres = postgres.display(),
+            dir = self.dir.display(),
+        );
+        fs::write(self.dir.join(format!("{name}.yml")), yaml).unwrap();
+        owned_by_postgres_recursively(&self.dir);
+        self.members.push((name.to_string(), None));
+    }
+
+    /// Starts (or starts again) the Patroni of `name`, logging to `<name>.log`.
+    fn run(&mut self, name: &str) {
+        let log = fs::File::options()
+            .create(true)
+            .append(true)
+            .open(self.dir.join(format!("{name}.log")))
+            .unwrap();
+        let child = as_postgres(Path::new(PATRONI), &[])
+            .arg(self.dir.join(format!("{name}.yml")))
+            .current_dir(&self.dir)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let member = self.members.iter_mut().find(|(n, _)| n == name).unwrap();
+        member.1 = Some(child);
+    }
+
+    fn port(&self, name: &str) -> u16 {
+        self.pg_ports[self.index(name)]
+    }
+
+    fn index(&self, name: &str) -> usize {
+        self.members.iter().position(|(n, _)| n == name).unwrap()
+    }
+
+    /// What Patroni's REST API of `name` says about the member: its role and state. Panics with
+    /// the logs if that member's Patroni has exited (a bad configuration ends it at once), so
+    /// that a wait does not run out its whole time for nothing.
+    fn status(&self, name: &str) -> String {
+        if let Some(child) = &self.members[self.index(name)].1 {
+            let stat = fs::read_to_string(format!("/proc/{}/stat", child.id())).unwrap_or_default();
+            let state = stat.rsplit_once(") ").map(|(_, rest)| &rest[..1]);
+            assert!(
+                matches!(state, Some(s) if s != "Z" && s != "X"),
+                "the Patroni of {name} has exited\n{}",
+                self.logs()
+            );
+        }
+        http_get(self.api_ports[self.index(name)], "/patroni").unwrap_or_default()
+    }
+
+    /// Waits until `name` runs as `role` ("primary" or "replica") and is streaming (a replica)
+    /// or has a synchronous replica (a primary).
+    fn wait_for(&self, name: &str, role: &str, within: Duration) {
+        poll(within, Duration::from_millis(300), || {
+            let status = self.status(name);
+            let ok = status.contains(&format!("\"role\": \"{role}\""))
+                && status.contains("\"state\": \"running\"")
+                && match role {
+                    // Patroni only promotes the member its /sync key names; it writes the key
+                    // a loop after PostgreSQL reports the standby as synchronous.
+                    "primary" => {
+                        self.sync_standbys(name) == 1
+                            && http_get(self.api_ports[self.index(name)], "/cluster")
+                                .is_some_and(|c| c.contains("\"role\": \"sync_standby\""))
+                    }
+                    _ => status.contains("\"replication_state\": \"streaming\""),
+                };
+            ok.then_some(())
+                .ok_or_else(|| format!("{name} is not a running {role}: {status}\n{}", self.logs()))
+        });
+    }
+
+    fn sync_standbys(&self, name: &str) -> i64 {
+        Client::connect(&node_conninfo(self.port(name)), NoTls)
+            .and_then(|mut c| {
+                c.query_one(
+                    "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'",
+                    &[],
+                )
+            })
+            .map(|r| r.get(0))
+            .unwrap_or(0)
+    }
+
+    /// The machine of `name` fails: its Patroni's process group and its postmaster get SIGKILL.
+    /// Returns the postmaster's pid.
+    fn kill_9(&mut self, name: &str) -> i32 {
+        let data = self.dir.join(name);
+        let postmaster = postmaster_pid(&data).expect("the member's server runs");
+        let i = self.index(name);
+        if let Some(mut child) = self.members[i].1.take() {
+            let _ = Command::new("kill")
+                .args(["-9", "--", &format!("-{}", child.id())])
+                .status();
+            let _ = child.wait();
+        }
+        let _ = Command::new("kill")
+            .args(["-9", &postmaster.to_string()])
+            .status();
+        postmaster
+    }
+
+    fn logs(&self) -> String {
+        ["etcd", "m1", "m2"]
+            .iter()
+            .map(|n| {
+                let log = fs::read_to_string(self.dir.join(format!("{n}.log"))).unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(40).collect();
+                format!(
+                    "--- {n}.log (last lines) ---\n{}\n",
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                )
+            })
+            .collect()
+    }
+}
+
+impl Drop for Patroni {
+    fn drop(&mut self) {
+        for (name, child) in self.members.iter_mut() {
+            if let Some(child) = child.as_mut() {
+                let _ = Command::new("kill")
+                    .args(["-9", "--", &format!("-{}", child.id())])
+                    .status();
+                let _ = child.wait();
+            }
+            if let Some(pid) = postmaster_pid(&self.dir.join(name.as_str())) {
+                let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            }
+        }
+        let _ = self.etcd.kill();
+        let _ = self.etcd.wait();
+        if std::thread::panicking() {
+            eprintln!("{}", self.logs());
+        } else {
+            let _ = fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// A plain HTTP GET on 127.0.0.1, enough for etcd's and Patroni's status pages: the body, or
+/// `None` if nothing answers.
+fn http_get(port: u16, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = String::new();
+    s.read_to_string(&mut response).ok()?;
+    response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+}
+
+fn owned_by_postgres_recursively(dir: &Path) {
+    if running_as_root() {
+        check(
+            Command::new("chown")
+                .args(["-R", "postgres:postgres"])
+                .arg(dir)
+                .output()
+                .unwrap(),
+            "chown",
+        );
+    }
+}
+
+/// The postmaster of a data directory, if it is alive.
+fn postmaster_pid(pgdata: &Path) -> Option<i32> {
+    let pid: i32 = fs::read_to_string(pgdata.join("postmaster.pid"))
+        .ok()?
+        .lines()
+        .next()?
+        .trim()
+        .parse()
+        .ok()?;
+    Path::new(&format!("/proc/{pid}")).exists().then_some(pid)
+}
+
+fn node_conninfo(port: u16) -> String {
+    format!("host=127.0.0.1 port={port} user=postgres dbname=postgres connect_timeout=5")
+}
+
+#[test]
+fn patroni_promotes_the_synchronous_replica_and_its_ids_are_above_the_old_leaders() {
+    // Step 1: m1 bootstraps the cluster and leads; m2 follows as its synchronous replica.
+    let mut p = Patroni::start();
+    p.run("m1");
+    poll(Duration::from_secs(90), Duration::from_millis(300), || {
+        p.status("m1")
+            .contains("\"role\": \"primary\"")
+            .then_some(())
+            .ok_or_else(|| format!("m1 never led\n{}", p.logs()))
+    });
+    p.run("m2");
+    p.wait_for("m2", "replica", Duration::from_secs(120));
+    p.wait_for("m1", "primary", Duration::from_secs(60));
+    let (p1, p2) = (p.port("m1"), p.port("m2"));
+
+    // Step 2: the table, on m1, whose clock must be ahead (else the test proves nothing).
+    let mut leader = Client::connect(&node_conninfo(p1), NoTls).unwrap();
+    leader
+        .batch_execute(&format!("CREATE EXTENSION pg_snowflake; {ORDERS}"))
+        .unwrap();
+    let ahead_s: f64 = leader
+        .query_one(
+            "SELECT extract(epoch FROM now())::float8 - $1",
+            &[&std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs_f64()],
+        )
+        .unwrap()
+        .get(0);
+    assert!(
+        (ahead_s - f64::from(M1_AHEAD_S)).abs() < 1.0,
+        "m1's clock is {ahead_s} s ahead, not {M1_AHEAD_S} s: libfaketime did not take effect"
+    );
+    drop(leader);
+
+    // Step 3: writers through both hosts, and only the one that accepts writes; once each has
+    // 300 rows on m1, m1's machine fails and Patroni promotes m2.
+    let uri = format!(
+        "host=127.0.0.1,127.0.0.1 port={p1},{p2} user=postgres dbname=postgres \
+         target_session_attrs=read-write connect_timeout=2"
+    );
+    let mut killed = None;
+    let started = std::time::Instant::now();
+    let writes = write_through_failover(&uri, 3, 300, 200, p2, Duration::from_secs(180), || {
+        killed = Some(p.kill_9("m1"))
+    });
+    eprintln!(
+        "patroni: {} ids acknowledged; the writers got going on m2 {:.1} s after m1 failed",
+        writes.acked.len(),
+        started.elapsed().as_secs_f64()
+    );
+    let killed = killed.unwrap();
+    assert!(
+        !Path::new(&format!("/proc/{killed}")).exists(),
+        "m1's postmaster survived SIGKILL"
+    );
+    let mut new = Client::connect(&node_conninfo(p2), NoTls).unwrap();
+    let above = check_failover(&writes, p1, p2, &mut new);
+
+    // Step 4: m1's Patroni starts again; m1 rejoins as m2's replica (rewound if it had gone
+    // ahead), refuses ids there, and the writers' connection string still reaches m2.
+    p.run("m1");
+    p.wait_for("m1", "replica", Duration::from_secs(120));
+    let mut m1 = Client::connect(&node_conninfo(p1), NoTls).unwrap();
+    let err = m1.query_one("SELECT snowflake_next()", &[]).unwrap_err();
+    assert_eq!(
+        err.code(),
+        Some(&postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION),
+        "{err}"
+    );
+    let mut app = Client::connect(&uri, NoTls).unwrap();
+    let port: i32 = app
+        .query_one("SELECT inet_server_port()", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(port as u16, p2);
+    let id: i64 = app
+        .query_one("INSERT INTO orders (writer) VALUES (9) RETURNING id", &[])
+        .unwrap()
+        .get(0);
+    assert!(id > above);
+}
