@@ -1,6 +1,7 @@
 //! Failover under Patroni, on every supported major: an etcd, and two Patroni members that
 //! preload pg_snowflake with one worker id (they are never primary at once) in Patroni's
-//! synchronous mode, all as its DCS-managed configuration sets it. The leader's clock runs 30 s
+//! synchronous mode, all from the cluster-wide configuration that docs/many-servers.md shows
+//! (its ```yaml patroni block, used as written). The leader's clock runs 30 s
 //! ahead (libfaketime, through a wrapper Patroni starts as its `postgres`). Writers insert
 //! through `DEFAULT snowflake_next()` over a multi-host connection string; the leader's machine
 //! fails (its Patroni and its postmaster get SIGKILL); Patroni promotes the synchronous replica
@@ -118,22 +119,7 @@ restapi:
   connect_address: 127.0.0.1:{api}
 etcd3:
   hosts: 127.0.0.1:{etcd_port}
-bootstrap:
-  dcs:
-    ttl: 20
-    loop_wait: 2
-    retry_timeout: 5
-    synchronous_mode: true
-    postgresql:
-      use_pg_rewind: true
-      parameters:
-        shared_preload_libraries: pg_snowflake
-        snowflake.worker_id: 1
-        snowflake.max_drift: 120s
-        wal_log_hints: 'on'
-        max_wal_senders: 10
-        max_replication_slots: 10
-postgresql:
+{bootstrap}postgresql:
   listen: 127.0.0.1:{port}
   connect_address: 127.0.0.1:{port}
   data_dir: {data}
@@ -150,11 +136,13 @@ postgresql:
       username: postgres
   parameters:
     unix_socket_directories: '{dir}'
+    snowflake.max_drift: 120s
   pg_hba:
     - local all all trust
     - host all all 127.0.0.1/32 trust
     - host replication all 127.0.0.1/32 trust
 "#,
+            bootstrap = bootstrap_from_guide(),
             api = self.api_ports[i],
             port = self.pg_ports[i],
             data = self.dir.join(name).display(),
@@ -299,6 +287,29 @@ impl Drop for Patroni {
             let _ = fs::remove_dir_all(&self.dir);
         }
     }
+}
+
+/// The `bootstrap:` section of docs/many-servers.md (its ```yaml patroni block), as a user copies
+/// it, with Patroni's timings shortened so that a failover takes seconds: `ttl` 20 s (default
+/// 30), `loop_wait` 2 s (10), `retry_timeout` 5 s (10).
+fn bootstrap_from_guide() -> String {
+    let guide =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/many-servers.md"))
+            .unwrap();
+    let block = guide
+        .split("```yaml patroni\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("docs/many-servers.md has a ```yaml patroni block");
+    assert!(
+        block.starts_with("bootstrap:\n  dcs:\n"),
+        "the guide's block starts with bootstrap.dcs:\n{block}"
+    );
+    block.replacen(
+        "  dcs:\n",
+        "  dcs:\n    ttl: 20\n    loop_wait: 2\n    retry_timeout: 5\n",
+        1,
+    )
 }
 
 /// A plain HTTP GET on 127.0.0.1, enough for etcd's and Patroni's status pages: the body, or

@@ -2,7 +2,8 @@
 //! blocks configure a fresh cluster, every ```sql block runs through psql in order, and where a
 //! ```text block follows, psql must print exactly that (errors included). Multi-server examples
 //! run on clusters of their own (see `run_examples`). Also: every page is linked, and every
-//! relative link leads to a file.
+//! relative link leads to a file. The ```yaml patroni block of docs/many-servers.md is
+//! Patroni's configuration: tests/patroni.rs starts its members with it.
 #![cfg(not(feature = "pg_test"))]
 
 mod common;
@@ -122,6 +123,11 @@ fn run_examples(page: &str) -> (usize, Vec<String>) {
             Some((lang, name)) => (lang, Some(name)),
             None => (block.lang.as_str(), None),
         };
+        // ```text blocks are read with the ```sql block before them; ```yaml patroni is run
+        // by tests/patroni.rs.
+        if lang != "sql" && lang != "log" {
+            continue;
+        }
         let target = match server {
             Some(name) => servers
                 .get(name)
