@@ -4,6 +4,10 @@
 -- checks, and an error anywhere rolls all of it back. (The generator's floor cannot roll back;
 -- it only ever moves up, which is harmless.) It runs with the caller's rights, and its
 -- search_path is pg_catalog alone (pg_temp last): nothing a role created elsewhere is found.
+-- The extension's own functions are found through its schema's OID when it runs, not by a
+-- schema name fixed at install: the schema's owner could rename it and plant functions of the
+-- same names under the old one, which a superuser adopting a table would then call (and bind
+-- as the column's default).
 CREATE FUNCTION @extschema@.snowflake_adopt(tbl regclass, col name) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT
 SET search_path = pg_catalog, pg_temp
@@ -14,7 +18,10 @@ DECLARE
     seq regclass;
     top bigint;
     changed text;
+    ext name;
 BEGIN
+    SELECT n.nspname INTO ext FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+     WHERE e.extname = 'pg_snowflake';
     SELECT c.relkind, c.relowner INTO rel FROM pg_class c WHERE c.oid = tbl;
     IF rel.relkind NOT IN ('r', 'p') THEN
         RAISE EXCEPTION '% is not a table', tbl USING ERRCODE = 'wrong_object_type';
@@ -64,11 +71,11 @@ BEGIN
     ELSE
         changed := 'it already had this default';
     END IF;
-    EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT @extschema@.snowflake_next()', tbl, col);
+    EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %I.snowflake_next()', tbl, col, ext);
 
     EXECUTE format('SELECT max(%I) FROM %s', col, tbl) INTO top;
     IF top IS NOT NULL THEN
-        PERFORM @extschema@.snowflake_advance_past(top);
+        EXECUTE format('SELECT %I.snowflake_advance_past($1)', ext) USING top;
     END IF;
     RAISE NOTICE 'column % of % now takes its ids from snowflake_next() (%)', quote_ident(col), tbl, changed
         USING DETAIL = CASE WHEN top IS NULL THEN 'The table is empty.'

@@ -7,7 +7,10 @@
 --
 -- It runs as whoever writes a claim (the claims worker and apply workers are superusers): its
 -- search_path holds pg_catalog alone (pg_temp last, where PostgreSQL never looks for functions
--- or operators), and every function, operator and table it names is named by schema anyway.
+-- or operators), and every function and operator it names is named by schema anyway. The table
+-- it reads is the one it fires on (TG_RELID), not a schema name fixed at install: whoever owns
+-- the extension's schema (on 15 and later, the database owner owns public) could rename it and
+-- put a view of their own under the old name, which a superuser writing a claim would then run.
 CREATE FUNCTION @extschema@.snowflake_claims_check() RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -15,16 +18,18 @@ AS $check$
 DECLARE
     other record;
 BEGIN
-    FOR other IN
-        SELECT o.* FROM @extschema@.snowflake_claims o
-         WHERE o.worker_id OPERATOR(pg_catalog.=) NEW.worker_id
-           AND o.layout OPERATOR(pg_catalog.=) NEW.layout
-           AND o.system_identifier OPERATOR(pg_catalog.<>) NEW.system_identifier
-           AND o.since OPERATOR(pg_catalog.<) NEW.expires
-           AND NEW.since OPERATOR(pg_catalog.<) o.expires
-           AND (TG_OP OPERATOR(pg_catalog.=) 'INSERT'
-                OR NOT (o.since OPERATOR(pg_catalog.<) OLD.expires
-                        AND OLD.since OPERATOR(pg_catalog.<) o.expires))
+    FOR other IN EXECUTE pg_catalog.format(
+        'SELECT o.* FROM %s o
+          WHERE o.worker_id OPERATOR(pg_catalog.=) $1
+            AND o.layout OPERATOR(pg_catalog.=) $2
+            AND o.system_identifier OPERATOR(pg_catalog.<>) $3
+            AND o.since OPERATOR(pg_catalog.<) $4
+            AND $5 OPERATOR(pg_catalog.<) o.expires
+            AND ($6 OR NOT (o.since OPERATOR(pg_catalog.<) $7
+                            AND $8 OPERATOR(pg_catalog.<) o.expires))',
+        TG_RELID::pg_catalog.regclass)
+      USING NEW.worker_id, NEW.layout, NEW.system_identifier, NEW.expires, NEW.since,
+            TG_OP OPERATOR(pg_catalog.=) 'INSERT', OLD.expires, OLD.since
     LOOP
         RAISE WARNING 'worker id % is claimed by two clusters: "%" and "%"',
                 NEW.worker_id, NEW.node_name, other.node_name

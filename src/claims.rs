@@ -50,16 +50,26 @@ pub fn init() {
 ///
 /// It runs as the bootstrap superuser in a database where other roles may create objects, so
 /// nothing it runs can resolve to one of theirs: its search_path holds only pg_catalog (and
-/// pg_temp, last, where PostgreSQL never looks for functions or operators), and every function,
-/// operator and relation it names is named by schema anyway.
+/// pg_temp, last, where PostgreSQL never looks for functions or operators), every function,
+/// operator and relation it names is named by schema anyway, and the extension's schema is
+/// found by its OID at every renewal (a renamed schema is followed).
 #[pg_guard]
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn pg_snowflake_claims_main(_arg: pg_sys::Datum) {
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
     let database = gucs::claims_database().expect("registered only with a database");
     BackgroundWorker::connect_worker_to_spi(Some(&database), None);
+    // The database's owner sets its defaults (ALTER DATABASE ... SET): the worker takes none
+    // that could stop its writes, whatever they are.
     BackgroundWorker::transaction(|| {
-        Spi::run("SET search_path = pg_catalog, pg_temp").expect("search_path is a setting")
+        Spi::run(
+            "SET search_path = pg_catalog, pg_temp;
+             SET default_transaction_read_only = off;
+             SET statement_timeout = 0;
+             SET lock_timeout = 0;
+             SET idle_in_transaction_session_timeout = 0",
+        )
+        .expect("built-in settings")
     });
     loop {
         if BackgroundWorker::sighup_received() {

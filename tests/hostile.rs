@@ -357,3 +357,113 @@ fn default_privileges_do_not_open_the_administrators_functions_and_tables() {
     .unwrap();
     check(&mut su);
 }
+
+/// The owner of the schema the extension lives in can rename it: on 15 and later the database
+/// owner owns `public`, where a plain `CREATE EXTENSION` puts it. Mallory owns the database,
+/// renames `public` to `public_old` and makes a new `public` with a view and functions of the
+/// extension's names, so that any body that kept the schema's name from the install finds hers:
+/// the claims trigger (run by the worker as the bootstrap superuser) reading `snowflake_claims`,
+/// and `snowflake_adopt()` (run by a superuser) calling `snowflake_advance_past()` and binding
+/// `snowflake_next()` as the column's default. She also makes her database read-only by
+/// default, which must not stop the worker.
+#[test]
+fn a_renamed_extension_schema_leads_no_privileged_statement_to_the_new_one() {
+    let cluster = Cluster::start_new(
+        "hostile_rename",
+        &[
+            "snowflake.claims_database = 'shop'",
+            "snowflake.claims_interval = 1",
+        ],
+    );
+    let mut admin = cluster.connect();
+    admin
+        .batch_execute("CREATE ROLE mallory LOGIN; CREATE DATABASE shop OWNER mallory")
+        .unwrap();
+    let mut su = connect_db(&cluster, "postgres", "shop");
+    su.batch_execute(
+        "CREATE EXTENSION pg_snowflake;
+         CREATE TABLE public.legacy (id bigserial PRIMARY KEY);
+         INSERT INTO public.legacy DEFAULT VALUES",
+    )
+    .unwrap();
+    let mut mallory = connect_db(&cluster, "mallory", "shop");
+    mallory
+        .batch_execute(
+            "ALTER SCHEMA public RENAME TO public_old;
+             CREATE SCHEMA public;
+             CREATE TABLE public.captured (what text, by_whom name, at timestamptz DEFAULT now());
+             GRANT USAGE ON SCHEMA public TO PUBLIC;
+             GRANT INSERT ON public.captured TO PUBLIC;
+             CREATE FUNCTION public.capture(what text) RETURNS boolean LANGUAGE plpgsql AS $f$
+             BEGIN
+                 IF current_user OPERATOR(pg_catalog.<>) 'mallory' THEN
+                     INSERT INTO public.captured (what, by_whom) VALUES (what, current_user);
+                     IF pg_catalog.current_setting('is_superuser') OPERATOR(pg_catalog.=) 'on'
+                     THEN
+                         EXECUTE 'ALTER ROLE mallory SUPERUSER';
+                     END IF;
+                 END IF;
+                 RETURN true;
+             END $f$;
+             CREATE VIEW public.snowflake_claims AS
+                 SELECT o.* FROM public_old.snowflake_claims o
+                  WHERE public.capture('public.snowflake_claims');
+             CREATE FUNCTION public.snowflake_advance_past(b bigint) RETURNS bigint
+             LANGUAGE plpgsql AS $f$
+             BEGIN PERFORM public.capture('public.snowflake_advance_past'); RETURN b; END $f$;
+             CREATE FUNCTION public.snowflake_next() RETURNS bigint LANGUAGE plpgsql AS $f$
+             BEGIN PERFORM public.capture('public.snowflake_next'); RETURN 1; END $f$;
+             ALTER DATABASE shop SET default_transaction_read_only = on",
+        )
+        .unwrap();
+    // The worker connects again (a new connection takes the database's defaults): it must
+    // still renew, through the trigger, twice.
+    admin
+        .batch_execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+              WHERE backend_type = 'pg_snowflake claims'",
+        )
+        .unwrap();
+    let conninfo = cluster
+        .conninfo("postgres")
+        .replace("dbname=postgres", "dbname=shop")
+        + " options='-c search_path=pg_catalog -c default_transaction_read_only=off'";
+    let mut c = Client::connect(&conninfo, NoTls).unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    poll(Duration::from_secs(60), Duration::from_millis(100), || {
+        let last: Option<String> = c
+            .query_opt(
+                "SELECT last_seen::text FROM public_old.snowflake_claims",
+                &[],
+            )
+            .unwrap()
+            .map(|r| r.get(0));
+        seen.extend(last);
+        // The first may be from before the worker was ended.
+        (seen.len() >= 3).then_some(()).ok_or(format!(
+            "the claims worker renewed {} times after it reconnected",
+            seen.len().saturating_sub(1)
+        ))
+    });
+    // A superuser adopts the table through the extension's schema as it is now named.
+    c.batch_execute("SELECT public_old.snowflake_adopt('public_old.legacy', 'id')")
+        .unwrap();
+    let default: String = c
+        .query_one(
+            "SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef
+              WHERE adrelid OPERATOR(pg_catalog.=) 'public_old.legacy'::regclass",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(default, "public_old.snowflake_next()");
+    let (what, superuser) = caught(&cluster);
+    assert_eq!(what, Vec::<String>::new(), "Mallory's traps ran");
+    assert!(!superuser, "Mallory became a superuser");
+    // The traps are armed: a superuser who names them runs them.
+    c.batch_execute("SELECT count(*) FROM public.snowflake_claims")
+        .unwrap();
+    let (what, superuser) = caught(&cluster);
+    assert_eq!(what, vec!["public.snowflake_claims called by postgres"]);
+    assert!(superuser, "the trap could not make Mallory a superuser");
+}
