@@ -36,9 +36,13 @@ say "building $package $deb_version"
 
 # The library and the SQL that cargo pgrx generates, under pg_config's directories. An earlier
 # release is built with the mutation profile (optimised, no LTO): it is only installed to be
-# upgraded, and its release build would take minutes more.
-profile=(); [ "$src" = "$root" ] || profile=(--profile mutation)
-(cd "$src" && CARGO_TARGET_DIR=$root/target cargo pgrx package --pg-config "$PG_CONFIG" \
+# upgraded, and its release build would take minutes more. It gets a target directory of its
+# own: in a shared one, a build of this tree with the same profile (scripts/mutations.sh)
+# leaves its library where cargo pgrx takes the old release's from, since cargo does not copy
+# an up-to-date artifact there again (the 0.2.0 package then held 0.3.0's functions).
+profile=(); target=$root/target
+[ "$src" = "$root" ] || { profile=(--profile mutation); target=$root/target/package/target-$version; }
+(cd "$src" && CARGO_TARGET_DIR=$target cargo pgrx package --pg-config "$PG_CONFIG" \
    --out-dir "$build" "${profile[@]}" >/dev/null)
 lib=$stage/usr/lib/postgresql/$major/lib
 ext=$stage/usr/share/postgresql/$major/extension
