@@ -361,7 +361,8 @@ fn default_privileges_do_not_open_the_administrators_functions_and_tables() {
 /// The owner of the schema the extension lives in can rename it: on 15 and later the database
 /// owner owns `public`, where a plain `CREATE EXTENSION` puts it. Mallory owns the database,
 /// renames `public` to `public_old` and makes a new `public` with a view and functions of the
-/// extension's names, so that any body that kept the schema's name from the install finds hers:
+/// extension's names (the view over a function of hers), so that any body that kept the schema's
+/// name from the install finds hers:
 /// the claims trigger (run by the worker as the bootstrap superuser) reading `snowflake_claims`,
 /// and `snowflake_adopt()` (run by a superuser) calling `snowflake_advance_past()` and binding
 /// `snowflake_next()` as the column's default. She also makes her database read-only by
@@ -376,8 +377,9 @@ fn a_renamed_extension_schema_leads_no_privileged_statement_to_the_new_one() {
         ],
     );
     let mut admin = cluster.connect();
+    admin.batch_execute("CREATE ROLE mallory LOGIN").unwrap();
     admin
-        .batch_execute("CREATE ROLE mallory LOGIN; CREATE DATABASE shop OWNER mallory")
+        .batch_execute("CREATE DATABASE shop OWNER mallory")
         .unwrap();
     let mut su = connect_db(&cluster, "postgres", "shop");
     su.batch_execute(
@@ -405,9 +407,11 @@ fn a_renamed_extension_schema_leads_no_privileged_statement_to_the_new_one() {
                  END IF;
                  RETURN true;
              END $f$;
-             CREATE VIEW public.snowflake_claims AS
-                 SELECT o.* FROM public_old.snowflake_claims o
-                  WHERE public.capture('public.snowflake_claims');
+             CREATE FUNCTION public.claims() RETURNS TABLE (system_identifier bigint,
+                 worker_id integer, layout text, node_name text, since timestamptz,
+                 last_seen timestamptz, expires timestamptz) LANGUAGE plpgsql AS $f$
+             BEGIN PERFORM public.capture('public.snowflake_claims'); END $f$;
+             CREATE VIEW public.snowflake_claims AS SELECT * FROM public.claims();
              CREATE FUNCTION public.snowflake_advance_past(b bigint) RETURNS bigint
              LANGUAGE plpgsql AS $f$
              BEGIN PERFORM public.capture('public.snowflake_advance_past'); RETURN b; END $f$;
