@@ -34,7 +34,7 @@ MIRROR=${PG_SNOWFLAKE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 PREFIX=/usr/lib/postgresql/$MAJOR
 SHARE=/usr/share/postgresql/$MAJOR
 case "$MAJOR" in
-  16) FLAGS=(wheel) ;;
+  16) FLAGS=(wheel rpath) ;;
   17) FLAGS=(--enable-cassert --enable-debug) ;;
   18) FLAGS=(--with-openssl) ;;
   *) echo "$0: no recipe for PostgreSQL $MAJOR (15 comes from Debian's packages)" >&2; exit 2 ;;
@@ -134,6 +134,15 @@ if [ "$MAJOR" = 16 ]; then
   # zipfile drops the execute bits.
   chmod -R u+rwX,go+rX "$stage"
   chmod 755 "$stage$PREFIX"/bin/* "$stage"/usr/lib/pgserver.libs/*
+  # The modules of lib/postgresql find it one level further up, and here they are in lib
+  # (lib/postgresql is a link to it, and the loader resolves $ORIGIN through it): without
+  # this, libpqwalreceiver.so cannot load its libpq and no standby can stream ("rpath" in
+  # FLAGS marks packages built with it).
+  for so in "$stage$PREFIX"/lib/*.so; do
+    if [ "$(patchelf --print-rpath "$so" 2>/dev/null)" = '$ORIGIN/../../../../pgserver.libs' ]; then
+      patchelf --set-rpath '$ORIGIN/../../../pgserver.libs' "$so"
+    fi
+  done
 else
   say "building PostgreSQL $version (${FLAGS[*]}), about 6 minutes"
   tar -xjf "$archive" -C "$work"
@@ -167,4 +176,8 @@ SUDO_APT=(env DEBIAN_FRONTEND=noninteractive)
 [ -z "$SUDO" ] || SUDO_APT=(sudo "${SUDO_APT[@]}")
 "${SUDO_APT[@]}" apt-get install -y -qq --allow-downgrades "$deb" >/dev/null
 "$PREFIX/bin/pg_config" --version >/dev/null
+# Every program and module finds the libraries it needs (the wheel's carry their own libpq).
+missing=$(for f in "$PREFIX"/bin/* "$PREFIX"/lib/*.so; do
+            ldd "$f" 2>/dev/null | sed -n "s|^\s*\(.*\) => not found|$f: \1|p"; done)
+[ -z "$missing" ] || { echo "$0: libraries not found after the install:" >&2; echo "$missing" >&2; exit 1; }
 say "PostgreSQL $version is in $PREFIX (package postgresql-$MAJOR)"

@@ -69,7 +69,7 @@ PACKAGES=(libclang-dev build-essential pkg-config curl ca-certificates python3)
 if [ -z "$PG_CONFIG_GIVEN" ]; then
   ! has 15 || PACKAGES+=(postgresql-server-dev-15)
   for v in 17 18; do ! has $v || { PACKAGES+=(bison flex libssl-dev zlib1g-dev bzip2); break; }; done
-  ! has 16 || PACKAGES+=(python3 python3-pip)
+  ! has 16 || PACKAGES+=(python3 python3-pip patchelf)
 fi
 if [ "$PURPOSE" != build ]; then
   PACKAGES+=(procps)
