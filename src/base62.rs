@@ -5,6 +5,7 @@
 //! wrap it.
 
 use crate::errors;
+use crate::text_arg::TextArg;
 use pgrx::prelude::*;
 
 pub const WIDTH: usize = 11;
@@ -68,7 +69,8 @@ fn snowflake_to_base62(id: i64) -> String {
 
 /// The id of 11 base62 characters, as `snowflake_to_base62` writes them.
 #[pg_extern(immutable, strict, parallel_safe)]
-fn snowflake_from_base62(base62: &str) -> i64 {
+fn snowflake_from_base62(base62: TextArg) -> i64 {
+    let base62 = &*base62.as_str();
     match decode(base62) {
         Ok(id) => id,
         Err(ParseError::Length(n)) => errors::bad_base62(

@@ -4,6 +4,7 @@
 
 use crate::decode::{preset, units_of};
 use crate::layout::{Layout, Parts};
+use crate::text_arg::TextArg;
 use crate::{errors, gucs};
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
@@ -24,9 +25,9 @@ fn snowflake_compose_layout(
     ts: TimestampWithTimeZone,
     worker_id: i32,
     sequence: i32,
-    layout: &str,
+    layout: TextArg,
 ) -> i64 {
-    compose(ts, worker_id, sequence, &preset(layout))
+    compose(ts, worker_id, sequence, &preset(&layout.as_str()))
 }
 
 fn compose(ts: TimestampWithTimeZone, worker_id: i32, sequence: i32, layout: &Layout) -> i64 {

@@ -4,6 +4,7 @@
 
 use crate::clock::{pg_timestamp, unix_ms_of, PG_EPOCH_UNIX_MS};
 use crate::layout::{Layout, Preset};
+use crate::text_arg::TextArg;
 use crate::{errors, gucs};
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::heap_tuple::PgHeapTuple;
@@ -42,10 +43,10 @@ fn snowflake_decode(
 #[pg_extern(immutable, strict, parallel_safe, name = "snowflake_decode")]
 fn snowflake_decode_layout(
     id: i64,
-    layout: &str,
+    layout: TextArg,
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> pgrx::composite_type!('static, "@extschema@.snowflake_parts") {
-    decode(id, &preset(layout), fcinfo)
+    decode(id, &preset(&layout.as_str()), fcinfo)
 }
 
 /// The layout of a preset's name; 22023 for another name.

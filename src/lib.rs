@@ -35,6 +35,7 @@ mod next; // snowflake_next()
 mod planner; // time ranges through the primary key
 mod privileges; // who may call what
 mod stats; // snowflake_stats()
+mod text_arg; // text arguments in any database encoding
 
 #[cfg(test)]
 mod module_graph; // a test: no import cycles

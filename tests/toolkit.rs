@@ -1,6 +1,6 @@
 //! The toolkit through real clients and roles: adopting serial and identity columns (with a
 //! referencing table, and ids made by another generator), who may call what, and a floor that
-//! survives a crash right after it was set.
+//! survives a crash right after it was set; text arguments in databases that are not UTF-8.
 #![cfg(not(feature = "pg_test"))]
 
 mod common;
@@ -293,4 +293,49 @@ fn stats_count_ids_steps_and_waits() {
     );
     let ahead = stats["ahead_of_clock_ms"].as_i64().unwrap();
     assert!((4000..6000).contains(&ahead), "{stats}");
+}
+
+/// Text arguments in databases that are not UTF-8: a non-ASCII character is bad input like any
+/// other (pgrx's `&str` panicked on it with XX000 in LATIN1), and ASCII works as in UTF-8.
+#[test]
+fn text_arguments_in_other_encodings_are_errors_of_their_own() {
+    let cluster = Cluster::start_new("encodings", &[]);
+    let mut admin = cluster.connect();
+    for encoding in ["LATIN1", "SQL_ASCII"] {
+        let db = encoding.to_lowercase();
+        admin
+            .batch_execute(&format!(
+                "CREATE DATABASE {db} TEMPLATE template0 ENCODING '{encoding}'
+                 LC_COLLATE 'C' LC_CTYPE 'C'"
+            ))
+            .unwrap();
+        let conninfo = cluster
+            .conninfo("postgres")
+            .replace("dbname=postgres", &format!("dbname={db}"));
+        let mut c = Client::connect(&conninfo, NoTls).unwrap();
+        c.batch_execute("CREATE EXTENSION pg_snowflake").unwrap();
+        let server_encoding: String = c
+            .query_one("SHOW server_encoding", &[])
+            .unwrap()
+            .get(0);
+        assert_eq!(server_encoding, encoding);
+        for (sql, state) in [
+            ("SELECT snowflake_from_base62('\u{e9}0000000000')", "22P02"),
+            ("SELECT snowflake_decode(1, 'twitt\u{e9}r')", "22023"),
+            ("SELECT snowflake_compose(now(), 1, 0, 'twitt\u{e9}r')", "22023"),
+        ] {
+            let (got, message, _) = expect_error(&mut c, sql);
+            assert_eq!(got, state, "{encoding}: {sql}: {message}");
+        }
+        let id = one_i64(
+            &mut c,
+            "SELECT snowflake_from_base62(snowflake_to_base62(snowflake_compose(
+                 '2030-01-01', 5, 7, 'twitter')))",
+        );
+        let worker: i32 = c
+            .query_one("SELECT (snowflake_decode($1, 'twitter')).worker_id", &[&id])
+            .unwrap()
+            .get(0);
+        assert_eq!(worker, 5, "{encoding}");
+    }
 }

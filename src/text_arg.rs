@@ -1,0 +1,73 @@
+//! `text` arguments read as bytes, so that no input can raise XX000.
+//!
+//! pgrx turns a `text` argument into `&str` by checking that it is UTF-8, and panics (SQLSTATE
+//! XX000, "datums converted to &str should be valid UTF-8") when it is not: in a database whose
+//! encoding is not UTF-8 (LATIN1, SQL_ASCII, ...) that is any value with a non-ASCII character.
+//! Every text this extension reads (a layout's name, a base62 id) is ASCII when it is valid, so
+//! such a value is only bad input, which the function reports with its own SQLSTATE like any
+//! other: `TextArg` takes the bytes and hands the function a `&str` without checking them first.
+
+use pgrx::callconv::{Arg, ArgAbi};
+use pgrx::nullable::Nullable;
+use pgrx::pgrx_sql_entity_graph::metadata::{
+    ArgumentError, ReturnsError, ReturnsRef, SqlMappingRef, SqlTranslatable, TypeOrigin,
+};
+use std::borrow::Cow;
+
+/// A `text` argument, as the bytes the database holds.
+pub struct TextArg<'a>(&'a [u8]);
+
+impl<'a> TextArg<'a> {
+    /// The text as it is when it is UTF-8 (always, in a UTF-8 database; in another encoding the
+    /// bytes are passed on as they are, which is what an error message that quotes them needs),
+    /// else with every non-ASCII byte replaced by `?`, which no function here accepts.
+    pub fn as_str(&self) -> Cow<'a, str> {
+        match std::str::from_utf8(self.0) {
+            Ok(text) => Cow::Borrowed(text),
+            Err(_) => Cow::Owned(
+                self.0
+                    .iter()
+                    .map(|&b| if b.is_ascii() { b as char } else { '?' })
+                    .collect(),
+            ),
+        }
+    }
+}
+
+// SAFETY: declared as `text` (below), whose datum is a varlena; pgrx reads a varlena's bytes
+// as `&[u8]` whatever its type, without checking an encoding.
+unsafe impl<'fcx> ArgAbi<'fcx> for TextArg<'fcx> {
+    unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
+        // SAFETY: the caller's contract, passed on.
+        TextArg(unsafe { <&'fcx [u8] as ArgAbi<'fcx>>::unbox_arg_unchecked(arg) })
+    }
+
+    unsafe fn unbox_nullable_arg(arg: Arg<'_, 'fcx>) -> Nullable<Self> {
+        // SAFETY: the caller's contract, passed on.
+        let bytes: Option<&'fcx [u8]> =
+            unsafe { <&'fcx [u8] as ArgAbi<'fcx>>::unbox_nullable_arg(arg) }.into();
+        bytes.map(TextArg).into()
+    }
+}
+
+// SAFETY: the SQL type is `text`, whose values are varlenas (see ArgAbi above).
+unsafe impl SqlTranslatable for TextArg<'_> {
+    const TYPE_IDENT: &'static str = "pg_snowflake::text_arg::TextArg";
+    const TYPE_ORIGIN: TypeOrigin = TypeOrigin::External;
+    const ARGUMENT_SQL: Result<SqlMappingRef, ArgumentError> = Ok(SqlMappingRef::literal("TEXT"));
+    const RETURN_SQL: Result<ReturnsRef, ReturnsError> =
+        Ok(ReturnsRef::One(SqlMappingRef::literal("TEXT")));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TextArg;
+
+    #[test]
+    fn utf8_is_kept_and_other_bytes_become_question_marks() {
+        assert_eq!(TextArg(b"twitter").as_str(), "twitter");
+        assert_eq!(TextArg("caf\u{e9}".as_bytes()).as_str(), "caf\u{e9}");
+        // LATIN1's e-acute alone is not UTF-8.
+        assert_eq!(TextArg(b"caf\xe9").as_str(), "caf?");
+    }
+}
