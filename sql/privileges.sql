@@ -1,4 +1,4 @@
--- Who may call and read what (the README's "Security" section). Run at the end of the install
+-- Who may call and read what (docs/security.md). Run at the end of the install
 -- script and of every upgrade script, so that a database ends with exactly these privileges
 -- whatever path it took.
 --

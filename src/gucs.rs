@@ -206,8 +206,8 @@ fn define_drift() {
         c"snowflake.max_drift",
         c"Sets how far the time embedded in new ids may run ahead of the system clock.",
         c"Ids borrow time from the future when the clock steps back or when more ids per time \
-          unit are requested than the sequence holds. Past half of this bound, each backend gets \
-          an equal share of every time unit's ids, so bursts alone never reach it. Past the \
+          unit are requested than the sequence holds. Past half of this bound, ids are handed out \
+          first come, first served at the clock's rate, so bursts alone never reach it. Past the \
           bound snowflake_next() waits for the clock (see snowflake.drift_wait) and then fails. \
           Valid values are 0 to 2147483647 ms.",
         &MAX_DRIFT_MS,

@@ -111,7 +111,7 @@ pub struct Clock {
     pub waits_ms: u64,
     /// Calls that failed after `snowflake.drift_wait` of such naps.
     pub failures: u64,
-    /// 1 ms naps of backends that had used their share of a millisecond past half of
+    /// 1 ms naps of callers whose slot lay in a later millisecond, past half of
     /// `snowflake.max_drift` (pacing of bursts).
     pub paced_ms: u64,
 }
