@@ -314,15 +314,15 @@ fn text_arguments_in_other_encodings_are_errors_of_their_own() {
             .replace("dbname=postgres", &format!("dbname={db}"));
         let mut c = Client::connect(&conninfo, NoTls).unwrap();
         c.batch_execute("CREATE EXTENSION pg_snowflake").unwrap();
-        let server_encoding: String = c
-            .query_one("SHOW server_encoding", &[])
-            .unwrap()
-            .get(0);
+        let server_encoding: String = c.query_one("SHOW server_encoding", &[]).unwrap().get(0);
         assert_eq!(server_encoding, encoding);
         for (sql, state) in [
             ("SELECT snowflake_from_base62('\u{e9}0000000000')", "22P02"),
             ("SELECT snowflake_decode(1, 'twitt\u{e9}r')", "22023"),
-            ("SELECT snowflake_compose(now(), 1, 0, 'twitt\u{e9}r')", "22023"),
+            (
+                "SELECT snowflake_compose(now(), 1, 0, 'twitt\u{e9}r')",
+                "22023",
+            ),
         ] {
             let (got, message, _) = expect_error(&mut c, sql);
             assert_eq!(got, state, "{encoding}: {sql}: {message}");
