@@ -30,6 +30,9 @@ cd "$(dirname "$0")/.."
 unset MAKELEVEL MAKEFLAGS MFLAGS
 
 MAJOR=${1:?usage: $0 MAJOR}
+# The wheel's modules need their rpath set (below); without patchelf they would not be.
+[ "$MAJOR" != 16 ] || command -v patchelf >/dev/null ||
+  { echo "$0: patchelf is missing (Debian: apt-get install patchelf; scripts/setup.sh installs it)" >&2; exit 1; }
 MIRROR=${PG_SNOWFLAKE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 PREFIX=/usr/lib/postgresql/$MAJOR
 SHARE=/usr/share/postgresql/$MAJOR

@@ -18,13 +18,21 @@ use std::borrow::Cow;
 pub struct TextArg<'a>(&'a [u8]);
 
 impl<'a> TextArg<'a> {
-    /// The text as it is when it is UTF-8 (always, in a UTF-8 database; in another encoding the
-    /// bytes are passed on as they are, which is what an error message that quotes them needs),
-    /// else with every non-ASCII byte replaced by `?`, which no function here accepts.
+    /// The text as it is in a UTF-8 database, else with every non-ASCII byte replaced by `?`,
+    /// which no function here accepts. In another encoding, bytes that happen to be valid UTF-8
+    /// are not the characters they stand for there: counted or quoted as UTF-8, an error message
+    /// would miscount them or cut one in two.
     pub fn as_str(&self) -> Cow<'a, str> {
+        // SAFETY: a plain read of the database's encoding, set before any function runs.
+        let utf8 =
+            unsafe { pgrx::pg_sys::GetDatabaseEncoding() } == pgrx::pg_sys::pg_enc::PG_UTF8 as i32;
+        self.decoded(utf8)
+    }
+
+    fn decoded(&self, utf8_database: bool) -> Cow<'a, str> {
         match std::str::from_utf8(self.0) {
-            Ok(text) => Cow::Borrowed(text),
-            Err(_) => Cow::Owned(
+            Ok(text) if utf8_database || text.is_ascii() => Cow::Borrowed(text),
+            _ => Cow::Owned(
                 self.0
                     .iter()
                     .map(|&b| if b.is_ascii() { b as char } else { '?' })
@@ -64,10 +72,14 @@ mod tests {
     use super::TextArg;
 
     #[test]
-    fn utf8_is_kept_and_other_bytes_become_question_marks() {
-        assert_eq!(TextArg(b"twitter").as_str(), "twitter");
-        assert_eq!(TextArg("caf\u{e9}".as_bytes()).as_str(), "caf\u{e9}");
+    fn utf8_is_kept_in_utf8_databases_and_other_bytes_become_question_marks() {
+        for utf8 in [true, false] {
+            assert_eq!(TextArg(b"twitter").decoded(utf8), "twitter");
+        }
+        assert_eq!(TextArg("caf\u{e9}".as_bytes()).decoded(true), "caf\u{e9}");
+        // The same two bytes in a LATIN1 database are two characters of their own.
+        assert_eq!(TextArg("caf\u{e9}".as_bytes()).decoded(false), "caf??");
         // LATIN1's e-acute alone is not UTF-8.
-        assert_eq!(TextArg(b"caf\xe9").as_str(), "caf?");
+        assert_eq!(TextArg(b"caf\xe9").decoded(false), "caf?");
     }
 }
