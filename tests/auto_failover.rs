@@ -317,20 +317,7 @@ fn prepare_primary(p1: u16) {
     primary
         .batch_execute(&format!("CREATE EXTENSION pg_snowflake; {ORDERS}"))
         .unwrap();
-    let ahead_s: f64 = primary
-        .query_one(
-            "SELECT extract(epoch FROM now())::float8 - $1",
-            &[&std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_secs_f64()],
-        )
-        .unwrap()
-        .get(0);
-    assert!(
-        (ahead_s - N1_AHEAD_S).abs() < 1.0,
-        "n1's clock is {ahead_s} s ahead, not {N1_AHEAD_S} s: libfaketime did not take effect"
-    );
+    assert_clock_offset(&mut primary, N1_AHEAD_S, "n1");
     let sync: String = primary
         .query_one("SHOW synchronous_standby_names", &[])
         .unwrap()

@@ -380,20 +380,7 @@ fn patroni_promotes_the_synchronous_replica_and_its_ids_are_above_the_old_leader
     leader
         .batch_execute(&format!("CREATE EXTENSION pg_snowflake; {ORDERS}"))
         .unwrap();
-    let ahead_s: f64 = leader
-        .query_one(
-            "SELECT extract(epoch FROM now())::float8 - $1",
-            &[&std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_secs_f64()],
-        )
-        .unwrap()
-        .get(0);
-    assert!(
-        (ahead_s - f64::from(M1_AHEAD_S)).abs() < 1.0,
-        "m1's clock is {ahead_s} s ahead, not {M1_AHEAD_S} s: libfaketime did not take effect"
-    );
+    assert_clock_offset(&mut leader, f64::from(M1_AHEAD_S), "m1");
     drop(leader);
 
     // Step 3: writers through both hosts, and only the one that accepts writes; once each has

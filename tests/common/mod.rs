@@ -499,23 +499,29 @@ impl FakeClock {
 
     /// Fails unless the server's clock is at the offset the file asks for (within 1 s).
     pub fn check(&self) {
-        let wanted = self.wanted_s();
         let mut c = Client::connect(&self.conninfo, NoTls).expect("connect to check the clock");
-        let server: f64 = c
-            .query_one("SELECT extract(epoch FROM clock_timestamp())::float8", &[])
-            .unwrap()
-            .get(0);
-        let real = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs_f64();
-        let offset = server - real;
-        assert!(
-            (offset - wanted).abs() < 1.0,
-            "the server's clock is {offset:.3} s off the real time, not {wanted} s: \
-             libfaketime did not take effect"
-        );
+        assert_clock_offset(&mut c, self.wanted_s(), "the server");
     }
+}
+
+/// Fails unless the clock of the server behind `c` is `wanted_s` seconds off the real time
+/// (within 1 s): else libfaketime did not take effect and a test would silently run on the real
+/// clock. `who` names the server in the failure.
+pub fn assert_clock_offset(c: &mut Client, wanted_s: f64, who: &str) {
+    let server: f64 = c
+        .query_one("SELECT extract(epoch FROM clock_timestamp())::float8", &[])
+        .unwrap()
+        .get(0);
+    let real = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let offset = server - real;
+    assert!(
+        (offset - wanted_s).abs() < 1.0,
+        "{who}'s clock is {offset:.3} s off the real time, not {wanted_s} s: \
+         libfaketime did not take effect"
+    );
 }
 
 /// The postmaster of `data` is running (a `kill -9` leaves its pid file behind).
