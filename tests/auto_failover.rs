@@ -10,7 +10,7 @@
 #![cfg(not(feature = "pg_test"))]
 
 mod common;
-use common::failover::{check_failover, write_through_failover, ORDERS};
+use common::failover::{check_failover, check_rejoined, write_through_failover, ORDERS};
 use common::*;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -336,24 +336,7 @@ fn rejoin_old_primary(f: &Formation, formation_uri: &str, p1: u16, p2: u16, abov
         &["n1 secondary secondary", "n2 primary primary"],
         Duration::from_secs(120),
     );
-    let mut n1 = Client::connect(&node_conninfo(p1), NoTls).unwrap();
-    let err = n1.query_one("SELECT snowflake_next()", &[]).unwrap_err();
-    assert_eq!(
-        err.code(),
-        Some(&postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION),
-        "{err}"
-    );
-    let mut app = Client::connect(formation_uri, NoTls).unwrap();
-    let port: i32 = app
-        .query_one("SELECT inet_server_port()", &[])
-        .unwrap()
-        .get(0);
-    assert_eq!(port as u16, p2);
-    let id: i64 = app
-        .query_one("INSERT INTO orders (writer) VALUES (9) RETURNING id", &[])
-        .unwrap()
-        .get(0);
-    assert!(id > above);
+    check_rejoined(&node_conninfo(p1), formation_uri, p2, above);
 }
 
 #[test]

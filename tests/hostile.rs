@@ -127,8 +127,8 @@ fn traps(schema: &str) -> String {
     sql
 }
 
-/// The cluster: a claims worker in Mallory's database `shop`, every second.
-fn hostile_cluster(name: &str) -> Cluster {
+/// A cluster whose claims worker runs every second in `shop`, the database Mallory owns.
+fn mallorys_database(name: &str) -> Cluster {
     let cluster = Cluster::start_new(
         name,
         &[
@@ -141,6 +141,12 @@ fn hostile_cluster(name: &str) -> Cluster {
     admin
         .batch_execute("CREATE DATABASE shop OWNER mallory")
         .unwrap();
+    cluster
+}
+
+/// The cluster: a claims worker in Mallory's database `shop`, every second.
+fn hostile_cluster(name: &str) -> Cluster {
+    let cluster = mallorys_database(name);
     let mut shop = connect_db(&cluster, "postgres", "shop");
     shop.batch_execute(
         "CREATE SCHEMA ext;
@@ -369,18 +375,8 @@ fn default_privileges_do_not_open_the_administrators_functions_and_tables() {
 /// default, which must not stop the worker.
 #[test]
 fn a_renamed_extension_schema_leads_no_privileged_statement_to_the_new_one() {
-    let cluster = Cluster::start_new(
-        "hostile_rename",
-        &[
-            "snowflake.claims_database = 'shop'",
-            "snowflake.claims_interval = 1",
-        ],
-    );
+    let cluster = mallorys_database("hostile_rename");
     let mut admin = cluster.connect();
-    admin.batch_execute("CREATE ROLE mallory LOGIN").unwrap();
-    admin
-        .batch_execute("CREATE DATABASE shop OWNER mallory")
-        .unwrap();
     let mut su = connect_db(&cluster, "postgres", "shop");
     su.batch_execute(
         "CREATE EXTENSION pg_snowflake;

@@ -12,7 +12,7 @@
 #![cfg(not(feature = "pg_test"))]
 
 mod common;
-use common::failover::{check_failover, write_through_failover, ORDERS};
+use common::failover::{check_failover, check_rejoined, write_through_failover, ORDERS};
 use common::*;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -411,22 +411,5 @@ fn patroni_promotes_the_synchronous_replica_and_its_ids_are_above_the_old_leader
     // ahead), refuses ids there, and the writers' connection string still reaches m2.
     p.run("m1");
     p.wait_for("m1", "replica", Duration::from_secs(120));
-    let mut m1 = Client::connect(&node_conninfo(p1), NoTls).unwrap();
-    let err = m1.query_one("SELECT snowflake_next()", &[]).unwrap_err();
-    assert_eq!(
-        err.code(),
-        Some(&postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION),
-        "{err}"
-    );
-    let mut app = Client::connect(&uri, NoTls).unwrap();
-    let port: i32 = app
-        .query_one("SELECT inet_server_port()", &[])
-        .unwrap()
-        .get(0);
-    assert_eq!(port as u16, p2);
-    let id: i64 = app
-        .query_one("INSERT INTO orders (writer) VALUES (9) RETURNING id", &[])
-        .unwrap()
-        .get(0);
-    assert!(id > above);
+    check_rejoined(&node_conninfo(p1), &uri, p2, above);
 }

@@ -164,3 +164,30 @@ pub fn check_failover(writes: &Writes, old_port: u16, new_port: u16, new: &mut C
     assert!(rows >= writes.acked.len() as i64);
     *fresh.iter().max().unwrap()
 }
+
+/// After a failover, once the old primary is back as a standby (`old`): it refuses ids
+/// (25006), and the writers' connection string (`uri`) reaches the new primary on `new_port`,
+/// whose next id is above `above`, the largest id before the failover.
+pub fn check_rejoined(old: &str, uri: &str, new_port: u16, above: i64) {
+    let mut old = Client::connect(old, NoTls).unwrap();
+    let err = old.query_one("SELECT snowflake_next()", &[]).unwrap_err();
+    assert_eq!(
+        err.code(),
+        Some(&postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION),
+        "{err}"
+    );
+    let mut app = Client::connect(uri, NoTls).unwrap();
+    let port: i32 = app
+        .query_one("SELECT inet_server_port()", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(port as u16, new_port);
+    let id: i64 = app
+        .query_one("INSERT INTO orders (writer) VALUES (9) RETURNING id", &[])
+        .unwrap()
+        .get(0);
+    assert!(
+        id > above,
+        "the first id after the rejoin, {id}, is not above {above}"
+    );
+}
