@@ -11,7 +11,7 @@
 //! `snowflake.claims_database`; without it, an operator or a scheduler can call
 //! `snowflake_claim()` just as well.
 
-use crate::{errors, generator, gucs, privileges};
+use crate::{errors, generator, gucs, privileges, registry};
 use pgrx::bgworkers::{
     BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
 };
@@ -28,7 +28,9 @@ const VALID_FOR_INTERVALS: u32 = 3;
 /// server must not write user tables.
 pub fn init() {
     // SAFETY: a plain read of a flag set from the command line before _PG_init.
-    if unsafe { pg_sys::IsBinaryUpgrade } || gucs::worker_id().is_none() {
+    if unsafe { pg_sys::IsBinaryUpgrade }
+        || (gucs::worker_id().is_none() && gucs::registry().is_none())
+    {
         return;
     }
     if gucs::claims_database().is_none() {
@@ -87,7 +89,8 @@ pub extern "C-unwind" fn pg_snowflake_claims_main(_arg: pg_sys::Datum) {
                             pg_catalog.format('%I.snowflake_claim()', n.nspname)) IS NOT NULL",
             )
             .unwrap_or(None);
-            if let Some(call) = call {
+            // With a registry, nothing to claim until it has leased a worker id.
+            if let Some(call) = call.filter(|_| registry::worker_id().is_some()) {
                 Spi::run(&call).expect("the claim is written");
             }
         });
@@ -112,7 +115,7 @@ pub extern "C-unwind" fn pg_snowflake_claims_main(_arg: pg_sys::Datum) {
 fn snowflake_claim(fcinfo: pg_sys::FunctionCallInfo) -> i32 {
     privileges::require_superuser("snowflake_claim()");
     generator::get();
-    let Some((layout, worker_id)) = gucs::generating() else {
+    let Some((layout, worker_id)) = gucs::generating().or_else(registry::generating) else {
         errors::worker_id_unset()
     };
     let table = format!("{}.snowflake_claims", own_schema(fcinfo));
@@ -136,7 +139,7 @@ fn snowflake_claim(fcinfo: pg_sys::FunctionCallInfo) -> i32 {
             system_identifier.into(),
             (worker_id as i32).into(),
             layout.describe().into(),
-            node_name().into(),
+            registry::node_name().into(),
             format!("{} ms", valid_for.as_millis()).into(),
         ],
     )
@@ -177,30 +180,6 @@ fn own_schema(fcinfo: pg_sys::FunctionCallInfo) -> String {
             .to_string_lossy()
             .into_owned()
     }
-}
-
-/// The node's name: `cluster_name`, or `host:port` when that is empty.
-fn node_name() -> String {
-    // SAFETY: cluster_name is a string setting PostgreSQL keeps valid (never NULL once set up).
-    let cluster_name = unsafe { pg_sys::cluster_name };
-    if !cluster_name.is_null() {
-        // SAFETY: see above; NUL-terminated.
-        let name = unsafe { std::ffi::CStr::from_ptr(cluster_name) }.to_string_lossy();
-        if !name.is_empty() {
-            return name.into_owned();
-        }
-    }
-    let mut buf = [0u8; 256];
-    // SAFETY: gethostname writes at most buf.len() bytes into buf.
-    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    let host = if ok {
-        String::from_utf8_lossy(&buf[..end]).into_owned()
-    } else {
-        "localhost".into()
-    };
-    // SAFETY: a plain read of a setting fixed at server start.
-    format!("{host}:{}", unsafe { pg_sys::PostPortNumber })
 }
 
 extension_sql_file!(

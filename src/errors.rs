@@ -70,6 +70,62 @@ pub fn worker_id_unset() -> ! {
 
 #[cold]
 #[track_caller]
+pub fn registry_no_lease(problem: &str) -> ! {
+    raise(
+        report(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            "this server holds no worker id lease from the registry".into(),
+        )
+        .set_detail(sentence(problem))
+        .set_hint(
+            "Check snowflake.registry and that pg_snowflake is installed in the registry's \
+             database; snowflake_stats() shows the registry's state, and ids are handed out as \
+             soon as a worker id is leased.",
+        ),
+    )
+}
+
+#[cold]
+#[track_caller]
+pub fn registry_lease_ran_out(worker_id: u32, covered_until_ms: i64, problem: Option<&str>) -> ! {
+    raise(
+        report(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!("the registry's lease of worker id {worker_id} ran out"),
+        )
+        .set_detail(format!(
+            "It covered ids until {}, and could not be renewed since.{}",
+            iso_unix(covered_until_ms),
+            problem
+                .map(|p| format!(" {}", sentence(p)))
+                .unwrap_or_default()
+        ))
+        .set_hint(
+            "Make the registry reachable again (snowflake.registry); ids are handed out as soon \
+             as the lease is renewed.",
+        ),
+    )
+}
+
+#[cold]
+#[track_caller]
+pub fn registry_lease_lost(worker_id: u32, why: &str) -> ! {
+    raise(
+        report(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!("worker id {worker_id} was leased to another cluster"),
+        )
+        .set_detail(format!(
+            "This server could not renew its lease before it ran out, and the registry gave the \
+             worker id to another cluster. {}",
+            sentence(why)
+        ))
+        .set_hint("Restart the server: it then leases a free worker id."),
+    )
+}
+
+#[cold]
+#[track_caller]
 pub fn id_outside_layout(id: i64, layout: &Layout) -> ! {
     let bits = layout.time_bits + layout.worker_bits + layout.sequence_bits;
     raise(

@@ -64,6 +64,10 @@ static SEQUENCE_BITS: GucSetting<i32> =
 static TIME_RANGES: GucSetting<bool> = GucSetting::<bool>::new(true);
 static CLAIMS_DATABASE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 static CLAIMS_INTERVAL_S: GucSetting<i32> = GucSetting::<i32>::new(10);
+static REGISTRY: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+static REGISTRY_NAMESPACE: GucSetting<Option<CString>> =
+    GucSetting::<Option<CString>>::new(Some(c"default"));
+static REGISTRY_LEASE_S: GucSetting<i32> = GucSetting::<i32>::new(300);
 
 /// The layout and worker id this server runs with, resolved once in the postmaster and
 /// inherited by every backend.
@@ -97,6 +101,7 @@ pub fn init() {
     define_drift();
     define_time_ranges();
     define_claims();
+    define_registry();
     // SAFETY: called from _PG_init on the main thread with a NUL-terminated literal.
     unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"snowflake".as_ptr()) };
     let resolved = resolve(layout);
@@ -267,6 +272,42 @@ fn define_claims() {
         1,
         3600,
         GucContext::Sighup,
+        GucFlags::UNIT_S,
+    );
+}
+
+fn define_registry() {
+    GucRegistry::define_string_guc(
+        c"snowflake.registry",
+        c"Sets the libpq connection string of the worker-id registry.",
+        c"Empty (the default): snowflake.worker_id alone gives the worker id. Set, a background \
+          worker leases a worker id from the snowflake_registry table of pg_snowflake installed \
+          in that database (exactly snowflake.worker_id when that is set, else a free one) and \
+          renews the lease; ids are refused while this server holds no lease. Passwords belong \
+          in a password file, not here. Only superusers can read it, as primary_conninfo.",
+        &REGISTRY,
+        GucContext::Postmaster,
+        GucFlags::SUPERUSER_ONLY,
+    );
+    GucRegistry::define_string_guc(
+        c"snowflake.registry_namespace",
+        c"Sets the namespace of the worker-id registry this server leases its worker id in.",
+        c"Servers whose ids meet (in one table, or at one subscriber) lease from one namespace; \
+          each namespace and layout has its own worker ids. 1 to 63 characters.",
+        &REGISTRY_NAMESPACE,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"snowflake.registry_lease",
+        c"Sets how long a worker-id lease from the registry lasts.",
+        c"Renewed every third of it. While the registry is unreachable, this server goes on \
+          (also across restarts) until its lease runs out; a stopped server's worker id goes to \
+          another one only after it ran out. Valid values are 10 s to 1 day.",
+        &REGISTRY_LEASE_S,
+        10,
+        86_400,
+        GucContext::Postmaster,
         GucFlags::UNIT_S,
     );
 }
@@ -458,10 +499,14 @@ fn resolve(layout: Result<Layout, String>) -> Resolved {
             }
         }
     };
-    // PostgreSQL keeps the value within the layout's range (see `init`).
+    // PostgreSQL keeps the value within the layout's range (see `init`). With a registry, the
+    // worker id is what the registry leases (see `registry`), not the setting.
     Resolved {
         layout,
-        worker_id: u32::try_from(WORKER_ID.get()).ok(),
+        worker_id: match registry() {
+            Some(_) => None,
+            None => requested_worker_id(),
+        },
         problem: None,
     }
 }
@@ -476,9 +521,34 @@ pub fn layout() -> &'static Layout {
     }
 }
 
-/// The configured worker id, or `None` while `snowflake.worker_id` is unset or refused.
+/// The configured worker id, or `None` while `snowflake.worker_id` is unset or refused, or a
+/// registry leases it.
 pub fn worker_id() -> Option<u32> {
     RESOLVED.get().and_then(|r| r.worker_id)
+}
+
+/// `snowflake.worker_id`, also where a registry leases it: `None` while unset.
+pub fn requested_worker_id() -> Option<u32> {
+    u32::try_from(WORKER_ID.get()).ok()
+}
+
+/// The registry's connection string, if one is configured.
+pub fn registry() -> Option<String> {
+    REGISTRY
+        .get()
+        .map(|s| s.to_string_lossy().into_owned())
+        .filter(|s| !s.is_empty())
+}
+
+pub fn registry_namespace() -> String {
+    REGISTRY_NAMESPACE
+        .get()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+pub fn registry_lease() -> std::time::Duration {
+    std::time::Duration::from_secs(REGISTRY_LEASE_S.get() as u64)
 }
 
 /// The layout and the worker id, for the hot path: `None` while the worker id is unset or

@@ -11,8 +11,8 @@ compile_error!(
 mod clock; // the wall clock and epoch conversions
 mod layout; // bit layouts and the rule that advances the generator
 mod mark; // a durable mark and its encoding
-mod pacing;
-mod text; // dates and sentences in messages // how bursts share borrowed time
+mod pacing; // how bursts share borrowed time
+mod text; // dates and sentences in messages
 
 // The generator and its durability.
 mod generator; // the lease protocol, owner of the shared state
@@ -34,6 +34,7 @@ mod decode; // decoding ids, their time, and time ranges as id ranges
 mod next; // snowflake_next()
 mod planner; // time ranges through the primary key
 mod privileges; // who may call what
+mod registry; // worker ids leased from a registry database
 mod stats; // snowflake_stats()
 mod text_arg; // text arguments in any database encoding
 
@@ -66,6 +67,7 @@ pub extern "C-unwind" fn _PG_init() {
     }
     gucs::init();
     generator::init();
+    registry::init(); // after the generator: its shared memory starts from the generator's
     wal::register(wal::Replay {
         mark: |mark| generator::get().replay_mark(mark),
         reset: |mark| generator::get().replay_reset(mark),

@@ -1,6 +1,6 @@
 //! `snowflake_next()`: the next id of this cluster.
 
-use crate::{errors, generator, gucs, stats};
+use crate::{errors, generator, gucs, registry, stats};
 use pgrx::prelude::*;
 
 /// The next id of this cluster.
@@ -13,12 +13,13 @@ fn snowflake_next() -> i64 {
     next_id()
 }
 
-/// Errors if the library is not preloaded, the worker id is unset, this is a standby, or the
+/// Errors if the library is not preloaded, the worker id is unset (or not leased), this is a standby, or the
 /// clock is too far behind.
 #[inline]
 fn next_id() -> i64 {
     let generator = generator::get();
-    let Some((layout, worker_id)) = gucs::generating() else {
+    // A registry's worker id is read only where the setting gives none: no cost to the others.
+    let Some((layout, worker_id)) = gucs::generating().or_else(registry::generating) else {
         errors::worker_id_unset()
     };
     let id = layout.id(generator.next_tick(layout), worker_id);

@@ -166,7 +166,7 @@ pub fn write(dir: &Path, state: Loaded) -> io::Result<()> {
 
 /// CRC-32C (Castagnoli), bitwise: the file is written about once a second, so a table would
 /// buy nothing.
-fn crc32c(data: &[u8]) -> u32 {
+pub fn crc32c(data: &[u8]) -> u32 {
     let mut crc = !0u32;
     for &byte in data {
         crc ^= byte as u32;

@@ -7,7 +7,7 @@
 use crate::generator::Generator;
 use crate::layout::Order;
 use crate::text::iso_unix;
-use crate::{clock, generator, gucs};
+use crate::{clock, generator, gucs, registry};
 use pgrx::prelude::*;
 use pgrx::JsonB;
 use serde::Serialize;
@@ -80,6 +80,9 @@ pub struct Stats {
     pub ahead_of_clock_ms: i64,
     pub clock: Clock,
     pub lease: Lease,
+    /// The worker-id lease from `snowflake.registry`; absent without a registry.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub registry: Option<RegistryStats>,
     /// When shared memory was set up: the server's start, or its last crash recovery.
     pub since: String,
 }
@@ -126,13 +129,57 @@ pub struct Lease {
     pub renewals: u64,
 }
 
+#[derive(Serialize)]
+pub struct RegistryStats {
+    /// `cached` (the previous run's lease, not yet renewed), `leased`, `lost` (leased to
+    /// another cluster while this one was cut off: refused until restart), or `none`.
+    pub source: &'static str,
+    /// The namespace the worker id is leased in.
+    pub namespace: String,
+    /// This cluster, as the registry knows it.
+    pub holder: String,
+    /// This server's ids stay below this time, which the registry has recorded.
+    pub covered_until: Option<String>,
+    /// When the registry may give the worker id to another cluster (by its clock), as of the
+    /// last renewal.
+    pub expires: Option<String>,
+    /// The last successful call to the registry since start.
+    pub renewed: Option<String>,
+    /// What went wrong last, if the last call failed (or why the lease was lost).
+    pub problem: Option<String>,
+}
+
+fn registry_stats() -> Option<RegistryStats> {
+    let r = registry::snapshot()?;
+    let time = |ms: i64| (ms != 0).then(|| iso_unix(ms));
+    Some(RegistryStats {
+        source: match r.source {
+            registry::Source::None => "none",
+            registry::Source::Cached => "cached",
+            registry::Source::Leased => "leased",
+            registry::Source::Lost => "lost",
+        },
+        namespace: gucs::registry_namespace(),
+        holder: format!(
+            "{} ({})",
+            // SAFETY: reads a value PostgreSQL set at start.
+            unsafe { pg_sys::GetSystemIdentifier() } as i64,
+            registry::node_name()
+        ),
+        covered_until: time(r.covered_until_ms),
+        expires: time(r.expires_ms),
+        renewed: time(r.renewed_ms),
+        problem: r.problem,
+    })
+}
+
 /// The figures of this cluster now.
 fn collect() -> Stats {
     let generator = generator::get();
     flush(generator);
     let g = generator.snapshot();
     let layout = gucs::layout();
-    let worker_id = gucs::worker_id();
+    let worker_id = registry::worker_id();
     let now_ms = clock::now_unix_ms();
     let iso = |units: u64| iso_unix(layout.unix_ms(units));
     Stats {
@@ -170,6 +217,7 @@ fn collect() -> Stats {
             mark: (g.mark != 0).then(|| iso(g.mark)),
             renewals: g.renewals,
         },
+        registry: registry_stats(),
         since: iso_unix(g.started_unix_ms),
     }
 }

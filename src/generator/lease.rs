@@ -40,6 +40,10 @@ impl Generator {
     #[cold]
     pub(super) fn cover(&self, layout: &Layout, units: u64, now: u64) {
         refuse_on_standby();
+        let ceiling = self.ceiling.load(Ordering::Acquire);
+        if units >= ceiling {
+            refuse_beyond_ceiling();
+        }
         if self.not_carried.load(Ordering::Relaxed) {
             errors::upgrade_mark_not_carried();
         }
@@ -59,9 +63,15 @@ impl Generator {
         }
         let behind = self.raise_to_floor(layout, now);
         let need = units.max(self.floor.load(Ordering::Acquire));
-        let wrote = self.mark.load(Ordering::Acquire) <= need.saturating_add(headroom);
+        // Near the ceiling, the mark stops at it: no more writes until the ceiling moves.
+        let written = self.mark.load(Ordering::Acquire);
+        let wrote = written <= need.saturating_add(headroom) && written < ceiling;
         if wrote {
-            let mark = need.max(now).saturating_add(ahead).min(layout.end_mark());
+            let mark = need
+                .max(now)
+                .saturating_add(ahead)
+                .min(layout.end_mark())
+                .min(ceiling);
             self.write_mark(layout, mark);
         }
         let (mark, lsn) = (
@@ -243,6 +253,74 @@ impl Generator {
             self.note_recorded_layout(&mark.layout);
         }
     }
+}
+
+/// What refuses ids beyond the ceiling: the registry's reason (see `registry`), set once at
+/// start.
+static CEILING_REFUSAL: std::sync::OnceLock<fn() -> !> = std::sync::OnceLock::new();
+
+/// Sets what `cover` raises when an id would reach the ceiling. Only call from `_PG_init`.
+pub fn on_ceiling(refuse: fn() -> !) {
+    let _ = CEILING_REFUSAL.set(refuse);
+}
+
+#[cold]
+fn refuse_beyond_ceiling() -> ! {
+    match CEILING_REFUSAL.get() {
+        Some(refuse) => refuse(),
+        None => errors::worker_id_unset(),
+    }
+}
+
+impl Generator {
+    /// With a registry, at server start (in the postmaster, before any backend exists, so
+    /// without a lock): the cached lease's floor and ceiling, in Unix ms.
+    pub fn start_with_lease(&self, layout: &Layout, start_above_ms: i64, until_ms: i64) {
+        let floor = units_above(layout, start_above_ms);
+        self.floor.fetch_max(floor, Ordering::AcqRel);
+        self.mark.fetch_max(floor, Ordering::AcqRel);
+        self.ceiling
+            .store(units_below(layout, until_ms), Ordering::Release);
+    }
+
+    /// A lease from the registry: ids above `start_above_ms` (the coverage of the worker id's
+    /// previous holders), below `until_ms`. The floor moves under the renewal lock with the tick
+    /// (rule 4), before the ceiling opens.
+    pub fn lease_from_registry(&self, layout: &Layout, start_above_ms: i64, until_ms: i64) {
+        let floor = units_above(layout, start_above_ms);
+        if floor > self.floor.load(Ordering::Acquire) {
+            let _held = RenewalLock::take(true);
+            self.floor.fetch_max(floor, Ordering::AcqRel);
+            self.mark.fetch_max(floor, Ordering::AcqRel);
+            self.tick.fetch_max(
+                layout.tick_at(floor.min(layout.end_mark())).0,
+                Ordering::AcqRel,
+            );
+        }
+        self.ceiling
+            .store(units_below(layout, until_ms), Ordering::Release);
+    }
+
+    /// The registry gave this cluster's worker id to another: no id from now on. The renewal
+    /// point drops to 0 so that the next call meets the ceiling at once instead of using up the
+    /// lease it has (which would still be unique: the other cluster starts above it).
+    pub fn close_ceiling(&self) {
+        self.ceiling.store(0, Ordering::Release);
+        self.renew_at.store(0, Ordering::Release);
+    }
+}
+
+/// The first time unit all of whose ids lie above Unix ms `ms`.
+fn units_above(layout: &Layout, ms: i64) -> u64 {
+    layout
+        .units_at(ms)
+        .map_or(0, |units| units.saturating_add(1))
+        .min(layout.end_mark())
+}
+
+/// The last time unit all of whose ids lie below Unix ms `ms` (0 before the epoch).
+fn units_below(layout: &Layout, ms: i64) -> u64 {
+    layout.units_at(ms).unwrap_or(0)
 }
 
 /// The state file's new content, durable beside it but not yet in place: 58030 if it cannot be

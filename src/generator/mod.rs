@@ -23,6 +23,8 @@
 //!    standbys, then publication.
 //! 4. Ids after a start, a promotion or `snowflake_advance_past()` are above the floor: the
 //!    tick is raised to it under the renewal lock, before the first id of the new lease.
+//! 5. No mark reaches the ceiling: the time a worker-id lease from the registry covers (see
+//!    `registry`), or no limit without a registry.
 //!
 //! The fields are private to this module and its children (`lease`), whose methods are the only
 //! ways to change them. The hot path (`next_tick`) is one clock read and one compare-and-swap;
@@ -31,6 +33,7 @@
 mod lease;
 mod shmem;
 
+pub use lease::on_ceiling;
 pub use shmem::{get, init, try_get};
 
 use crate::layout::{Advance, Layout, Tick};
@@ -84,6 +87,9 @@ pub struct Generator {
     layout_differs: AtomicBool,
     /// That layout, as `mark::layout_to_bytes` writes it, in two words.
     recorded_layout: [AtomicU64; 2],
+    /// Rule 5: the time unit no mark may reach. `u64::MAX` without a registry; with one, the
+    /// end of the registry's lease, 0 until there is one and after it was lost.
+    ceiling: AtomicU64,
 
     /// Counters for `snowflake_stats()`, all written on cold paths.
     counters: Counters,
@@ -146,6 +152,12 @@ impl Generator {
             not_carried: AtomicBool::new(state == state_file::Loaded::NotCarried),
             layout_differs: AtomicBool::new(false),
             recorded_layout: [AtomicU64::new(0), AtomicU64::new(0)],
+            // With a registry, no id until it (or the lease cached from it) opens the ceiling.
+            ceiling: AtomicU64::new(if gucs::registry().is_some() {
+                0
+            } else {
+                u64::MAX
+            }),
             counters: Counters {
                 renewals: AtomicU64::new(0),
                 clock_steps_back: AtomicU64::new(0),

@@ -1,0 +1,249 @@
+//! The few libpq calls the registry's worker makes, with a safe wrapper: one connection, one
+//! parameterised statement at a time, every value as text.
+//!
+//! libpq, not a Rust client: it reads the same connection strings, service files and password
+//! files (`~/.pgpass`, `passfile`) as every PostgreSQL tool, `primary_conninfo` among them.
+
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+
+#[repr(C)]
+struct PGconn(c_void);
+#[repr(C)]
+struct PGresult(c_void);
+#[repr(C)]
+struct PQconninfoOption(c_void);
+
+const CONNECTION_OK: c_int = 0;
+const PGRES_TUPLES_OK: c_int = 2;
+/// `PG_DIAG_SQLSTATE`, `PG_DIAG_MESSAGE_PRIMARY` and `PG_DIAG_MESSAGE_DETAIL` (postgres_ext.h).
+const DIAG_SQLSTATE: c_int = b'C' as c_int;
+const DIAG_MESSAGE: c_int = b'M' as c_int;
+const DIAG_DETAIL: c_int = b'D' as c_int;
+
+unsafe extern "C" {
+    fn PQconnectdbParams(
+        keywords: *const *const c_char,
+        values: *const *const c_char,
+        expand_dbname: c_int,
+    ) -> *mut PGconn;
+    fn PQstatus(conn: *const PGconn) -> c_int;
+    fn PQerrorMessage(conn: *const PGconn) -> *const c_char;
+    fn PQfinish(conn: *mut PGconn);
+    fn PQexecParams(
+        conn: *mut PGconn,
+        command: *const c_char,
+        n_params: c_int,
+        param_types: *const u32,
+        param_values: *const *const c_char,
+        param_lengths: *const c_int,
+        param_formats: *const c_int,
+        result_format: c_int,
+    ) -> *mut PGresult;
+    fn PQresultStatus(res: *const PGresult) -> c_int;
+    fn PQresultErrorField(res: *const PGresult, field: c_int) -> *const c_char;
+    fn PQntuples(res: *const PGresult) -> c_int;
+    fn PQnfields(res: *const PGresult) -> c_int;
+    fn PQgetisnull(res: *const PGresult, row: c_int, col: c_int) -> c_int;
+    fn PQgetvalue(res: *const PGresult, row: c_int, col: c_int) -> *const c_char;
+    fn PQclear(res: *mut PGresult);
+    fn PQconninfoParse(conninfo: *const c_char, errmsg: *mut *mut c_char) -> *mut PQconninfoOption;
+    fn PQconninfoFree(options: *mut PQconninfoOption);
+    fn PQfreemem(ptr: *mut c_void);
+}
+
+/// An error of the registry's server (with its SQLSTATE) or of the connection (without).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    pub sqlstate: Option<String>,
+    pub message: String,
+    pub detail: Option<String>,
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.message)?;
+        if let Some(detail) = &self.detail {
+            write!(f, " ({detail})")?;
+        }
+        Ok(())
+    }
+}
+
+fn plain(message: String) -> Error {
+    Error {
+        sqlstate: None,
+        message: message.trim_end().to_string(),
+        detail: None,
+    }
+}
+
+/// Whether libpq can read `conninfo` (key/value pairs or a URI); the error says why not.
+pub fn check_conninfo(conninfo: &str) -> Result<(), String> {
+    let text = CString::new(conninfo).map_err(|_| "it holds a NUL byte".to_string())?;
+    let mut err: *mut c_char = std::ptr::null_mut();
+    // SAFETY: text is NUL-terminated; libpq allocates the options and the message, freed below.
+    unsafe {
+        let options = PQconninfoParse(text.as_ptr(), &mut err);
+        if !options.is_null() {
+            PQconninfoFree(options);
+            return Ok(());
+        }
+        if err.is_null() {
+            return Err("libpq is out of memory".into());
+        }
+        let why = CStr::from_ptr(err).to_string_lossy().trim_end().to_string();
+        PQfreemem(err.cast());
+        Err(why)
+    }
+}
+
+/// An open connection, closed on drop.
+pub struct Connection(*mut PGconn);
+
+impl Connection {
+    /// Connects with `conninfo`, whose settings win over `defaults` (keyword, value), blocking
+    /// for at most the `connect_timeout` in force.
+    pub fn open(conninfo: &str, defaults: &[(&str, &str)]) -> Result<Connection, Error> {
+        let nul = |_| plain("the connection string holds a NUL byte".into());
+        let mut pairs = Vec::new();
+        for (key, value) in defaults {
+            pairs.push((
+                CString::new(*key).map_err(nul)?,
+                CString::new(*value).map_err(nul)?,
+            ));
+        }
+        // libpq expands a `dbname` that is a connection string; its settings take precedence
+        // over the entries before it.
+        pairs.push((c"dbname".to_owned(), CString::new(conninfo).map_err(nul)?));
+        let mut keywords: Vec<*const c_char> = pairs.iter().map(|(k, _)| k.as_ptr()).collect();
+        let mut values: Vec<*const c_char> = pairs.iter().map(|(_, v)| v.as_ptr()).collect();
+        keywords.push(std::ptr::null());
+        values.push(std::ptr::null());
+        // SAFETY: NULL-terminated arrays of NUL-terminated strings that outlive the call; the
+        // connection is freed by Drop, also when it failed.
+        let conn = Connection(unsafe { PQconnectdbParams(keywords.as_ptr(), values.as_ptr(), 1) });
+        if conn.0.is_null() {
+            return Err(plain("libpq is out of memory".into()));
+        }
+        // SAFETY: a live connection object.
+        if unsafe { PQstatus(conn.0) } != CONNECTION_OK {
+            return Err(plain(conn.error_message()));
+        }
+        Ok(conn)
+    }
+
+    fn error_message(&self) -> String {
+        // SAFETY: libpq returns a NUL-terminated string owned by the connection.
+        unsafe { CStr::from_ptr(PQerrorMessage(self.0)) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    /// Runs one statement with text parameters (NULL for `None`) and returns its rows, every
+    /// value as text.
+    pub fn query(
+        &self,
+        sql: &str,
+        params: &[Option<String>],
+    ) -> Result<Vec<Vec<Option<String>>>, Error> {
+        let sql = CString::new(sql).map_err(|_| plain("the statement holds a NUL byte".into()))?;
+        let owned: Vec<Option<CString>> = params
+            .iter()
+            .map(|p| p.as_deref().map(|s| CString::new(s).unwrap_or_default()))
+            .collect();
+        let pointers: Vec<*const c_char> = owned
+            .iter()
+            .map(|p| p.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()))
+            .collect();
+        // SAFETY: every pointer is NUL-terminated and outlives the call; the result is cleared
+        // by PqResult's drop below.
+        let res = PqResult(unsafe {
+            PQexecParams(
+                self.0,
+                sql.as_ptr(),
+                pointers.len() as c_int,
+                std::ptr::null(),
+                pointers.as_ptr(),
+                std::ptr::null(),
+                std::ptr::null(),
+                0,
+            )
+        });
+        if res.0.is_null() {
+            return Err(plain(self.error_message()));
+        }
+        // SAFETY: a live result.
+        if unsafe { PQresultStatus(res.0) } != PGRES_TUPLES_OK {
+            let message = res
+                .field(DIAG_MESSAGE)
+                .unwrap_or_else(|| self.error_message());
+            return Err(Error {
+                sqlstate: res.field(DIAG_SQLSTATE),
+                message: message.trim_end().to_string(),
+                detail: res.field(DIAG_DETAIL),
+            });
+        }
+        // SAFETY: a live result; row and column indexes are within its counts.
+        let rows = unsafe {
+            (0..PQntuples(res.0))
+                .map(|row| {
+                    (0..PQnfields(res.0))
+                        .map(|col| {
+                            (PQgetisnull(res.0, row, col) == 0).then(|| {
+                                CStr::from_ptr(PQgetvalue(res.0, row, col))
+                                    .to_string_lossy()
+                                    .into_owned()
+                            })
+                        })
+                        .collect()
+                })
+                .collect()
+        };
+        Ok(rows)
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        // SAFETY: PQfinish frees the object whether or not the connection succeeded.
+        unsafe { PQfinish(self.0) };
+    }
+}
+
+/// A statement's result, cleared on drop.
+struct PqResult(*mut PGresult);
+
+impl PqResult {
+    fn field(&self, code: c_int) -> Option<String> {
+        // SAFETY: a live result; libpq returns NULL or a string owned by the result.
+        let p = unsafe { PQresultErrorField(self.0, code) };
+        (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+    }
+}
+
+impl Drop for PqResult {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            // SAFETY: a result libpq returned, cleared once.
+            unsafe { PQclear(self.0) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conninfo_is_checked_by_libpq() {
+        assert_eq!(
+            check_conninfo("host=hub dbname=registry connect_timeout=5"),
+            Ok(())
+        );
+        assert_eq!(check_conninfo("postgresql://hub/registry"), Ok(()));
+        let why = check_conninfo("host=hub nonsense=1").unwrap_err();
+        assert!(why.contains("nonsense"), "{why}");
+        let why = check_conninfo("host='hub").unwrap_err();
+        assert!(why.contains("quoted"), "{why}");
+    }
+}

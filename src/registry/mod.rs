@@ -1,0 +1,366 @@
+//! The worker-id registry: with `snowflake.registry` set, this server leases its worker id from
+//! a table in another PostgreSQL database (sql/registry.sql) instead of taking it from
+//! `snowflake.worker_id` alone, so that a fleet needs no hand-kept list of worker ids.
+//!
+//! # The protocol
+//! - A background worker (`worker`) connects with libpq and calls `snowflake_registry_lease()`
+//!   at start and every third of `snowflake.registry_lease`. Each call reports how far this
+//!   server's ids may go (`covered_until`: the clock now plus one lease), and is granted a worker
+//!   id until then; only then does the generator's ceiling (rule 5 of `generator`) move there.
+//!   Ids therefore always lie below what the registry has recorded for their worker id.
+//! - A worker id whose lease ran out may go to another cluster, which starts above everything
+//!   its previous holders covered (`start_above`): the generator's floor, so reuse never
+//!   repeats an id whatever the clocks say (a floor ahead of the clock by more than
+//!   `snowflake.max_drift` makes callers wait, as after a backward clock step).
+//! - Each grant is cached durably in the data directory (`cache`) before it is used: a restart
+//!   while the registry is unreachable goes on with the cached worker id until its lease runs
+//!   out. The cache belongs to one system identifier: a promoted standby shares it (and the
+//!   registry knows it as the same cluster); `pg_upgrade` and a new cluster do not.
+//! - A server whose worker id went to another cluster (it was cut off for longer than its
+//!   lease) refuses ids until it is restarted, when it leases anew.
+//! - Nothing here is on the hot path: a leased worker id is one relaxed load, read only where
+//!   `snowflake.worker_id` gives none.
+
+mod cache;
+mod libpq;
+mod worker;
+
+use crate::layout::Layout;
+use crate::{clock, errors, generator, gucs};
+use pgrx::prelude::*;
+use pgrx::{PGRXSharedMemory, PgSharedMemoryInitialization};
+use std::path::Path;
+use std::sync::atomic::{AtomicI64, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+
+/// `worker_id` while this server holds no lease.
+const NO_WORKER_ID: u32 = u32::MAX;
+/// Bytes of the last problem's text kept in shared memory.
+const STATUS_WORDS: usize = 64;
+
+/// Where the lease came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Source {
+    /// No lease (yet, or any more).
+    None = 0,
+    /// The cached lease of the previous run, not yet renewed by the registry.
+    Cached = 1,
+    /// Granted or renewed by the registry.
+    Leased = 2,
+    /// The registry gave the worker id to another cluster: refused until restart.
+    Lost = 3,
+}
+
+/// The lease of this server, in shared memory. Written only by the registry worker (and at
+/// start by the postmaster); read by every backend.
+#[repr(C)]
+pub struct Registry {
+    worker_id: AtomicU32,
+    source: AtomicU32,
+    /// Unix ms: the ids' time stays below this (the ceiling, as the registry recorded it).
+    covered_until_ms: AtomicI64,
+    /// Unix ms, by the registry's clock: when another cluster may take the worker id.
+    expires_ms: AtomicI64,
+    /// Unix ms of the last successful call to the registry (0: none since start).
+    renewed_ms: AtomicI64,
+    /// The last problem in words ("" while there is none), behind a sequence lock: odd while
+    /// the one writer writes.
+    status_seq: AtomicU64,
+    status: [AtomicU64; STATUS_WORDS],
+}
+
+// SAFETY: atomics only, no pointers: valid at the same address in every process.
+unsafe impl PGRXSharedMemory for Registry {}
+
+/// What `snowflake_stats()` shows.
+pub struct Snapshot {
+    pub worker_id: Option<u32>,
+    pub source: Source,
+    pub covered_until_ms: i64,
+    pub expires_ms: i64,
+    pub renewed_ms: i64,
+    pub problem: Option<String>,
+}
+
+impl Registry {
+    fn empty() -> Registry {
+        Registry {
+            worker_id: AtomicU32::new(NO_WORKER_ID),
+            source: AtomicU32::new(Source::None as u32),
+            covered_until_ms: AtomicI64::new(0),
+            expires_ms: AtomicI64::new(0),
+            renewed_ms: AtomicI64::new(0),
+            status_seq: AtomicU64::new(0),
+            status: [const { AtomicU64::new(0) }; STATUS_WORDS],
+        }
+    }
+
+    fn worker_id(&self) -> Option<u32> {
+        let w = self.worker_id.load(Ordering::Relaxed);
+        (w != NO_WORKER_ID).then_some(w)
+    }
+
+    fn source(&self) -> Source {
+        match self.source.load(Ordering::Acquire) {
+            1 => Source::Cached,
+            2 => Source::Leased,
+            3 => Source::Lost,
+            _ => Source::None,
+        }
+    }
+
+    /// A lease in force: the worker id, its coverage and where it came from.
+    fn hold(&self, lease: &cache::Lease, expires_ms: i64, source: Source) {
+        self.covered_until_ms
+            .store(lease.covered_until_ms, Ordering::Release);
+        self.expires_ms.store(expires_ms, Ordering::Release);
+        self.worker_id.store(lease.worker_id, Ordering::Release);
+        self.source.store(source as u32, Ordering::Release);
+    }
+
+    fn set_problem(&self, problem: &str) {
+        let mut bytes = [0u8; STATUS_WORDS * 8];
+        // Cut at a character boundary, leaving at least one NUL.
+        let mut end = problem.len().min(bytes.len() - 1);
+        while !problem.is_char_boundary(end) {
+            end -= 1;
+        }
+        bytes[..end].copy_from_slice(&problem.as_bytes()[..end]);
+        self.status_seq.fetch_add(1, Ordering::AcqRel);
+        for (word, chunk) in self.status.iter().zip(bytes.chunks(8)) {
+            word.store(
+                u64::from_le_bytes(chunk.try_into().unwrap()),
+                Ordering::Release,
+            );
+        }
+        self.status_seq.fetch_add(1, Ordering::AcqRel);
+    }
+
+    fn problem(&self) -> Option<String> {
+        loop {
+            let before = self.status_seq.load(Ordering::Acquire);
+            let mut bytes = Vec::with_capacity(STATUS_WORDS * 8);
+            for word in &self.status {
+                bytes.extend_from_slice(&word.load(Ordering::Acquire).to_le_bytes());
+            }
+            if before % 2 == 0 && self.status_seq.load(Ordering::Acquire) == before {
+                let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+                let text = String::from_utf8_lossy(&bytes[..end]).into_owned();
+                return (!text.is_empty()).then_some(text);
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            worker_id: self.worker_id(),
+            source: self.source(),
+            covered_until_ms: self.covered_until_ms.load(Ordering::Acquire),
+            expires_ms: self.expires_ms.load(Ordering::Acquire),
+            renewed_ms: self.renewed_ms.load(Ordering::Acquire),
+            problem: self.problem(),
+        }
+    }
+}
+
+struct Slot(AtomicPtr<Registry>);
+
+static SLOT: Slot = Slot(AtomicPtr::new(std::ptr::null_mut()));
+
+impl PgSharedMemoryInitialization for Slot {
+    type Value = Registry;
+
+    /// # Safety
+    /// Called by pgrx from PostgreSQL's `shmem_request_hook`.
+    unsafe fn on_shmem_request(&'static self) {
+        // SAFETY: see above.
+        unsafe { pg_sys::RequestAddinShmemSpace(size_of::<Registry>()) };
+    }
+
+    /// # Safety
+    /// Called by pgrx from PostgreSQL's `shmem_startup_hook` in the postmaster, after the
+    /// generator's (its hook was installed first, and each hook calls the previous one first).
+    unsafe fn on_shmem_startup(&'static self, value: Registry) {
+        // SAFETY: AddinShmemInitLock serialises ShmemInitStruct, as in generator/shmem.rs.
+        unsafe {
+            let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock;
+            pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+            let mut found = false;
+            let ptr = pg_sys::ShmemInitStruct(
+                c"pg_snowflake registry".as_ptr(),
+                size_of::<Registry>(),
+                &mut found,
+            )
+            .cast::<Registry>();
+            if !found {
+                ptr.write(value);
+            }
+            self.0.store(ptr, Ordering::Release);
+            pg_sys::LWLockRelease(init_lock);
+            if !found {
+                start_from_cache(&*ptr);
+            }
+        }
+    }
+}
+
+/// Why the registry settings were refused at start, if they were.
+static PROBLEM: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Sets up the registry's shared state and worker when `snowflake.registry` is set. Only call
+/// from `_PG_init` while the library is preloaded, after `generator::init`.
+pub fn init() {
+    if gucs::registry().is_none() {
+        return;
+    }
+    generator::on_ceiling(refuse);
+    if let Err(problem) = check_settings() {
+        pgrx::warning!("pg_snowflake: {problem}; snowflake_next() refuses until it is fixed");
+        let _ = PROBLEM.set(problem);
+    }
+    pgrx::pg_shmem_init!(SLOT = Registry::empty());
+    // SAFETY: a plain read of a flag set from the command line before _PG_init.
+    if PROBLEM.get().is_none() && !unsafe { pg_sys::IsBinaryUpgrade } {
+        worker::register();
+    }
+}
+
+fn check_settings() -> Result<(), String> {
+    if let Some(problem) = gucs::problem() {
+        return Err(problem.to_string());
+    }
+    let conninfo = gucs::registry().unwrap_or_default();
+    libpq::check_conninfo(&conninfo)
+        .map_err(|why| format!("snowflake.registry is not a valid connection string: {why}"))?;
+    let namespace = gucs::registry_namespace();
+    if namespace.is_empty() || namespace.len() > 63 || namespace.chars().any(char::is_control) {
+        return Err(format!(
+            "snowflake.registry_namespace \"{}\" must be 1 to 63 characters without control \
+             characters",
+            namespace.escape_debug()
+        ));
+    }
+    Ok(())
+}
+
+/// The registry's state, if `snowflake.registry` is set and the library preloaded.
+fn get() -> Option<&'static Registry> {
+    let ptr = SLOT.0.load(Ordering::Relaxed);
+    // SAFETY: set once at shmem startup to a struct that lives as long as the cluster.
+    (!ptr.is_null()).then(|| unsafe { &*ptr })
+}
+
+/// The layout and leased worker id where `snowflake.worker_id` gives none: `None` without a
+/// registry; an error (55000, with the reason) while the registry has granted none.
+#[inline]
+pub fn generating() -> Option<(&'static Layout, u32)> {
+    let registry = get()?;
+    match registry.worker_id() {
+        Some(w) if registry.source() != Source::Lost => Some((gucs::layout(), w)),
+        _ => refuse(),
+    }
+}
+
+/// The worker id in use, from the setting or the registry; `None` while there is none.
+pub fn worker_id() -> Option<u32> {
+    gucs::worker_id().or_else(|| get().and_then(Registry::worker_id))
+}
+
+/// The registry's state for `snowflake_stats()`; `None` without a registry.
+pub fn snapshot() -> Option<Snapshot> {
+    get().map(Registry::snapshot)
+}
+
+/// Why no id can be made under the registry: 55000 with the last problem.
+#[cold]
+fn refuse() -> ! {
+    let registry = get();
+    let snapshot = registry.map(Registry::snapshot);
+    let problem = PROBLEM
+        .get()
+        .cloned()
+        .or_else(|| snapshot.as_ref().and_then(|s| s.problem.clone()));
+    match snapshot {
+        Some(s) if s.source == Source::Lost => errors::registry_lease_lost(
+            s.worker_id.unwrap_or(0),
+            problem
+                .as_deref()
+                .unwrap_or("the registry leased it to another cluster"),
+        ),
+        Some(s) if s.worker_id.is_some() => errors::registry_lease_ran_out(
+            s.worker_id.unwrap_or(0),
+            s.covered_until_ms,
+            problem.as_deref(),
+        ),
+        _ => errors::registry_no_lease(
+            problem
+                .as_deref()
+                .unwrap_or("the registry worker has not leased a worker id yet"),
+        ),
+    }
+}
+
+/// The node's name: `cluster_name`, or `host:port` when that is empty.
+pub fn node_name() -> String {
+    // SAFETY: cluster_name is a string setting PostgreSQL keeps valid (never NULL once set up).
+    let cluster_name = unsafe { pg_sys::cluster_name };
+    if !cluster_name.is_null() {
+        // SAFETY: see above; NUL-terminated.
+        let name = unsafe { std::ffi::CStr::from_ptr(cluster_name) }.to_string_lossy();
+        if !name.is_empty() {
+            return name.into_owned();
+        }
+    }
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes into buf.
+    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    let host = if ok {
+        String::from_utf8_lossy(&buf[..end]).into_owned()
+    } else {
+        "localhost".into()
+    };
+    // SAFETY: a plain read of a setting fixed at server start.
+    format!("{host}:{}", unsafe { pg_sys::PostPortNumber })
+}
+
+/// This cluster's system identifier, which the registry knows it by.
+fn system_identifier() -> u64 {
+    // SAFETY: reads a value PostgreSQL set at start.
+    unsafe { pg_sys::GetSystemIdentifier() }
+}
+
+/// At server start (in the postmaster): the cached lease, if it is this cluster's, for this
+/// namespace, layout and worker id, and has not run out. The registry worker renews it (or
+/// finds it lost) once it reaches the registry.
+fn start_from_cache(registry: &Registry) {
+    if PROBLEM.get().is_some() {
+        return;
+    }
+    let lease = match cache::read(Path::new(".")) {
+        Ok(Some(lease)) => lease,
+        Ok(None) => return,
+        Err(why) => {
+            pgrx::warning!(
+                "pg_snowflake: the cached registry lease {} is unreadable ({why}); waiting for \
+                 the registry",
+                cache::FILE_NAME
+            );
+            return;
+        }
+    };
+    let layout = gucs::layout();
+    let fits = lease.system_identifier == system_identifier()
+        && lease.namespace == gucs::registry_namespace()
+        && lease.layout == layout.describe()
+        && gucs::requested_worker_id().is_none_or(|w| w == lease.worker_id)
+        && lease.worker_id <= layout.max_worker_id();
+    if !fits || lease.covered_until_ms <= clock::now_unix_ms() {
+        return;
+    }
+    generator::get().start_with_lease(layout, lease.start_above_ms, lease.covered_until_ms);
+    registry.hold(&lease, 0, Source::Cached);
+}
+
+extension_sql_file!("../../sql/registry.sql", name = "snowflake_registry");

@@ -1,0 +1,184 @@
+//! The registry's background worker: leases this server's worker id, renews it every third of
+//! `snowflake.registry_lease`, caches every grant durably, and only then lets the generator use
+//! it. It runs on a primary only (a standby starts it when promoted) and holds no lock while it
+//! talks to the registry, so a slow or unreachable registry never blocks `snowflake_next()`:
+//! ids go on under the lease in force until it runs out.
+
+use super::{cache, libpq, node_name, system_identifier, Registry, Source};
+use crate::{clock, generator, gucs};
+use pgrx::bgworkers::{
+    BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
+};
+use pgrx::prelude::*;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// After a failed call, the next try comes this soon (or at a third of the lease, if sooner).
+const RETRY: Duration = Duration::from_secs(2);
+
+/// What the connection gets unless `snowflake.registry` says otherwise: a worker waiting on an
+/// unreachable host delays this server's shutdown by at most `connect_timeout`, and a registry
+/// whose rows are locked cannot hold the worker for long.
+const CONNECTION_DEFAULTS: [(&str, &str); 3] = [
+    ("connect_timeout", "5"),
+    ("application_name", "pg_snowflake registry"),
+    (
+        "options",
+        "-c statement_timeout=10s -c lock_timeout=5s -c default_transaction_read_only=off",
+    ),
+];
+
+pub fn register() {
+    BackgroundWorkerBuilder::new("pg_snowflake registry")
+        .set_library("pg_snowflake")
+        .set_function("pg_snowflake_registry_main")
+        .enable_shmem_access(None)
+        // Only on a primary: a standby has no ids to cover, and starts it when promoted.
+        .set_start_time(BgWorkerStartTime::RecoveryFinished)
+        .set_restart_time(Some(Duration::from_secs(5)))
+        .load();
+}
+
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn pg_snowflake_registry_main(_arg: pg_sys::Datum) {
+    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
+    let Some(registry) = super::get() else {
+        return;
+    };
+    loop {
+        let wait = renew(registry);
+        if !BackgroundWorker::wait_latch(Some(wait)) {
+            // SIGTERM. Exit code 1: the postmaster starts the worker again after its restart
+            // time (at a shutdown it starts nothing).
+            // SAFETY: proc_exit runs PostgreSQL's exit callbacks and does not return.
+            unsafe { pg_sys::proc_exit(1) };
+        }
+    }
+}
+
+/// One call to the registry; returns how long to wait before the next.
+fn renew(registry: &Registry) -> Duration {
+    let lease = gucs::registry_lease();
+    let every = lease / 3;
+    if registry.source() == Source::Lost {
+        return lease; // refused until restart; nothing to ask
+    }
+    let layout = gucs::layout();
+    let held = registry.worker_id();
+    let wanted = held.or(gucs::requested_worker_id());
+    let covered_until_ms = clock::now_unix_ms() + lease.as_millis() as i64;
+    let namespace = gucs::registry_namespace();
+    match call(&namespace, wanted, covered_until_ms) {
+        Ok((worker_id, expires_ms, start_above_ms)) => {
+            if held.is_some_and(|w| w != worker_id) {
+                lose(
+                    registry,
+                    &format!("the registry answered with worker id {worker_id}"),
+                );
+                return lease;
+            }
+            let granted = cache::Lease {
+                system_identifier: system_identifier(),
+                namespace,
+                layout: layout.describe(),
+                worker_id,
+                covered_until_ms,
+                start_above_ms,
+            };
+            // Cached before it is used: a restart must never use less than it already did.
+            if let Err(e) = cache::write(Path::new("."), &granted) {
+                registry.set_problem(&format!(
+                    "the lease cannot be cached in {}: {e}",
+                    cache::FILE_NAME
+                ));
+                return RETRY.min(every);
+            }
+            generator::get().lease_from_registry(layout, start_above_ms, covered_until_ms);
+            registry.hold(&granted, expires_ms, Source::Leased);
+            registry
+                .renewed_ms
+                .store(clock::now_unix_ms(), Ordering::Release);
+            registry.set_problem("");
+            every
+        }
+        Err(e) if e.sqlstate.as_deref() == Some("55000") && held.is_some() => {
+            lose(registry, &e.to_string());
+            lease
+        }
+        Err(e) => {
+            let problem = match &e.sqlstate {
+                None => format!("the registry is unreachable: {e}"),
+                Some(code) => format!("the registry refused the lease ({code}): {e}"),
+            };
+            registry.set_problem(&problem);
+            RETRY.min(every)
+        }
+    }
+}
+
+/// The worker id went to another cluster: no more ids until restart.
+fn lose(registry: &Registry, why: &str) {
+    generator::get().close_ceiling();
+    registry.set_problem(why);
+    registry
+        .source
+        .store(Source::Lost as u32, Ordering::Release);
+    pgrx::log!("pg_snowflake: this server lost its worker id lease: {why}");
+}
+
+/// Calls `snowflake_registry_lease()` in the registry; returns the worker id, when its lease
+/// expires by the registry's clock (Unix ms) and the time to start above.
+fn call(
+    namespace: &str,
+    wanted: Option<u32>,
+    covered_until_ms: i64,
+) -> Result<(u32, i64, i64), libpq::Error> {
+    let conninfo = gucs::registry().unwrap_or_default();
+    let conn = libpq::Connection::open(&conninfo, &CONNECTION_DEFAULTS)?;
+    let schema = conn.query(
+        "SELECT pg_catalog.quote_ident(n.nspname)
+           FROM pg_catalog.pg_extension e
+           JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
+          WHERE e.extname OPERATOR(pg_catalog.=) 'pg_snowflake'",
+        &[],
+    )?;
+    let Some(Some(schema)) = schema.into_iter().next().and_then(|r| r.into_iter().next()) else {
+        return Err(libpq::Error {
+            sqlstate: Some("42704".into()),
+            message: "pg_snowflake is not installed in the registry's database".into(),
+            detail: None,
+        });
+    };
+    let layout = gucs::layout();
+    let rows = conn.query(
+        &format!(
+            "SELECT worker_id,
+                    (pg_catalog.date_part('epoch', expires) OPERATOR(pg_catalog.*) 1000)::pg_catalog.int8,
+                    start_above_ms
+               FROM {schema}.snowflake_registry_lease($1, $2, $3, $4, $5, $6, $7, $8)"
+        ),
+        &[
+            Some(namespace.to_string()),
+            Some(layout.describe()),
+            Some(layout.max_worker_id().to_string()),
+            wanted.map(|w| w.to_string()),
+            // The registry stores it as a bigint, as pg_control_system() shows it.
+            Some((system_identifier() as i64).to_string()),
+            Some(node_name()),
+            Some(gucs::registry_lease().as_millis().to_string()),
+            Some(covered_until_ms.to_string()),
+        ],
+    )?;
+    let row = rows.into_iter().next().unwrap_or_default();
+    let number = |i: usize| -> Option<i64> { row.get(i)?.as_deref()?.parse().ok() };
+    match (number(0), number(1), number(2)) {
+        (Some(w), Some(expires), Some(above)) if w >= 0 => Ok((w as u32, expires, above)),
+        _ => Err(libpq::Error {
+            sqlstate: None,
+            message: "the registry's answer is not a lease".into(),
+            detail: None,
+        }),
+    }
+}

@@ -1,0 +1,488 @@
+//! The worker-id registry (src/registry/): servers with `snowflake.registry` set lease their
+//! worker ids from a table in another PostgreSQL server, through a background worker, against
+//! real servers started here. Every member connects as `fleet`, a plain role with only the
+//! grants docs/many-servers.md gives it.
+#![cfg(not(feature = "pg_test"))]
+
+mod common;
+use common::*;
+use postgres::Client;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+/// The shortest lease there is, so that leases run out within a test.
+const LEASE: &str = "snowflake.registry_lease = '10s'";
+
+/// A registry: a server with pg_snowflake installed in `postgres`, and the role `fleet` that
+/// members connect as (`fleet_a`, `fleet_b`, too: roles a test can lock out one at a time).
+fn registry(name: &str) -> (Cluster, Client) {
+    let hub = Cluster::start_new(name, &[]);
+    let mut c = hub.connect_ext();
+    for role in ["fleet", "fleet_a", "fleet_b"] {
+        c.batch_execute(&format!(
+            "CREATE ROLE {role} LOGIN;
+             GRANT SELECT, INSERT, UPDATE ON snowflake_registry TO {role};
+             GRANT EXECUTE ON FUNCTION snowflake_registry_lease TO {role};"
+        ))
+        .unwrap();
+    }
+    (hub, c)
+}
+
+/// A member of `hub`'s registry (not started), connecting as `role`, with `conf` after.
+fn member(name: &str, hub: &Cluster, role: &str, conf: &[&str]) -> Cluster {
+    let registry = format!(
+        "snowflake.registry = 'host=127.0.0.1 port={} user={role} dbname=postgres'",
+        hub.conninfo("x")
+            .split_whitespace()
+            .find_map(|kv| kv.strip_prefix("port="))
+            .unwrap()
+    );
+    let mut lines = vec!["snowflake.worker_id = -1", registry.as_str(), LEASE];
+    lines.extend_from_slice(conf);
+    Cluster::init(name, &lines)
+}
+
+/// Polls until `snowflake_next()` works and returns the id.
+fn first_id(c: &mut Client, within: Duration) -> i64 {
+    let mut id = 0;
+    poll(within, Duration::from_millis(50), || {
+        match c.query_one("SELECT snowflake_next()", &[]) {
+            Ok(row) => {
+                id = row.get(0);
+                Ok(())
+            }
+            Err(e) => Err(format!("snowflake_next(): {:?}", db_error(&e))),
+        }
+    });
+    id
+}
+
+fn worker_id_of(c: &mut Client, id: i64) -> i32 {
+    c.query_one("SELECT (snowflake_decode($1)).worker_id", &[&id])
+        .unwrap()
+        .get(0)
+}
+
+fn registry_stats(c: &mut Client) -> serde_json::Value {
+    stats(c)["registry"].clone()
+}
+
+/// The error `snowflake_next()` gives now, as (sqlstate, message, detail).
+fn next_error(c: &mut Client) -> (String, String, String) {
+    let e = c
+        .query_one("SELECT snowflake_next()", &[])
+        .expect_err("snowflake_next() should fail");
+    let db = e.as_db_error().unwrap_or_else(|| panic!("{e}"));
+    (
+        db.code().code().to_string(),
+        db.message().to_string(),
+        db.detail().unwrap_or_default().to_string(),
+    )
+}
+
+/// Polls until `snowflake_next()` fails with 55000 and `detail_part` in its message or detail.
+fn wait_for_refusal(c: &mut Client, part: &str, within: Duration) -> (String, String) {
+    let mut seen = (String::new(), String::new());
+    poll(within, Duration::from_millis(100), || {
+        match c.query_one("SELECT snowflake_next()", &[]) {
+            Ok(_) => Err("snowflake_next() still works".into()),
+            Err(e) => {
+                let (code, message, detail) = {
+                    let db = e.as_db_error().ok_or(format!("{e}"))?;
+                    (
+                        db.code().code().to_string(),
+                        db.message().to_string(),
+                        db.detail().unwrap_or_default().to_string(),
+                    )
+                };
+                if code == "55000" && (message.contains(part) || detail.contains(part)) {
+                    seen = (message, detail);
+                    Ok(())
+                } else {
+                    Err(format!("{code}: {message} ({detail})"))
+                }
+            }
+        }
+    });
+    seen
+}
+
+#[test]
+fn sixteen_servers_starting_at_once_lease_sixteen_worker_ids_and_a_seventeenth_is_refused_a_held_one(
+) {
+    let (hub, mut h) = registry("reg_hub16");
+    let members: Vec<Cluster> = (0..16)
+        .map(|i| member(&format!("reg_m{i}"), &hub, "fleet", &[]))
+        .collect();
+    // All at once: their registry workers race for the lowest free worker id.
+    std::thread::scope(|s| {
+        for m in &members {
+            s.spawn(|| m.start());
+        }
+    });
+    let mut by_worker: BTreeMap<i32, String> = BTreeMap::new();
+    let mut firsts = vec![];
+    for m in &members {
+        let mut c = m.connect_ext();
+        let id = first_id(&mut c, Duration::from_secs(60));
+        let w = worker_id_of(&mut c, id);
+        let r = registry_stats(&mut c);
+        assert_eq!(r["source"], "leased", "{r}");
+        assert_eq!(
+            stats(&mut c)["worker_id"],
+            w,
+            "stats show the leased worker id"
+        );
+        if let Some(other) = by_worker.insert(w, m.data().display().to_string()) {
+            panic!(
+                "worker id {w} was leased twice: {other} and {}",
+                m.data().display()
+            );
+        }
+        firsts.push(id);
+    }
+    assert_eq!(by_worker.len(), 16);
+    // The registry agrees: 16 rows, 16 clusters, each worker id once.
+    let rows = h
+        .query(
+            "SELECT worker_id, system_identifier FROM snowflake_registry
+              WHERE namespace = 'default' AND expires > now()",
+            &[],
+        )
+        .unwrap();
+    let ids: BTreeSet<i32> = rows.iter().map(|r| r.get(0)).collect();
+    let clusters: BTreeSet<i64> = rows.iter().map(|r| r.get(1)).collect();
+    assert_eq!((rows.len(), ids.len(), clusters.len()), (16, 16, 16));
+    assert_eq!(ids, by_worker.keys().copied().collect());
+
+    // A 17th asking for a held worker id: refused, naming the holder, never a guess.
+    let held = *by_worker.keys().next().unwrap();
+    let wanted = format!("snowflake.worker_id = {held}");
+    let late = member("reg_m16", &hub, "fleet", &[&wanted]);
+    late.start();
+    let mut c = late.connect_ext();
+    let (message, detail) =
+        wait_for_refusal(&mut c, "leased to another cluster", Duration::from_secs(30));
+    assert!(message.contains("holds no worker id lease"), "{message}");
+    assert!(detail.contains(&format!("worker id {held}")), "{detail}");
+    let (code, ..) = next_error(&mut c);
+    assert_eq!(code, "55000");
+    assert_eq!(registry_stats(&mut c)["source"], "none");
+}
+
+#[test]
+fn with_the_registry_stopped_members_go_on_under_their_leases_and_all_recover_when_it_returns() {
+    let (hub, _) = registry("reg_hub_down");
+    let a = member("reg_down_a", &hub, "fleet", &[]);
+    a.start();
+    let mut ca = a.connect_ext();
+    let before = first_id(&mut ca, Duration::from_secs(30));
+    let w = worker_id_of(&mut ca, before);
+
+    hub.stop("fast");
+    // A running member goes on under its lease.
+    let during: i64 = ca.query_one("SELECT snowflake_next()", &[]).unwrap().get(0);
+    assert!(during > before);
+    poll(Duration::from_secs(20), Duration::from_millis(100), || {
+        let r = registry_stats(&mut ca);
+        let problem = r["problem"].as_str().unwrap_or_default().to_string();
+        problem
+            .contains("unreachable")
+            .then_some(())
+            .ok_or(format!("{r}"))
+    });
+
+    // Restarted while the registry is down: the cached lease, same worker id.
+    a.restart("fast");
+    let mut ca = a.connect_ext();
+    let r = registry_stats(&mut ca);
+    assert_eq!(r["source"], "cached", "{r}");
+    let after: i64 = ca.query_one("SELECT snowflake_next()", &[]).unwrap().get(0);
+    assert!(
+        after > during,
+        "ids after the restart are above the ones before"
+    );
+    assert_eq!(worker_id_of(&mut ca, after), w);
+
+    // A new member has no lease to go on with: a clear error, never a guessed worker id.
+    let b = member("reg_down_b", &hub, "fleet", &[]);
+    b.start();
+    let mut cb = b.connect_ext();
+    let (message, detail) = wait_for_refusal(&mut cb, "unreachable", Duration::from_secs(20));
+    assert!(message.contains("holds no worker id lease"), "{message}");
+    assert!(
+        detail.contains("127.0.0.1"),
+        "the detail names the registry: {detail}"
+    );
+
+    // The cached lease runs out (10 s after the last renewal): A stops too, and says why.
+    let (message, detail) = wait_for_refusal(&mut ca, "ran out", Duration::from_secs(20));
+    assert!(message.contains(&format!("worker id {w}")), "{message}");
+    assert!(detail.contains("unreachable"), "{detail}");
+
+    // The registry returns: both lease, and A keeps its worker id.
+    hub.start();
+    let resumed = first_id(&mut ca, Duration::from_secs(30));
+    assert!(resumed > after);
+    assert_eq!(worker_id_of(&mut ca, resumed), w);
+    assert_eq!(registry_stats(&mut ca)["source"], "leased");
+    let id_b = first_id(&mut cb, Duration::from_secs(30));
+    assert_ne!(worker_id_of(&mut cb, id_b), w);
+}
+
+#[test]
+fn a_reused_worker_id_starts_above_its_previous_holder_even_with_the_clock_30_s_behind() {
+    let (hub, _) = registry("reg_hub_reuse");
+    let a = member("reg_reuse_a", &hub, "fleet", &[]);
+    a.start();
+    let mut ca = a.connect_ext();
+    first_id(&mut ca, Duration::from_secs(30));
+    let last_of_a: i64 = ca
+        .query_one(
+            "SELECT max(snowflake_next()) FROM generate_series(1, 10000)",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let w = worker_id_of(&mut ca, last_of_a);
+    drop(ca);
+    a.stop("immediate");
+
+    // B asks for exactly A's worker id, with a clock 30 s behind (max_drift allows 60 s).
+    let wanted = format!("snowflake.worker_id = {w}");
+    let mut b = member(
+        "reg_reuse_b",
+        &hub,
+        "fleet",
+        &[&wanted, "snowflake.max_drift = '60s'"],
+    );
+    let clock = b.use_fake_clock();
+    clock.set(-30.0);
+    b.start();
+    clock.check();
+    let mut cb = b.connect_ext();
+    // Refused while A's lease lasts, naming A's cluster.
+    let (_, detail) = wait_for_refusal(
+        &mut cb,
+        "leased to another cluster",
+        Duration::from_secs(10),
+    );
+    assert!(detail.contains("holds it until"), "{detail}");
+    // Then B takes it over, above every id A made.
+    let first_of_b = first_id(&mut cb, Duration::from_secs(40));
+    assert_eq!(worker_id_of(&mut cb, first_of_b), w);
+    assert!(
+        first_of_b > last_of_a,
+        "the new holder's first id {first_of_b} is not above the old holder's last {last_of_a}"
+    );
+    let more: i64 = cb
+        .query_one(
+            "SELECT min(snowflake_next()) FROM generate_series(1, 10000)",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(more > last_of_a);
+}
+
+#[test]
+fn a_member_cut_off_past_its_lease_refuses_ids_once_its_worker_id_went_to_another() {
+    let (hub, mut h) = registry("reg_hub_lost");
+    let a = member("reg_lost_a", &hub, "fleet_a", &[]);
+    a.start();
+    let mut ca = a.connect_ext();
+    first_id(&mut ca, Duration::from_secs(30));
+    let last_of_a: i64 = ca.query_one("SELECT snowflake_next()", &[]).unwrap().get(0);
+    let w = worker_id_of(&mut ca, last_of_a);
+
+    // A is cut off from the registry (its role may no longer log in) until its lease runs out.
+    h.batch_execute("ALTER ROLE fleet_a NOLOGIN").unwrap();
+    wait_for_refusal(&mut ca, "ran out", Duration::from_secs(20));
+
+    // B takes A's worker id over.
+    let wanted = format!("snowflake.worker_id = {w}");
+    let b = member("reg_lost_b", &hub, "fleet_b", &[&wanted]);
+    b.start();
+    let mut cb = b.connect_ext();
+    let first_of_b = first_id(&mut cb, Duration::from_secs(30));
+    assert!(first_of_b > last_of_a);
+
+    // A reaches the registry again: its worker id is B's now, and A refuses for good.
+    h.batch_execute("ALTER ROLE fleet_a LOGIN").unwrap();
+    let (message, _) = wait_for_refusal(
+        &mut ca,
+        "was leased to another cluster",
+        Duration::from_secs(20),
+    );
+    assert!(message.contains(&format!("worker id {w}")), "{message}");
+    assert_eq!(registry_stats(&mut ca)["source"], "lost");
+    // B goes on.
+    let next_of_b: i64 = cb.query_one("SELECT snowflake_next()", &[]).unwrap().get(0);
+    assert!(next_of_b > first_of_b);
+}
+
+#[test]
+fn a_promoted_standby_keeps_its_primarys_lease() {
+    let (hub, _) = registry("reg_hub_ha");
+    let primary = member("reg_ha_p", &hub, "fleet", &[]);
+    primary.start();
+    let mut cp = primary.connect_ext();
+    first_id(&mut cp, Duration::from_secs(30));
+    let standby = primary.basebackup("reg_ha_s");
+    standby.start();
+    let mut cs = standby.connect();
+    let last: i64 = cp.query_one("SELECT snowflake_next()", &[]).unwrap().get(0);
+    let w = worker_id_of(&mut cp, last);
+    wait_for_replay(&mut cp, &mut cs);
+    drop(cp);
+    primary.stop("immediate");
+    standby.promote();
+    let mut cs = standby.connect();
+    let first = first_id(&mut cs, Duration::from_secs(30));
+    assert_eq!(worker_id_of(&mut cs, first), w, "the same worker id");
+    assert!(first > last);
+    poll(Duration::from_secs(20), Duration::from_millis(100), || {
+        let r = registry_stats(&mut cs);
+        (r["source"] == "leased")
+            .then_some(())
+            .ok_or(format!("{r}"))
+    });
+}
+
+#[test]
+fn bad_registry_settings_and_calls_give_clear_errors_never_a_guessed_worker_id() {
+    let (hub, mut h) = registry("reg_hub_bad");
+
+    // A connection string libpq cannot read: refused at start, said at every call.
+    let malformed = Cluster::init(
+        "reg_bad_conninfo",
+        &[
+            "snowflake.worker_id = -1",
+            "snowflake.registry = 'host=x nonsense=1'",
+        ],
+    );
+    malformed.start();
+    let mut c = malformed.connect_ext();
+    let (code, message, detail) = next_error(&mut c);
+    assert_eq!(code, "55000");
+    assert!(message.contains("holds no worker id lease"), "{message}");
+    assert!(
+        detail.contains("not a valid connection string") && detail.contains("nonsense"),
+        "{detail}"
+    );
+    assert!(malformed
+        .log()
+        .contains("snowflake.registry is not a valid connection string"));
+
+    // Nothing listening there.
+    let nowhere = Cluster::init(
+        "reg_bad_nowhere",
+        &[
+            "snowflake.worker_id = -1",
+            &format!(
+                "snowflake.registry = 'host=127.0.0.1 port={} user=fleet'",
+                free_port()
+            ),
+        ],
+    );
+    nowhere.start();
+    let mut c = nowhere.connect_ext();
+    wait_for_refusal(&mut c, "unreachable", Duration::from_secs(20));
+
+    // A database without pg_snowflake.
+    h.batch_execute("CREATE DATABASE bare").unwrap();
+    let port = hub
+        .conninfo("x")
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix("port=").map(String::from))
+        .unwrap();
+    let bare = Cluster::init(
+        "reg_bad_bare",
+        &[
+            "snowflake.worker_id = -1",
+            &format!("snowflake.registry = 'host=127.0.0.1 port={port} user=fleet dbname=bare'"),
+        ],
+    );
+    bare.start();
+    let mut c = bare.connect_ext();
+    wait_for_refusal(
+        &mut c,
+        "pg_snowflake is not installed",
+        Duration::from_secs(20),
+    );
+
+    // A namespace with no free worker id: one member leases, every other worker id is held.
+    let full = member(
+        "reg_bad_full1",
+        &hub,
+        "fleet",
+        &["snowflake.registry_namespace = 'full'"],
+    );
+    full.start();
+    first_id(&mut full.connect_ext(), Duration::from_secs(30));
+    h.batch_execute(
+        "INSERT INTO snowflake_registry
+         SELECT 'full', layout, w, 42, 'elsewhere', now(), now(), now() + interval '1 hour', 0, 0
+           FROM snowflake_registry, generate_series(0, 1023) w
+          WHERE namespace = 'full' AND w <> worker_id",
+    )
+    .unwrap();
+    let second = member(
+        "reg_bad_full2",
+        &hub,
+        "fleet",
+        &["snowflake.registry_namespace = 'full'"],
+    );
+    second.start();
+    let mut c = second.connect_ext();
+    let (_, detail) = wait_for_refusal(&mut c, "is free", Duration::from_secs(20));
+    assert!(
+        detail.contains("no worker id of namespace \"full\" is free"),
+        "{detail}"
+    );
+
+    // A namespace PostgreSQL accepts but the registry cannot key on.
+    let empty = member(
+        "reg_bad_ns",
+        &hub,
+        "fleet",
+        &["snowflake.registry_namespace = ''"],
+    );
+    empty.start();
+    let (_, _, detail) = next_error(&mut empty.connect_ext());
+    assert!(detail.contains("snowflake.registry_namespace"), "{detail}");
+
+    // The lease function's own checks, for whoever calls it by hand.
+    for (call, state) in [
+        (
+            "SELECT * FROM snowflake_registry_lease('x', 't', 1023, 1024, 1, 'n', 10000, 0)",
+            "22023",
+        ),
+        (
+            "SELECT * FROM snowflake_registry_lease('x', 't', 1023, -1, 1, 'n', 10000, 0)",
+            "22023",
+        ),
+        (
+            "SELECT * FROM snowflake_registry_lease('x', 't', 1023, 1, 1, 'n', 10, 0)",
+            "22023",
+        ),
+        (
+            "SELECT * FROM snowflake_registry_lease(NULL, 't', 1023, 1, 1, 'n', 10000, 0)",
+            "22004",
+        ),
+    ] {
+        let (code, ..) = expect_error(&mut h, call);
+        assert_eq!(code, state, "{call}");
+    }
+    // A plain role without the grants reads nothing and leases nothing.
+    h.batch_execute("CREATE ROLE nobody LOGIN").unwrap();
+    let mut n = hub.connect_as("nobody");
+    let (code, ..) = expect_error(&mut n, "SELECT * FROM snowflake_registry");
+    assert_eq!(code, "42501");
+    let (code, ..) = expect_error(
+        &mut n,
+        "SELECT * FROM snowflake_registry_lease('x', 't', 1023, 1, 1, 'n', 10000, 0)",
+    );
+    assert_eq!(code, "42501");
+}
