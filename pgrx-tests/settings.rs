@@ -53,6 +53,9 @@ mod tests {
                 "snowflake.layout postmaster - - - twitter \
                  twitter,discord,sonyflake,instagram,js53,custom",
                 "snowflake.max_drift sighup 0 2147483647 ms 10000",
+                "snowflake.registry postmaster - - - -",
+                "snowflake.registry_lease postmaster 10 86400 s 300",
+                "snowflake.registry_namespace postmaster - - - default",
                 "snowflake.sequence_bits postmaster 0 31 - 12",
                 "snowflake.time_bits postmaster 1 63 - 41",
                 "snowflake.time_ranges user - - - on",

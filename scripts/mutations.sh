@@ -20,7 +20,7 @@ export PG_CONFIG=${PG_CONFIG:-$(scripts/pg-config.sh "$PG")}
 SUITES=(--test restart --test crash --test clock --test standby --test sync_standby
         --test configuration --test concurrency --test burst --test pacing --test toolkit
         --test extension_upgrade --test layouts --test readme --test multinode --test hostile
-        --test time_ranges --test power_loss --test patroni)
+        --test time_ranges --test power_loss --test patroni --test registry)
 # pg_auto_failover is packaged for 15 only.
 [ "$PG" != 15 ] || SUITES+=(--test auto_failover)
 # MUTATION_SUITES="power_loss crash" runs only those, to check a new row quickly.
@@ -73,6 +73,11 @@ MUTATIONS=(
   "state_dir_sync~the directory is not synced after the rename of the state file~src/state_file.rs~s/        File::open\(&self.dir\)\?.sync_all\(\)/        Ok(())/"
   "publish_early~a renewal publishes the new lease before it is durable~src/generator/lease.rs~s/        let prepared = prepare_state_file\(mark\);\n        let lsn = wal::log_mark\(mark\);/        self.publish(units, layout.units_covering(HEADROOM_MS));\n        let prepared = prepare_state_file(mark);\n        let lsn = wal::log_mark(mark);/"
   "state_file_errors~a failure to put the state file in place is ignored~src/generator/lease.rs~s/        if let Err\(e\) = prepared.replace\(\) \{\n            errors::state_file_write_failed\(&e\);\n        \}\n        self.mark.store/        let _ = prepared.replace();\n        self.mark.store/"
+  "registry_floor~a reused worker id does not start above its previous holder's coverage~src/generator/lease.rs~s/let floor = units_above\(layout, start_above_ms\);\n        if floor > self.floor/let floor = 0u64.min(start_above_ms as u64);\n        if floor > self.floor/"
+  "registry_ceiling~ids go on past the registry's lease (no ceiling)~src/generator/lease.rs~s/let ceiling = self.ceiling.load\(Ordering::Acquire\);/let ceiling = u64::MAX;/"
+  "registry_cache~the cached lease is not used at start~src/registry/mod.rs~s/                start_from_cache\(&\*ptr\);\n//"
+  "registry_exclusive~the registry takes over a worker id whose lease has not run out~sql/registry.sql~s/         WHERE g.expires OPERATOR\(pg_catalog.<\) pg_catalog.now\(\)\n        RETURNING/        RETURNING/"
+  "registry_lost~a server whose worker id went to another cluster is not told~src/registry/worker.rs~s/Some\("55000"\) && held.is_some\(\) =>/Some("55000") \&\& held.is_some() \&\& false =>/"
   "wal_flush~the mark record is not flushed before the lease is used~src/wal.rs~s/        pg_sys::XLogFlush\(lsn\);\n//"
 )
 
