@@ -6,6 +6,7 @@
 #   make run-cluster  three shards and a hub that subscribes to them (logical replication)
 #   make stop    stop the demo clusters
 #   make bench   snowflake_next() against nextval(), bigserial and uuids in one cluster (~6 min)
+#   make bench-hotpath  instructions per id of 0.2.0 and of this tree, by callgrind, in one run
 #
 # PG=17 picks a major for any target (`make test PG=18`, `make run PG=17`, `make bench PG=18`);
 # PG_CONFIG=/path/to/pg_config picks a server directly for install, run and bench.
@@ -30,7 +31,7 @@ else
 INSTALL_SETUP := run $(ONE_MAJOR)
 endif
 
-.PHONY: setup install package tools run run-cluster stop test test-major test-unit test-sql test-pgrx test-blackbox test-package test-upgrade bench fmt lint
+.PHONY: setup install package tools run run-cluster stop test test-major test-unit test-sql test-pgrx test-blackbox test-package test-upgrade bench bench-hotpath fmt lint
 
 setup:
 	@scripts/setup.sh $(INSTALL_SETUP)
@@ -121,6 +122,11 @@ test-upgrade:
 # Not part of `make test`: speed is judged as ratios in one run, not by timed tests.
 bench: install
 	cargo run --example bench
+
+# Instructions per snowflake_next() of 0.2.0 and of this tree, counted by callgrind in one run
+# (exact, so a change of a few instructions shows; see scripts/callgrind.sh).
+bench-hotpath: install
+	BASELINE=0.2.0 scripts/callgrind.sh
 
 fmt:
 	cargo fmt --all

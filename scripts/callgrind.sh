@@ -5,9 +5,12 @@
 #
 #   scripts/callgrind.sh            # the build installed into PG_CONFIG's server (default 15)
 #   N=500000 scripts/callgrind.sh   # more ids per run
+#   BASELINE=0.2.0 scripts/callgrind.sh   # that release too, in the same run (make bench-hotpath)
 #
 # It runs `SELECT count(f) FROM generate_series(1, N)` once with f = snowflake_next() and once
 # with count(*), and prints the difference divided by N: the cost of an id over an empty row.
+# The function is declared straight from the library file (no CREATE EXTENSION), which the
+# server preloads by that path, so that any build can be measured the same way.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PG_CONFIG=${PG_CONFIG:-$(scripts/pg-config.sh "${PG:-15}")}
@@ -19,21 +22,42 @@ dir=$(mktemp -d /tmp/pg_snowflake-callgrind.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 [ "$(id -u)" -ne 0 ] || chown postgres:postgres "$dir"
-as_pg "$BIN/initdb" -A trust -U postgres --no-sync -D "$dir/data" >/dev/null
-cat >> "$dir/data/postgresql.conf" <<EOF
-shared_preload_libraries = 'pg_snowflake'
-snowflake.worker_id = 1
-EOF
 single() { as_pg "$@" "$BIN/postgres" --single -D "$dir/data" postgres >/dev/null 2>&1; }
-echo "CREATE EXTENSION pg_snowflake;" | single
 
+# count NAME EXPRESSION: instructions of `SELECT count(EXPRESSION)` over N rows.
 count() {
   local out="$dir/callgrind.$1"
   echo "SELECT count($2) FROM generate_series(1, $N);" |
     single valgrind --tool=callgrind --callgrind-out-file="$out"
   sed -n 's/^summary: //p' "$out"
 }
-empty=$(count empty '*')
-ids=$(count ids 'snowflake_next()')
-awk -v a="$ids" -v b="$empty" -v n="$N" \
-  'BEGIN { printf "%.1f instructions per id over an empty row (%d ids; %d and %d in all)\n", (a - b) / n, n, a, b }'
+
+# measure LIBRARY LABEL: instructions per id of the library file LIBRARY, in a fresh cluster.
+measure() {
+  local so=$1 label=$2 empty ids
+  rm -rf "$dir/data"
+  as_pg "$BIN/initdb" -A trust -U postgres --no-sync -D "$dir/data" >/dev/null
+  printf "shared_preload_libraries = '%s'\nsnowflake.worker_id = 1\n" "$so" >> "$dir/data/postgresql.conf"
+  echo "CREATE FUNCTION snowflake_next() RETURNS bigint LANGUAGE c VOLATILE
+        AS '$so', 'snowflake_next_wrapper';" | single
+  empty=$(count empty '*')
+  ids=$(count ids 'snowflake_next()')
+  awk -v a="$ids" -v b="$empty" -v n="$N" -v l="$label" \
+    'BEGIN { printf "%s: %.1f instructions per id over an empty row (%d ids; %d and %d in all)\n", l, (a - b) / n, n, a, b }'
+}
+
+MAJOR=$("$BIN/postgres" --version | sed -E 's/.* ([0-9]+)[.a-z].*/\1/')
+if [ -n "${BASELINE:-}" ]; then
+  # That release's build, packaged from its commit in a worktree of its own, as
+  # tests/package.rs does (and reused from there).
+  [ "$BASELINE" = 0.2.0 ] || { echo "$0: only BASELINE=0.2.0 is known" >&2; exit 2; }
+  commit=5c3df56f7c3d9bfe1bd344ba008ea50c7a974e1b  # as RELEASE_0_2_0 in tests/package.rs
+  tree=target/package/release-$BASELINE
+  [ -f "$tree/Cargo.toml" ] || git worktree add --force --detach "$tree" "$commit" >/dev/null
+  base_so=target/package/postgresql-$MAJOR-pg-snowflake-$BASELINE-1/usr/lib/postgresql/$MAJOR/lib/pg_snowflake.so
+  [ -f "$base_so" ] || scripts/package.sh "$PG_CONFIG" "$tree" >/dev/null
+  cp "$base_so" "$dir/baseline.so"
+  chmod 755 "$dir/baseline.so"
+  measure "$dir/baseline.so" "$BASELINE"
+fi
+measure "$("$PG_CONFIG" --pkglibdir)/pg_snowflake.so" "installed ($(git describe --always --dirty))"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `make run`: a throwaway cluster with pg_snowflake preloaded, a demo table, and the command to
-# connect. `make run-cluster` (scripts/run.sh cluster): three shards (worker ids 1-3) and a hub
-# subscribed to all of them through logical replication, as in docs/many-servers.md. `make stop` (scripts/run.sh stop) stops all of them. Assumes `make install` has run.
+# connect. `make run-cluster` (scripts/run.sh cluster): three shards and a hub subscribed to all
+# of them through logical replication, as in docs/many-servers.md, every one of them leasing its
+# worker id from the registry in the hub. `make stop` (scripts/run.sh stop) stops all of them.
+# Assumes `make install` has run.
 #
 # The clusters of major N live in target/run-pgN when the postgres user can reach it
 # (PostgreSQL refuses to run as root), else in /tmp/pg_snowflake-run-pgN (a checkout under /root
@@ -94,22 +96,40 @@ MSG
 # default of 4 logical replication workers cannot hold for three shards (the hub then logs "out
 # of logical replication worker slots" and catches up late). Each of those is a background
 # worker besides the launcher, the claims worker and parallel query's.
+#
+# Polls (at most 30 s) until the server on PORT has leased a worker id from the registry.
+wait_for_lease() {
+  local port=$1
+  for _ in $(seq 60); do
+    psql_on "$port" -Atc "SELECT snowflake_next()" >/dev/null 2>&1 && return 0
+    sleep 0.5
+  done
+  psql_on "$port" -Atc "SELECT snowflake_next()"
+}
+
 cluster() {
   local hub=28820 shards=3
   local claims=("snowflake.claims_database = 'postgres'" "snowflake.claims_interval = 2")
-  start hub $hub "cluster_name = 'hub'" "snowflake.worker_id = 100" "${claims[@]}" \
+  # The hub holds the registry, and leases its own worker id from it like the shards.
+  local registry="snowflake.registry = 'host=127.0.0.1 port=$hub dbname=postgres user=fleet'"
+  start hub $hub "cluster_name = 'hub'" "$registry" "${claims[@]}" \
     "max_logical_replication_workers = $((shards * 3))" \
     "max_worker_processes = $((shards * 3 + 10))"
   psql_on $hub -q <<'SQL'
 CREATE EXTENSION IF NOT EXISTS pg_snowflake;
+DO $$ BEGIN CREATE ROLE fleet LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+GRANT SELECT, INSERT, UPDATE ON snowflake_registry TO fleet;
+GRANT EXECUTE ON FUNCTION snowflake_registry_lease TO fleet;
 CREATE TABLE IF NOT EXISTS orders (id bigint PRIMARY KEY DEFAULT snowflake_next(), item text NOT NULL);
 SQL
+  wait_for_lease $hub
   for i in $(seq "$shards"); do
     local port=$((28820 + i))
     start "shard-$i" $port "wal_level = logical" "cluster_name = 'shard-$i'" \
-      "snowflake.worker_id = $i" "${claims[@]}"
+      "$registry" "${claims[@]}"
+    psql_on $port -qc "CREATE EXTENSION IF NOT EXISTS pg_snowflake"
+    wait_for_lease $port
     psql_on $port -q <<SQL
-CREATE EXTENSION IF NOT EXISTS pg_snowflake;
 CREATE TABLE IF NOT EXISTS orders (id bigint PRIMARY KEY DEFAULT snowflake_next(), item text NOT NULL);
 INSERT INTO orders (item) SELECT 'order ' || g || ' of shard-$i' FROM generate_series(1, 3) g;
 SQL
@@ -130,10 +150,11 @@ SQL
     sleep 0.5
   done
   psql_on $hub -c "SELECT item, (snowflake_decode(id)).worker_id FROM orders ORDER BY id DESC LIMIT 9"
+  psql_on $hub -c "SELECT node_name, worker_id, expires FROM snowflake_registry ORDER BY worker_id"
   psql_on $hub -c "SELECT node_name, worker_id, last_seen FROM snowflake_claims ORDER BY worker_id"
   psql_on $hub -c "SELECT count(*) AS ongoing_clashes FROM snowflake_clashes WHERE ongoing"
   cat <<MSG
-Three shards (worker ids 1-3) replicate to a hub (data in $DIR).
+Three shards replicate to a hub, whose registry leased every worker id (data in $DIR).
   shards: $PG_BIN/psql -h 127.0.0.1 -p 28821 (28822, 28823) -U postgres
   hub:    $PG_BIN/psql -h 127.0.0.1 -p $hub -U postgres
   stop:   make stop

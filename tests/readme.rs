@@ -108,7 +108,16 @@ fn run_examples(page: &str) -> (usize, Vec<String>) {
     let mut servers: std::collections::BTreeMap<&str, Cluster> = Default::default();
     for b in &blocks {
         if let Some(name) = b.lang.strip_prefix("ini ") {
-            let lines: Vec<&str> = b.body.lines().collect();
+            // A server named in a connection string (`host=registry port=5432`) is one started
+            // before, at its port.
+            let mut body = b.body.clone();
+            for (other, c) in &servers {
+                body = body.replace(
+                    &format!("host={other} port=5432"),
+                    &format!("host=127.0.0.1 port={}", c.port),
+                );
+            }
+            let lines: Vec<&str> = body.lines().collect();
             let c = Cluster::init(&format!("{stem}_{name}"), &lines);
             c.start();
             assert!(

@@ -486,3 +486,35 @@ fn bad_registry_settings_and_calls_give_clear_errors_never_a_guessed_worker_id()
     );
     assert_eq!(code, "42501");
 }
+
+#[test]
+fn a_lease_file_copied_into_another_cluster_is_not_a_lease() {
+    let (hub, _) = registry("reg_hub_copy");
+    let a = member("reg_copy_a", &hub, "fleet", &[]);
+    a.start();
+    first_id(&mut a.connect_ext(), Duration::from_secs(30));
+    let file = a.data().join("pg_snowflake.registry");
+    // Another initdb: another system identifier, as after pg_upgrade or in a new cluster made
+    // from the files of this one.
+    let b = member("reg_copy_b", &hub, "fleet", &[]);
+    hub.stop("fast");
+    check(
+        as_postgres(std::path::Path::new("/bin/cp"), &[])
+            .arg(&file)
+            .arg(b.data().join("pg_snowflake.registry"))
+            .output()
+            .unwrap(),
+        "cp",
+    );
+    b.start();
+    let mut cb = b.connect_ext();
+    let (message, _) = wait_for_refusal(&mut cb, "unreachable", Duration::from_secs(20));
+    assert!(message.contains("holds no worker id lease"), "{message}");
+    assert_eq!(registry_stats(&mut cb)["source"], "none");
+    assert!(!b.log().contains("unreadable"), "the copy was read:\n{}", b.log());
+    // The same file in its own cluster is a lease.
+    a.restart("fast");
+    let mut ca = a.connect_ext();
+    assert_eq!(registry_stats(&mut ca)["source"], "cached");
+    ca.query_one("SELECT snowflake_next()", &[]).unwrap();
+}

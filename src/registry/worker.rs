@@ -152,12 +152,18 @@ fn call(
         });
     };
     let layout = gucs::layout();
+    // Every parameter typed: an overload another role created in that schema (with untyped
+    // parameters, one taking text could be preferred) can never match exactly, the real one
+    // always does.
     let rows = conn.query(
         &format!(
             "SELECT worker_id,
                     (pg_catalog.date_part('epoch', expires) OPERATOR(pg_catalog.*) 1000)::pg_catalog.int8,
                     start_above_ms
-               FROM {schema}.snowflake_registry_lease($1, $2, $3, $4, $5, $6, $7, $8)"
+               FROM {schema}.snowflake_registry_lease(
+                        $1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.int4,
+                        $4::pg_catalog.int4, $5::pg_catalog.int8, $6::pg_catalog.text,
+                        $7::pg_catalog.int8, $8::pg_catalog.int8)"
         ),
         &[
             Some(namespace.to_string()),
