@@ -118,7 +118,6 @@ cluster() {
   psql_on $hub -q <<'SQL'
 CREATE EXTENSION IF NOT EXISTS pg_snowflake;
 DO $$ BEGIN CREATE ROLE fleet LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
-GRANT SELECT, INSERT, UPDATE ON snowflake_registry TO fleet;
 GRANT EXECUTE ON FUNCTION snowflake_registry_lease TO fleet;
 CREATE TABLE IF NOT EXISTS orders (id bigint PRIMARY KEY DEFAULT snowflake_next(), item text NOT NULL);
 SQL

@@ -21,16 +21,14 @@ BEGIN
                    '@extschema@.snowflake_advance_past(bigint)'::pg_catalog.regprocedure,
                    '@extschema@.snowflake_reset_layout()'::pg_catalog.regprocedure,
                    '@extschema@.snowflake_claim()'::pg_catalog.regprocedure,
-                   '@extschema@.snowflake_adopt(pg_catalog.regclass, pg_catalog.name)'::pg_catalog.regprocedure,
-                   '@extschema@.snowflake_registry_lease(text, text, integer, integer, bigint, text, bigint, bigint)'::pg_catalog.regprocedure])
+                   '@extschema@.snowflake_adopt(pg_catalog.regclass, pg_catalog.name)'::pg_catalog.regprocedure])
            AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
         UNION
         SELECT pg_catalog.format('TABLE %s', c.oid::pg_catalog.regclass), a.grantee
           FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
          WHERE c.oid OPERATOR(pg_catalog.=) ANY (ARRAY[
                    '@extschema@.snowflake_claims'::pg_catalog.regclass,
-                   '@extschema@.snowflake_clashes'::pg_catalog.regclass,
-                   '@extschema@.snowflake_registry'::pg_catalog.regclass])
+                   '@extschema@.snowflake_clashes'::pg_catalog.regclass])
            AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
     LOOP
         -- regrole prints a role's name quoted where it needs to be; 0 is PUBLIC.
@@ -52,9 +50,3 @@ REVOKE ALL ON FUNCTION @extschema@.snowflake_adopt(pg_catalog.regclass, pg_catal
 -- superusers (and the apply workers of their subscriptions) only.
 REVOKE ALL ON @extschema@.snowflake_claims, @extschema@.snowflake_clashes FROM PUBLIC;
 GRANT SELECT ON @extschema@.snowflake_claims, @extschema@.snowflake_clashes TO pg_monitor;
--- The registry is written through snowflake_registry_lease(), with the rights of the role each
--- member connects as: grant that role EXECUTE on the function and SELECT, INSERT, UPDATE on the
--- table (docs/many-servers.md). Monitoring may read which cluster holds which worker id.
-REVOKE ALL ON FUNCTION @extschema@.snowflake_registry_lease(text, text, integer, integer, bigint, text, bigint, bigint) FROM PUBLIC;
-REVOKE ALL ON @extschema@.snowflake_registry FROM PUBLIC;
-GRANT SELECT ON @extschema@.snowflake_registry TO pg_monitor;

@@ -1,7 +1,7 @@
 //! The worker-id registry (src/registry/): servers with `snowflake.registry` set lease their
 //! worker ids from a table in another PostgreSQL server, through a background worker, against
 //! real servers started here. Every member connects as `fleet`, a plain role with only the
-//! grants docs/many-servers.md gives it.
+//! grant docs/many-servers.md gives it (EXECUTE on the lease function).
 #![cfg(not(feature = "pg_test"))]
 
 mod common;
@@ -21,7 +21,6 @@ fn registry(name: &str) -> (Cluster, Client) {
     for role in ["fleet", "fleet_a", "fleet_b"] {
         c.batch_execute(&format!(
             "CREATE ROLE {role} LOGIN;
-             GRANT SELECT, INSERT, UPDATE ON snowflake_registry TO {role};
              GRANT EXECUTE ON FUNCTION snowflake_registry_lease TO {role};"
         ))
         .unwrap();
@@ -475,6 +474,25 @@ fn bad_registry_settings_and_calls_give_clear_errors_never_a_guessed_worker_id()
         let (code, ..) = expect_error(&mut h, call);
         assert_eq!(code, state, "{call}");
     }
+    // The members' role leases through the function and nothing else: it cannot lower a
+    // coverage or hand a worker id over by writing the table.
+    let mut f = hub.connect_as("fleet");
+    for sql in [
+        "UPDATE snowflake_registry SET covered_until_ms = 0",
+        "DELETE FROM snowflake_registry",
+        "INSERT INTO snowflake_registry VALUES ('x', 't', 5, 1, 'n', now(), now(), now(), 0, 0)",
+    ] {
+        let (code, ..) = expect_error(&mut f, sql);
+        assert_eq!(code, "42501", "{sql}");
+    }
+    // A plain role in a member sees that there is no lease, not the registry's host or roles.
+    let mut c = nowhere.connect();
+    c.batch_execute("CREATE ROLE app LOGIN").unwrap();
+    let mut app = nowhere.connect_as("app");
+    let (code, message, detail) = next_error(&mut app);
+    assert_eq!(code, "55000");
+    assert!(message.contains("holds no worker id lease"), "{message}");
+    assert!(!detail.contains("127.0.0.1") && detail.contains("snowflake_stats()"), "{detail}");
     // A plain role without the grants reads nothing and leases nothing.
     h.batch_execute("CREATE ROLE nobody LOGIN").unwrap();
     let mut n = hub.connect_as("nobody");
@@ -511,10 +529,68 @@ fn a_lease_file_copied_into_another_cluster_is_not_a_lease() {
     let (message, _) = wait_for_refusal(&mut cb, "unreachable", Duration::from_secs(20));
     assert!(message.contains("holds no worker id lease"), "{message}");
     assert_eq!(registry_stats(&mut cb)["source"], "none");
-    assert!(!b.log().contains("unreadable"), "the copy was read:\n{}", b.log());
+    assert!(
+        !b.log().contains("unreadable"),
+        "the copy was read:\n{}",
+        b.log()
+    );
     // The same file in its own cluster is a lease.
     a.restart("fast");
     let mut ca = a.connect_ext();
     assert_eq!(registry_stats(&mut ca)["source"], "cached");
     ca.query_one("SELECT snowflake_next()", &[]).unwrap();
+}
+
+#[test]
+fn a_renamed_registry_schema_leads_the_lease_to_no_table_of_its_owner() {
+    let (hub, mut h) = registry("reg_hub_rename");
+    // The registry's database belongs to a plain role, which owns its schema public (15+).
+    h.batch_execute("CREATE ROLE owner LOGIN").unwrap();
+    h.batch_execute("CREATE DATABASE reg OWNER owner").unwrap();
+    let mut conninfo = hub.conninfo("postgres").replace("dbname=postgres", "dbname=reg");
+    let mut r = Client::connect(&conninfo, postgres::NoTls).unwrap();
+    r.batch_execute(
+        "CREATE EXTENSION pg_snowflake;
+         GRANT EXECUTE ON FUNCTION snowflake_registry_lease TO fleet;",
+    )
+    .unwrap();
+    drop(r);
+    conninfo = conninfo.replace("user=postgres", "user=owner");
+    let mut o = Client::connect(&conninfo, postgres::NoTls).unwrap();
+    // The owner moves the extension's schema away and puts a table of its own under the old
+    // name, every worker id held by nobody, and open to the members.
+    o.batch_execute(
+        "ALTER SCHEMA public RENAME TO moved;
+         CREATE SCHEMA public;
+         CREATE TABLE public.snowflake_registry (
+             namespace text, layout text, worker_id integer, system_identifier bigint,
+             node_name text, since timestamptz, renewed timestamptz, expires timestamptz,
+             covered_until_ms bigint, start_above_ms bigint,
+             PRIMARY KEY (namespace, layout, worker_id));
+         GRANT ALL ON SCHEMA public TO PUBLIC;
+         GRANT ALL ON public.snowflake_registry TO PUBLIC;",
+    )
+    .unwrap();
+    let port = hub.port;
+    let setting = format!(
+        "snowflake.registry = 'host=127.0.0.1 port={port} user=fleet dbname=reg'"
+    );
+    let m = Cluster::init("reg_rename_m", &["snowflake.worker_id = -1", &setting, LEASE]);
+    m.start();
+    first_id(&mut m.connect_ext(), Duration::from_secs(30));
+    // The lease is in the extension's table, wherever its schema went; the owner's has nothing.
+    let mut o = Client::connect(
+        &conninfo.replace("user=owner", "user=postgres"),
+        postgres::NoTls,
+    )
+    .unwrap();
+    let real: i64 = o
+        .query_one("SELECT count(*) FROM moved.snowflake_registry", &[])
+        .unwrap()
+        .get(0);
+    let planted: i64 = o
+        .query_one("SELECT count(*) FROM public.snowflake_registry", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!((real, planted), (1, 0));
 }

@@ -297,8 +297,10 @@ impl Generator {
                 Ordering::AcqRel,
             );
         }
+        // Only raised: after a backward clock step a renewal asks for less than the registry
+        // already recorded, which stays usable.
         self.ceiling
-            .store(units_below(layout, until_ms), Ordering::Release);
+            .fetch_max(units_below(layout, until_ms), Ordering::AcqRel);
     }
 
     /// The registry gave this cluster's worker id to another: no id from now on. The renewal

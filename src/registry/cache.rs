@@ -124,6 +124,15 @@ pub fn write(dir: &Path, lease: &Lease) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
+/// Removes the cached lease durably (a lease that was lost must not come back at restart).
+pub fn remove(dir: &Path) -> io::Result<()> {
+    match std::fs::remove_file(dir.join(FILE_NAME)) {
+        Err(e) if e.kind() != ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    File::open(dir)?.sync_all()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,6 +169,8 @@ mod tests {
         assert_eq!(read(&dir), Ok(None));
         write(&dir, &lease()).unwrap();
         assert_eq!(read(&dir), Ok(Some(lease())));
+        remove(&dir).unwrap();
+        assert_eq!(read(&dir), Ok(None));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

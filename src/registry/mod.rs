@@ -96,7 +96,7 @@ impl Registry {
     }
 
     fn worker_id(&self) -> Option<u32> {
-        let w = self.worker_id.load(Ordering::Relaxed);
+        let w = self.worker_id.load(Ordering::Acquire);
         (w != NO_WORKER_ID).then_some(w)
     }
 
@@ -109,13 +109,22 @@ impl Registry {
         }
     }
 
-    /// A lease in force: the worker id, its coverage and where it came from.
+    /// A lease in force: the worker id, its coverage and where it came from. The source is
+    /// written last and read first (`in_force`): whoever sees it sees the worker id.
     fn hold(&self, lease: &cache::Lease, expires_ms: i64, source: Source) {
         self.covered_until_ms
-            .store(lease.covered_until_ms, Ordering::Release);
+            .fetch_max(lease.covered_until_ms, Ordering::AcqRel);
         self.expires_ms.store(expires_ms, Ordering::Release);
         self.worker_id.store(lease.worker_id, Ordering::Release);
         self.source.store(source as u32, Ordering::Release);
+    }
+
+    /// The worker id of a lease in force (cached or leased).
+    fn in_force(&self) -> Option<u32> {
+        match self.source() {
+            Source::Cached | Source::Leased => self.worker_id(),
+            Source::None | Source::Lost => None,
+        }
     }
 
     fn set_problem(&self, problem: &str) {
@@ -255,16 +264,15 @@ fn get() -> Option<&'static Registry> {
 /// registry; an error (55000, with the reason) while the registry has granted none.
 #[inline]
 pub fn generating() -> Option<(&'static Layout, u32)> {
-    let registry = get()?;
-    match registry.worker_id() {
-        Some(w) if registry.source() != Source::Lost => Some((gucs::layout(), w)),
-        _ => refuse(),
+    match get()?.in_force() {
+        Some(w) => Some((gucs::layout(), w)),
+        None => refuse(),
     }
 }
 
 /// The worker id in use, from the setting or the registry; `None` while there is none.
 pub fn worker_id() -> Option<u32> {
-    gucs::worker_id().or_else(|| get().and_then(Registry::worker_id))
+    gucs::worker_id().or_else(|| get().and_then(Registry::in_force))
 }
 
 /// The registry's state for `snowflake_stats()`; `None` without a registry.
@@ -272,15 +280,21 @@ pub fn snapshot() -> Option<Snapshot> {
     get().map(Registry::snapshot)
 }
 
-/// Why no id can be made under the registry: 55000 with the last problem.
+/// Why no id can be made under the registry: 55000 with the last problem. The problem names
+/// hosts, roles and other clusters, so only those who may read the settings or the stats see it
+/// (superusers, pg_read_all_settings and pg_monitor); everyone else is told where to look.
 #[cold]
 fn refuse() -> ! {
     let registry = get();
     let snapshot = registry.map(Registry::snapshot);
-    let problem = PROBLEM
-        .get()
-        .cloned()
-        .or_else(|| snapshot.as_ref().and_then(|s| s.problem.clone()));
+    let problem = if may_see_problems() {
+        PROBLEM
+            .get()
+            .cloned()
+            .or_else(|| snapshot.as_ref().and_then(|s| s.problem.clone()))
+    } else {
+        Some("the server log and snowflake_stats() show why (to pg_monitor)".into())
+    };
     match snapshot {
         Some(s) if s.source == Source::Lost => errors::registry_lease_lost(
             s.worker_id.unwrap_or(0),
@@ -323,6 +337,16 @@ pub fn node_name() -> String {
     };
     // SAFETY: a plain read of a setting fixed at server start.
     format!("{host}:{}", unsafe { pg_sys::PostPortNumber })
+}
+
+fn may_see_problems() -> bool {
+    // SAFETY: plain catalog checks of the current user, in a backend.
+    unsafe {
+        let user = pg_sys::GetUserId();
+        pg_sys::superuser()
+            || pg_sys::has_privs_of_role(user, pg_sys::Oid::from(pg_sys::ROLE_PG_MONITOR))
+            || pg_sys::has_privs_of_role(user, pg_sys::Oid::from(pg_sys::ROLE_PG_READ_ALL_SETTINGS))
+    }
 }
 
 /// This cluster's system identifier, which the registry knows it by.

@@ -17,17 +17,28 @@ use std::time::Duration;
 /// After a failed call, the next try comes this soon (or at a third of the lease, if sooner).
 const RETRY: Duration = Duration::from_secs(2);
 
-/// What the connection gets unless `snowflake.registry` says otherwise: a worker waiting on an
-/// unreachable host delays this server's shutdown by at most `connect_timeout`, and a registry
-/// whose rows are locked cannot hold the worker for long.
-const CONNECTION_DEFAULTS: [(&str, &str); 3] = [
+/// What the connection gets unless `snowflake.registry` says otherwise: waiting on an unreachable
+/// host or a registry that died mid-call delays this worker (and this server's shutdown) by at
+/// most `connect_timeout` to connect and about `tcp_user_timeout` once connected; keepalives
+/// find a dead registry between calls too.
+const CONNECTION_DEFAULTS: [(&str, &str); 7] = [
     ("connect_timeout", "5"),
     ("application_name", "pg_snowflake registry"),
-    (
-        "options",
-        "-c statement_timeout=10s -c lock_timeout=5s -c default_transaction_read_only=off",
-    ),
+    ("keepalives", "1"),
+    ("keepalives_idle", "5"),
+    ("keepalives_interval", "2"),
+    ("keepalives_count", "3"),
+    ("tcp_user_timeout", "10000"),
 ];
+
+/// The session settings of every call, whatever the connection string or the registry's
+/// defaults say: a lease is used only once the registry has it durably (`synchronous_commit`),
+/// and no call waits long on a lock.
+const SESSION: &str = "SELECT pg_catalog.set_config('synchronous_commit', 'on', false),
+        pg_catalog.set_config('default_transaction_read_only', 'off', false),
+        pg_catalog.set_config('statement_timeout', '10s', false),
+        pg_catalog.set_config('lock_timeout', '5s', false),
+        pg_catalog.set_config('idle_in_transaction_session_timeout', '0', false)";
 
 pub fn register() {
     BackgroundWorkerBuilder::new("pg_snowflake registry")
@@ -71,32 +82,35 @@ fn renew(registry: &Registry) -> Duration {
     let covered_until_ms = clock::now_unix_ms() + lease.as_millis() as i64;
     let namespace = gucs::registry_namespace();
     match call(&namespace, wanted, covered_until_ms) {
-        Ok((worker_id, expires_ms, start_above_ms)) => {
-            if held.is_some_and(|w| w != worker_id) {
+        Ok(granted) => {
+            if held.is_some_and(|w| w != granted.worker_id) {
                 lose(
                     registry,
-                    &format!("the registry answered with worker id {worker_id}"),
+                    &format!("the registry answered with worker id {}", granted.worker_id),
                 );
                 return lease;
             }
-            let granted = cache::Lease {
+            // What this server may use: what it asked for, or less if the registry recorded less
+            // (its clock far behind this one's).
+            let covered_until_ms = covered_until_ms.min(granted.recorded_until_ms);
+            let lease_now = cache::Lease {
                 system_identifier: system_identifier(),
                 namespace,
                 layout: layout.describe(),
-                worker_id,
+                worker_id: granted.worker_id,
                 covered_until_ms,
-                start_above_ms,
+                start_above_ms: granted.start_above_ms,
             };
             // Cached before it is used: a restart must never use less than it already did.
-            if let Err(e) = cache::write(Path::new("."), &granted) {
+            if let Err(e) = cache::write(Path::new("."), &lease_now) {
                 registry.set_problem(&format!(
                     "the lease cannot be cached in {}: {e}",
                     cache::FILE_NAME
                 ));
                 return RETRY.min(every);
             }
-            generator::get().lease_from_registry(layout, start_above_ms, covered_until_ms);
-            registry.hold(&granted, expires_ms, Source::Leased);
+            generator::get().lease_from_registry(layout, granted.start_above_ms, covered_until_ms);
+            registry.hold(&lease_now, granted.expires_ms, Source::Leased);
             registry
                 .renewed_ms
                 .store(clock::now_unix_ms(), Ordering::Release);
@@ -118,9 +132,13 @@ fn renew(registry: &Registry) -> Duration {
     }
 }
 
-/// The worker id went to another cluster: no more ids until restart.
+/// The worker id went to another cluster: no more ids until restart, and no cached lease to
+/// restart with (the restart leases anew).
 fn lose(registry: &Registry, why: &str) {
     generator::get().close_ceiling();
+    if let Err(e) = cache::remove(Path::new(".")) {
+        pgrx::warning!("pg_snowflake: could not remove {}: {e}", cache::FILE_NAME);
+    }
     registry.set_problem(why);
     registry
         .source
@@ -128,15 +146,34 @@ fn lose(registry: &Registry, why: &str) {
     pgrx::log!("pg_snowflake: this server lost its worker id lease: {why}");
 }
 
-/// Calls `snowflake_registry_lease()` in the registry; returns the worker id, when its lease
-/// expires by the registry's clock (Unix ms) and the time to start above.
+/// A lease as the registry granted it.
+struct Granted {
+    worker_id: u32,
+    /// When another cluster may take it, by the registry's clock (Unix ms).
+    expires_ms: i64,
+    /// The coverage of its previous holders, to start above.
+    start_above_ms: i64,
+    /// The coverage the registry recorded for this cluster (at most what it asked for).
+    recorded_until_ms: i64,
+}
+
+fn refused(message: &str) -> libpq::Error {
+    libpq::Error {
+        sqlstate: None,
+        message: message.into(),
+        detail: None,
+    }
+}
+
+/// Calls `snowflake_registry_lease()` in the registry.
 fn call(
     namespace: &str,
     wanted: Option<u32>,
     covered_until_ms: i64,
-) -> Result<(u32, i64, i64), libpq::Error> {
+) -> Result<Granted, libpq::Error> {
     let conninfo = gucs::registry().unwrap_or_default();
     let conn = libpq::Connection::open(&conninfo, &CONNECTION_DEFAULTS)?;
+    conn.query(SESSION, &[])?;
     let schema = conn.query(
         "SELECT pg_catalog.quote_ident(n.nspname)
            FROM pg_catalog.pg_extension e
@@ -159,7 +196,7 @@ fn call(
         &format!(
             "SELECT worker_id,
                     (pg_catalog.date_part('epoch', expires) OPERATOR(pg_catalog.*) 1000)::pg_catalog.int8,
-                    start_above_ms
+                    start_above_ms, recorded_until_ms
                FROM {schema}.snowflake_registry_lease(
                         $1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.int4,
                         $4::pg_catalog.int4, $5::pg_catalog.int8, $6::pg_catalog.text,
@@ -179,12 +216,27 @@ fn call(
     )?;
     let row = rows.into_iter().next().unwrap_or_default();
     let number = |i: usize| -> Option<i64> { row.get(i)?.as_deref()?.parse().ok() };
-    match (number(0), number(1), number(2)) {
-        (Some(w), Some(expires), Some(above)) if w >= 0 => Ok((w as u32, expires, above)),
-        _ => Err(libpq::Error {
-            sqlstate: None,
-            message: "the registry's answer is not a lease".into(),
-            detail: None,
-        }),
+    let (Some(w), Some(expires_ms), Some(start_above_ms), Some(recorded_until_ms)) =
+        (number(0), number(1), number(2), number(3))
+    else {
+        return Err(refused("the registry's answer is not a lease"));
+    };
+    // Never trusted blindly: a worker id outside the layout would spill into the other fields.
+    let worker_id = u32::try_from(w)
+        .ok()
+        .filter(|&w| w <= layout.max_worker_id() && wanted.is_none_or(|wanted| wanted == w))
+        .ok_or_else(|| {
+            refused(&format!(
+                "the registry answered with worker id {w}, which this server did not ask for"
+            ))
+        })?;
+    if start_above_ms < 0 {
+        return Err(refused("the registry's answer is not a lease"));
     }
+    Ok(Granted {
+        worker_id,
+        expires_ms,
+        start_above_ms,
+        recorded_until_ms,
+    })
 }
