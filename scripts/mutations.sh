@@ -78,7 +78,7 @@ MUTATIONS=(
   "registry_cache~the cached lease is not used at start~src/registry/mod.rs~s/                start_from_cache\(&\*ptr\);\n//"
   "registry_exclusive~the registry takes over a worker id whose lease has not run out~sql/registry.sql~s/         WHERE g.expires OPERATOR\(pg_catalog.<\) pg_catalog.now\(\)\n        RETURNING/        RETURNING/"
   "registry_table~the lease function writes the table by the schema name of the install~sql/registry.sql~s/    lease_for := pg_catalog.make_interval/    registry := \x27\@extschema\@.snowflake_registry\x27;\n    lease_for := pg_catalog.make_interval/"
-  "registry_lost~a server whose worker id went to another cluster is not told~src/registry/worker.rs~s/Some\("55000"\) && held.is_some\(\) =>/Some("55000") \&\& held.is_some() \&\& false =>/"
+  "registry_lost~a server whose worker id went to another cluster is not told~src/registry/worker.rs~s/Some\(\x2255000\x22\) && held.is_some\(\) =>/Some(\x2255000\x22) \&\& held.is_some() \&\& false =>/"
   "wal_flush~the mark record is not flushed before the lease is used~src/wal.rs~s/        pg_sys::XLogFlush\(lsn\);\n//"
 )
 
