@@ -38,8 +38,8 @@ measure() {
   rm -rf "$dir/data"
   as_pg "$BIN/initdb" -A trust -U postgres --no-sync -D "$dir/data" >/dev/null
   printf "shared_preload_libraries = '%s'\nsnowflake.worker_id = 1\n" "$so" >> "$dir/data/postgresql.conf"
-  echo "CREATE FUNCTION snowflake_next() RETURNS bigint LANGUAGE c VOLATILE
-        AS '$so', 'snowflake_next_wrapper';" | single
+  # One line: the single-user backend ends a statement at a newline.
+  echo "CREATE FUNCTION snowflake_next() RETURNS bigint LANGUAGE c VOLATILE AS '$so', 'snowflake_next_wrapper';" | single
   empty=$(count empty '*')
   ids=$(count ids 'snowflake_next()')
   awk -v a="$ids" -v b="$empty" -v n="$N" -v l="$label" \
