@@ -70,24 +70,25 @@ pub fn worker_id_unset() -> ! {
 
 #[cold]
 #[track_caller]
-pub fn registry_no_lease(problem: &str) -> ! {
+pub fn registry_no_lease(problem: &str, hint: &str) -> ! {
     raise(
         report(
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             "this server holds no worker id lease from the registry".into(),
         )
         .set_detail(sentence(problem))
-        .set_hint(
-            "Check snowflake.registry and that pg_snowflake is installed in the registry's \
-             database; snowflake_stats() shows the registry's state, and ids are handed out as \
-             soon as a worker id is leased.",
-        ),
+        .set_hint(hint),
     )
 }
 
 #[cold]
 #[track_caller]
-pub fn registry_lease_ran_out(worker_id: u32, covered_until_ms: i64, problem: Option<&str>) -> ! {
+pub fn registry_lease_ran_out(
+    worker_id: u32,
+    covered_until_ms: i64,
+    problem: Option<&str>,
+    hint: &str,
+) -> ! {
     raise(
         report(
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -100,10 +101,7 @@ pub fn registry_lease_ran_out(worker_id: u32, covered_until_ms: i64, problem: Op
                 .map(|p| format!(" {}", sentence(p)))
                 .unwrap_or_default()
         ))
-        .set_hint(
-            "Make the registry reachable again (snowflake.registry); ids are handed out as soon \
-             as the lease is renewed.",
-        ),
+        .set_hint(hint),
     )
 }
 
@@ -120,7 +118,10 @@ pub fn registry_lease_lost(worker_id: u32, why: &str) -> ! {
              worker id to another cluster. {}",
             sentence(why)
         ))
-        .set_hint("Restart the server: it then leases a free worker id."),
+        .set_hint(
+            "Restart the server: it then leases a free worker id (or, with snowflake.worker_id \
+             set, waits for that one).",
+        ),
     )
 }
 

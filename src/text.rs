@@ -19,17 +19,25 @@ pub fn iso_unix(unix_ms: i64) -> String {
 }
 
 /// A message (lower case, no final period) as a full sentence for a DETAIL: a capital first
-/// letter and a final period, except where the message starts with a setting's name, which
-/// keeps its case (`snowflake.time_bits must be at least 1.`), as PostgreSQL's own details do.
+/// letter and a final period, except where the message starts with a setting's or another
+/// identifier's name, which keeps its case (`snowflake.time_bits must be at least 1.`,
+/// `pg_snowflake is not installed ...`), as PostgreSQL's own details do.
 pub fn sentence(message: &str) -> String {
     let first_word = message.split(' ').next().unwrap_or_default();
     let mut chars = message.chars();
     let first = match chars.next() {
-        Some(c) if !first_word.contains('.') => c.to_uppercase().collect(),
+        Some(c) if !first_word.contains(['.', '_']) => c.to_uppercase().collect(),
         Some(c) => c.to_string(),
         None => String::new(),
     };
-    format!("{first}{}.", chars.as_str())
+    let rest = chars.as_str();
+    // A message quoted from elsewhere (libpq's) may end in its own punctuation.
+    let end = if rest.ends_with(['.', '?', '!']) {
+        ""
+    } else {
+        "."
+    };
+    format!("{first}{rest}{end}")
 }
 
 /// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).

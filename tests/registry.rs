@@ -165,8 +165,15 @@ fn sixteen_servers_starting_at_once_lease_sixteen_worker_ids_and_a_seventeenth_i
         wait_for_refusal(&mut c, "leased to another cluster", Duration::from_secs(30));
     assert!(message.contains("holds no worker id lease"), "{message}");
     assert!(detail.contains(&format!("worker id {held}")), "{detail}");
-    let (code, ..) = next_error(&mut c);
-    assert_eq!(code, "55000");
+    let e = c.query_one("SELECT snowflake_next()", &[]).unwrap_err();
+    let db = e.as_db_error().unwrap();
+    assert_eq!(db.code().code(), "55000");
+    assert!(
+        db.hint()
+            .unwrap_or_default()
+            .contains("another snowflake.worker_id"),
+        "the hint says what to do about a held worker id: {db:?}"
+    );
     assert_eq!(registry_stats(&mut c)["source"], "none");
 }
 
@@ -492,7 +499,22 @@ fn bad_registry_settings_and_calls_give_clear_errors_never_a_guessed_worker_id()
     let (code, message, detail) = next_error(&mut app);
     assert_eq!(code, "55000");
     assert!(message.contains("holds no worker id lease"), "{message}");
-    assert!(!detail.contains("127.0.0.1") && detail.contains("snowflake_stats()"), "{detail}");
+    assert!(
+        !detail.contains("127.0.0.1") && detail.contains("snowflake_stats()"),
+        "{detail}"
+    );
+    // ... which has it, once per problem.
+    let log = nowhere.log();
+    assert!(
+        log.contains("WARNING:  pg_snowflake: the registry is unreachable"),
+        "{log}"
+    );
+    assert_eq!(
+        log.matches("pg_snowflake: the registry is unreachable")
+            .count(),
+        1,
+        "{log}"
+    );
     // A plain role without the grants reads nothing and leases nothing.
     h.batch_execute("CREATE ROLE nobody LOGIN").unwrap();
     let mut n = hub.connect_as("nobody");
@@ -547,7 +569,9 @@ fn a_renamed_registry_schema_leads_the_lease_to_no_table_of_its_owner() {
     // The registry's database belongs to a plain role, which owns its schema public (15+).
     h.batch_execute("CREATE ROLE owner LOGIN").unwrap();
     h.batch_execute("CREATE DATABASE reg OWNER owner").unwrap();
-    let mut conninfo = hub.conninfo("postgres").replace("dbname=postgres", "dbname=reg");
+    let mut conninfo = hub
+        .conninfo("postgres")
+        .replace("dbname=postgres", "dbname=reg");
     let mut r = Client::connect(&conninfo, postgres::NoTls).unwrap();
     r.batch_execute(
         "CREATE EXTENSION pg_snowflake;
@@ -572,10 +596,12 @@ fn a_renamed_registry_schema_leads_the_lease_to_no_table_of_its_owner() {
     )
     .unwrap();
     let port = hub.port;
-    let setting = format!(
-        "snowflake.registry = 'host=127.0.0.1 port={port} user=fleet dbname=reg'"
+    let setting =
+        format!("snowflake.registry = 'host=127.0.0.1 port={port} user=fleet dbname=reg'");
+    let m = Cluster::init(
+        "reg_rename_m",
+        &["snowflake.worker_id = -1", &setting, LEASE],
     );
-    let m = Cluster::init("reg_rename_m", &["snowflake.worker_id = -1", &setting, LEASE]);
     m.start();
     first_id(&mut m.connect_ext(), Duration::from_secs(30));
     // The lease is in the extension's table, wherever its schema went; the owner's has nothing.

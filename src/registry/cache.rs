@@ -31,19 +31,22 @@ pub struct Lease {
     pub covered_until_ms: i64,
     /// Unix ms: ids must be above this time, the coverage of the worker id's previous holder.
     pub start_above_ms: i64,
+    /// Unix ms, by the registry's clock: when another cluster may take the worker id.
+    pub expires_ms: i64,
 }
 
 impl Lease {
     pub fn encode(&self) -> String {
         let body = format!(
             "{HEADER}\nsystem_identifier={}\nnamespace={}\nlayout={}\nworker_id={}\n\
-             covered_until_ms={}\nstart_above_ms={}\n",
+             covered_until_ms={}\nstart_above_ms={}\nexpires_ms={}\n",
             self.system_identifier,
             self.namespace,
             self.layout,
             self.worker_id,
             self.covered_until_ms,
-            self.start_above_ms
+            self.start_above_ms,
+            self.expires_ms
         );
         format!("{body}crc32c={:08x}\n", crc32c(body.as_bytes()))
     }
@@ -87,6 +90,7 @@ impl Lease {
             .map_err(|_| format!("worker_id \"{worker_id}\" is not a number"))?;
         let covered_until_ms = number("covered_until_ms", value("covered_until_ms")?)?;
         let start_above_ms = number("start_above_ms", value("start_above_ms")?)?;
+        let expires_ms = number("expires_ms", value("expires_ms")?)?;
         Ok(Lease {
             system_identifier,
             namespace,
@@ -94,6 +98,7 @@ impl Lease {
             worker_id,
             covered_until_ms,
             start_above_ms,
+            expires_ms,
         })
     }
 }
@@ -145,6 +150,7 @@ mod tests {
             worker_id: 17,
             covered_until_ms: 1_790_000_000_000,
             start_above_ms: 1_789_000_000_000,
+            expires_ms: 1_790_000_001_000,
         }
     }
 

@@ -59,14 +59,20 @@ pub struct Error {
     pub detail: Option<String>,
 }
 
+/// "message. Detail." on one line: libpq's messages span lines ("...\n\tIs the server
+/// running...?") and end without a period.
 impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.message)?;
+        write!(f, "{}", one_line(&self.message))?;
         if let Some(detail) = &self.detail {
-            write!(f, " ({detail})")?;
+            write!(f, ". {}", one_line(detail).trim_end_matches('.'))?;
         }
         Ok(())
     }
+}
+
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 fn plain(message: String) -> Error {

@@ -51,6 +51,71 @@ pub enum Source {
     Lost = 3,
 }
 
+/// What went wrong last, which decides the hint of a refusal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Problem {
+    None = 0,
+    /// No connection, or it broke during the call.
+    Unreachable = 1,
+    /// The registry's database lacks pg_snowflake.
+    NotInstalled = 2,
+    /// The wanted worker id is another cluster's.
+    Held = 3,
+    /// No worker id of the namespace is free.
+    Full = 4,
+    /// Any other refusal (a privilege, an answer that is not a lease).
+    Refused = 5,
+    /// The lease could not be cached in the data directory.
+    Cache = 6,
+}
+
+impl Problem {
+    fn from_u32(n: u32) -> Problem {
+        [
+            Problem::None,
+            Problem::Unreachable,
+            Problem::NotInstalled,
+            Problem::Held,
+            Problem::Full,
+            Problem::Refused,
+            Problem::Cache,
+        ]
+        .get(n as usize)
+        .copied()
+        .unwrap_or(Problem::None)
+    }
+
+    /// What to do about it.
+    fn hint(self) -> &'static str {
+        match self {
+            Problem::None => "The registry's worker leases a worker id at start: wait a moment.",
+            Problem::Unreachable => {
+                "Check that the registry in snowflake.registry is up and that this server can \
+                 reach it (host, port, pg_hba.conf, the password file); ids are handed out as \
+                 soon as a worker id is leased."
+            }
+            Problem::NotInstalled => {
+                "Run CREATE EXTENSION pg_snowflake in the registry's database, and grant EXECUTE \
+                 on snowflake_registry_lease to the role in snowflake.registry."
+            }
+            Problem::Held => {
+                "Give this server another snowflake.worker_id, or set it to -1 to lease a free \
+                 one, and restart it."
+            }
+            Problem::Full => {
+                "Use another snowflake.registry_namespace or a layout with more worker bits, or \
+                 wait for a lease to run out."
+            }
+            Problem::Refused => {
+                "Check the role in snowflake.registry: it needs EXECUTE on \
+                 snowflake_registry_lease in the registry's database."
+            }
+            Problem::Cache => "Check that the data directory is writable and has space.",
+        }
+    }
+}
+
 /// The lease of this server, in shared memory. Written only by the registry worker (and at
 /// start by the postmaster); read by every backend.
 #[repr(C)]
@@ -63,6 +128,8 @@ pub struct Registry {
     expires_ms: AtomicI64,
     /// Unix ms of the last successful call to the registry (0: none since start).
     renewed_ms: AtomicI64,
+    /// `Problem` of the last call.
+    problem_kind: AtomicU32,
     /// The last problem in words ("" while there is none), behind a sequence lock: odd while
     /// the one writer writes.
     status_seq: AtomicU64,
@@ -90,6 +157,7 @@ impl Registry {
             covered_until_ms: AtomicI64::new(0),
             expires_ms: AtomicI64::new(0),
             renewed_ms: AtomicI64::new(0),
+            problem_kind: AtomicU32::new(Problem::None as u32),
             status_seq: AtomicU64::new(0),
             status: [const { AtomicU64::new(0) }; STATUS_WORDS],
         }
@@ -124,6 +192,20 @@ impl Registry {
         match self.source() {
             Source::Cached | Source::Leased => self.worker_id(),
             Source::None | Source::Lost => None,
+        }
+    }
+
+    /// Records the outcome of a call, and logs each new problem once (a WARNING): the server log
+    /// says what a refusal cannot tell every role.
+    fn report(&self, kind: Problem, problem: &str) {
+        let before = self.problem();
+        if before.as_deref().unwrap_or_default() == problem {
+            return;
+        }
+        self.problem_kind.store(kind as u32, Ordering::Release);
+        self.set_problem(problem);
+        if kind != Problem::None {
+            pgrx::warning!("pg_snowflake: {problem}");
         }
     }
 
@@ -280,20 +362,39 @@ pub fn snapshot() -> Option<Snapshot> {
     get().map(Registry::snapshot)
 }
 
-/// Why no id can be made under the registry: 55000 with the last problem. The problem names
-/// hosts, roles and other clusters, so only those who may read the settings or the stats see it
-/// (superusers, pg_read_all_settings and pg_monitor); everyone else is told where to look.
+/// Why no id can be made under the registry: 55000 with the last problem and what to do about
+/// it. The problem names hosts, roles and other clusters, so only those who may read the
+/// settings or the stats see it (superusers, pg_read_all_settings and pg_monitor); everyone
+/// else learns that there is no lease, and that the server log says why.
 #[cold]
 fn refuse() -> ! {
     let registry = get();
     let snapshot = registry.map(Registry::snapshot);
-    let problem = if may_see_problems() {
-        PROBLEM
-            .get()
-            .cloned()
-            .or_else(|| snapshot.as_ref().and_then(|s| s.problem.clone()))
+    let kind = registry.map_or(Problem::None, |r| {
+        Problem::from_u32(r.problem_kind.load(Ordering::Acquire))
+    });
+    let (problem, hint) = match PROBLEM.get() {
+        Some(settings) => (
+            Some(settings.clone()),
+            "Correct the snowflake.* settings in postgresql.conf (see the server log) and restart \
+             the server.",
+        ),
+        None => (
+            snapshot.as_ref().and_then(|s| s.problem.clone()),
+            kind.hint(),
+        ),
+    };
+    let (problem, hint) = if may_see_problems() {
+        (problem, hint)
     } else {
-        Some("the server log and snowflake_stats() show why (to pg_monitor)".into())
+        (
+            Some(
+                "the reason is in the server log, and in snowflake_stats() for members of \
+                 pg_monitor"
+                    .into(),
+            ),
+            "Ask an administrator of this server.",
+        )
     };
     match snapshot {
         Some(s) if s.source == Source::Lost => errors::registry_lease_lost(
@@ -306,11 +407,13 @@ fn refuse() -> ! {
             s.worker_id.unwrap_or(0),
             s.covered_until_ms,
             problem.as_deref(),
+            hint,
         ),
         _ => errors::registry_no_lease(
             problem
                 .as_deref()
-                .unwrap_or("the registry worker has not leased a worker id yet"),
+                .unwrap_or("the registry's worker has not leased a worker id yet"),
+            hint,
         ),
     }
 }
@@ -384,7 +487,7 @@ fn start_from_cache(registry: &Registry) {
         return;
     }
     generator::get().start_with_lease(layout, lease.start_above_ms, lease.covered_until_ms);
-    registry.hold(&lease, 0, Source::Cached);
+    registry.hold(&lease, lease.expires_ms, Source::Cached);
 }
 
 extension_sql_file!("../../sql/registry.sql", name = "snowflake_registry");

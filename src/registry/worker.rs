@@ -4,7 +4,7 @@
 //! talks to the registry, so a slow or unreachable registry never blocks `snowflake_next()`:
 //! ids go on under the lease in force until it runs out.
 
-use super::{cache, libpq, node_name, system_identifier, Registry, Source};
+use super::{cache, libpq, node_name, system_identifier, Problem, Registry, Source};
 use crate::{clock, generator, gucs};
 use pgrx::bgworkers::{
     BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
@@ -84,10 +84,8 @@ fn renew(registry: &Registry) -> Duration {
     match call(&namespace, wanted, covered_until_ms) {
         Ok(granted) => {
             if held.is_some_and(|w| w != granted.worker_id) {
-                lose(
-                    registry,
-                    &format!("the registry answered with worker id {}", granted.worker_id),
-                );
+                let why = format!("the registry answered with worker id {}", granted.worker_id);
+                lose(registry, &why);
                 return lease;
             }
             // What this server may use: what it asked for, or less if the registry recorded less
@@ -100,33 +98,34 @@ fn renew(registry: &Registry) -> Duration {
                 worker_id: granted.worker_id,
                 covered_until_ms,
                 start_above_ms: granted.start_above_ms,
+                expires_ms: granted.expires_ms,
             };
             // Cached before it is used: a restart must never use less than it already did.
             if let Err(e) = cache::write(Path::new("."), &lease_now) {
-                registry.set_problem(&format!(
-                    "the lease cannot be cached in {}: {e}",
-                    cache::FILE_NAME
-                ));
+                let why = format!("the lease cannot be cached in {}: {e}", cache::FILE_NAME);
+                registry.report(Problem::Cache, &why);
                 return RETRY.min(every);
             }
             generator::get().lease_from_registry(layout, granted.start_above_ms, covered_until_ms);
+            if registry.source() != Source::Leased {
+                pgrx::log!(
+                    "pg_snowflake: worker id {} is leased from the registry",
+                    granted.worker_id
+                );
+            }
             registry.hold(&lease_now, granted.expires_ms, Source::Leased);
             registry
                 .renewed_ms
                 .store(clock::now_unix_ms(), Ordering::Release);
-            registry.set_problem("");
+            registry.report(Problem::None, "");
             every
         }
-        Err(e) if e.sqlstate.as_deref() == Some("55000") && held.is_some() => {
-            lose(registry, &e.to_string());
+        Err((Problem::Held, why)) if held.is_some() => {
+            lose(registry, &why);
             lease
         }
-        Err(e) => {
-            let problem = match &e.sqlstate {
-                None => format!("the registry is unreachable: {e}"),
-                Some(code) => format!("the registry refused the lease ({code}): {e}"),
-            };
-            registry.set_problem(&problem);
+        Err((kind, why)) => {
+            registry.report(kind, &why);
             RETRY.min(every)
         }
     }
@@ -143,7 +142,7 @@ fn lose(registry: &Registry, why: &str) {
     registry
         .source
         .store(Source::Lost as u32, Ordering::Release);
-    pgrx::log!("pg_snowflake: this server lost its worker id lease: {why}");
+    pgrx::warning!("pg_snowflake: this server lost its worker id lease, and refuses ids until it is restarted: {why}");
 }
 
 /// A lease as the registry granted it.
@@ -157,12 +156,29 @@ struct Granted {
     recorded_until_ms: i64,
 }
 
-fn refused(message: &str) -> libpq::Error {
-    libpq::Error {
-        sqlstate: None,
-        message: message.into(),
-        detail: None,
-    }
+/// What went wrong, in words, from an error of the registry's server or of the connection.
+fn failure(e: libpq::Error) -> (Problem, String) {
+    let kind = match e.sqlstate.as_deref() {
+        None => {
+            return (
+                Problem::Unreachable,
+                format!("the registry is unreachable: {e}"),
+            )
+        }
+        Some("42704" | "42883" | "3F000") => Problem::NotInstalled,
+        Some("55000") if e.message.contains("leased to another cluster") => Problem::Held,
+        Some("55000") if e.message.contains("is free") => Problem::Full,
+        Some(_) => Problem::Refused,
+    };
+    let code = e.sqlstate.clone().unwrap_or_default();
+    (
+        kind,
+        format!("the registry refused the lease ({code}): {e}"),
+    )
+}
+
+fn refused(message: String) -> (Problem, String) {
+    (Problem::Refused, message)
 }
 
 /// Calls `snowflake_registry_lease()` in the registry.
@@ -170,23 +186,24 @@ fn call(
     namespace: &str,
     wanted: Option<u32>,
     covered_until_ms: i64,
-) -> Result<Granted, libpq::Error> {
+) -> Result<Granted, (Problem, String)> {
     let conninfo = gucs::registry().unwrap_or_default();
-    let conn = libpq::Connection::open(&conninfo, &CONNECTION_DEFAULTS)?;
-    conn.query(SESSION, &[])?;
-    let schema = conn.query(
-        "SELECT pg_catalog.quote_ident(n.nspname)
+    let conn = libpq::Connection::open(&conninfo, &CONNECTION_DEFAULTS).map_err(failure)?;
+    conn.query(SESSION, &[]).map_err(failure)?;
+    let schema = conn
+        .query(
+            "SELECT pg_catalog.quote_ident(n.nspname)
            FROM pg_catalog.pg_extension e
            JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
           WHERE e.extname OPERATOR(pg_catalog.=) 'pg_snowflake'",
-        &[],
-    )?;
+            &[],
+        )
+        .map_err(failure)?;
     let Some(Some(schema)) = schema.into_iter().next().and_then(|r| r.into_iter().next()) else {
-        return Err(libpq::Error {
-            sqlstate: Some("42704".into()),
-            message: "pg_snowflake is not installed in the registry's database".into(),
-            detail: None,
-        });
+        return Err((
+            Problem::NotInstalled,
+            "pg_snowflake is not installed in the registry's database".into(),
+        ));
     };
     let layout = gucs::layout();
     // Every parameter typed: an overload another role created in that schema (with untyped
@@ -213,25 +230,25 @@ fn call(
             Some(gucs::registry_lease().as_millis().to_string()),
             Some(covered_until_ms.to_string()),
         ],
-    )?;
+    ).map_err(failure)?;
     let row = rows.into_iter().next().unwrap_or_default();
     let number = |i: usize| -> Option<i64> { row.get(i)?.as_deref()?.parse().ok() };
     let (Some(w), Some(expires_ms), Some(start_above_ms), Some(recorded_until_ms)) =
         (number(0), number(1), number(2), number(3))
     else {
-        return Err(refused("the registry's answer is not a lease"));
+        return Err(refused("the registry's answer is not a lease".into()));
     };
     // Never trusted blindly: a worker id outside the layout would spill into the other fields.
     let worker_id = u32::try_from(w)
         .ok()
         .filter(|&w| w <= layout.max_worker_id() && wanted.is_none_or(|wanted| wanted == w))
         .ok_or_else(|| {
-            refused(&format!(
+            refused(format!(
                 "the registry answered with worker id {w}, which this server did not ask for"
             ))
         })?;
     if start_above_ms < 0 {
-        return Err(refused("the registry's answer is not a lease"));
+        return Err(refused("the registry's answer is not a lease".into()));
     }
     Ok(Granted {
         worker_id,
