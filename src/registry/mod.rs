@@ -234,7 +234,7 @@ impl Registry {
             for word in &self.status {
                 bytes.extend_from_slice(&word.load(Ordering::Acquire).to_le_bytes());
             }
-            if before % 2 == 0 && self.status_seq.load(Ordering::Acquire) == before {
+            if before.is_multiple_of(2) && self.status_seq.load(Ordering::Acquire) == before {
                 let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
                 let text = String::from_utf8_lossy(&bytes[..end]).into_owned();
                 return (!text.is_empty()).then_some(text);
