@@ -18,8 +18,8 @@
 //!   registry knows it as the same cluster); `pg_upgrade` and a new cluster do not.
 //! - A server whose worker id went to another cluster (it was cut off for longer than its
 //!   lease) refuses ids until it is restarted, when it leases anew.
-//! - Nothing here is on the hot path: a leased worker id is one relaxed load, read only where
-//!   `snowflake.worker_id` gives none.
+//! - Nothing here is on the hot path of a server with `snowflake.worker_id` and no registry; with
+//!   a registry, the worker id costs two loads (the lease's source, then the worker id).
 
 mod cache;
 mod libpq;
