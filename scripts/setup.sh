@@ -8,8 +8,7 @@
 #   scripts/setup.sh test 15 16 17 18    # run, and what the tests use (make test)
 #
 # What each adds:
-#   build  Debian packages: libclang-dev (bindgen), build-essential, pkg-config, libpq-dev (the
-#          registry's worker links libpq); cargo-pgrx
+#   build  Debian packages: libclang-dev (bindgen), build-essential, pkg-config; cargo-pgrx
 #          0.18.1, the newest that builds with Rust 1.95 (about 7 minutes the first time);
 #          `cargo pgrx init` with local pg_configs only, never a downloaded PostgreSQL. With
 #          --pg-config, nothing else: the server is yours. Without it, the headers of the major.
@@ -66,7 +65,7 @@ done
 has() { printf '%s\n' "${MAJORS[@]}" | grep -qx "$1"; }
 
 # Debian packages, by purpose and major.
-PACKAGES=(libclang-dev build-essential pkg-config libpq-dev curl ca-certificates python3)
+PACKAGES=(libclang-dev build-essential pkg-config curl ca-certificates python3)
 if [ -z "$PG_CONFIG_GIVEN" ]; then
   ! has 15 || PACKAGES+=(postgresql-server-dev-15)
   for v in 17 18; do ! has $v || { PACKAGES+=(bison flex libssl-dev zlib1g-dev bzip2); break; }; done
@@ -114,8 +113,6 @@ else
   { [ -n "${LIBCLANG_PATH:-}" ] || ldconfig -p 2>/dev/null | grep -q 'libclang[-.0-9]*\.so' ||
     compgen -G '/usr/lib*/llvm*/lib*/libclang*.so*' >/dev/null || compgen -G '/usr/lib*/libclang*.so*' >/dev/null; } ||
     lacking+=("libclang (Fedora, RHEL: clang-devel; or set LIBCLANG_PATH)")
-  ldconfig -p 2>/dev/null | grep -q 'libpq\.so ' || compgen -G '/usr/lib*/libpq.so' >/dev/null ||
-    lacking+=("libpq's development files (Fedora, RHEL: libpq-devel)")
   [ "$PURPOSE" = build ] && [ -n "$PG_CONFIG_GIVEN" ] ||
     lacking+=("apt-get: make $PURPOSE installs PostgreSQL and test tools from Debian's packages; on this system use make install PG_CONFIG=/path/to/pg_config")
   if [ ${#lacking[@]} -gt 0 ]; then

@@ -340,7 +340,19 @@ fn a_promoted_standby_keeps_its_primarys_lease() {
     let mut cs = standby.connect();
     let last: i64 = cp.query_one("SELECT snowflake_next()", &[]).unwrap().get(0);
     let w = worker_id_of(&mut cp, last);
+    // WAL written after the base backup: the standby has it only if it streams, which its
+    // walreceiver does with its own server's libpq. libpq is loaded by the registry's worker
+    // alone, never by the postmaster, whose children would all inherit it.
+    cp.batch_execute("CREATE TABLE streamed (i int)").unwrap();
     wait_for_replay(&mut cp, &mut cs);
+    for server in [&primary, &standby] {
+        let pid = server.postmaster_pid().unwrap();
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+        assert!(
+            !maps.contains("libpq.so"),
+            "the postmaster of {pid} maps libpq"
+        );
+    }
     drop(cp);
     primary.stop("immediate");
     standby.promote();

@@ -20,35 +20,122 @@ const DIAG_SQLSTATE: c_int = b'C' as c_int;
 const DIAG_MESSAGE: c_int = b'M' as c_int;
 const DIAG_DETAIL: c_int = b'D' as c_int;
 
-unsafe extern "C" {
-    fn PQconnectdbParams(
-        keywords: *const *const c_char,
-        values: *const *const c_char,
-        expand_dbname: c_int,
-    ) -> *mut PGconn;
-    fn PQstatus(conn: *const PGconn) -> c_int;
-    fn PQerrorMessage(conn: *const PGconn) -> *const c_char;
-    fn PQfinish(conn: *mut PGconn);
-    fn PQexecParams(
-        conn: *mut PGconn,
-        command: *const c_char,
-        n_params: c_int,
-        param_types: *const u32,
-        param_values: *const *const c_char,
-        param_lengths: *const c_int,
-        param_formats: *const c_int,
-        result_format: c_int,
-    ) -> *mut PGresult;
-    fn PQresultStatus(res: *const PGresult) -> c_int;
-    fn PQresultErrorField(res: *const PGresult, field: c_int) -> *const c_char;
-    fn PQntuples(res: *const PGresult) -> c_int;
-    fn PQnfields(res: *const PGresult) -> c_int;
-    fn PQgetisnull(res: *const PGresult, row: c_int, col: c_int) -> c_int;
-    fn PQgetvalue(res: *const PGresult, row: c_int, col: c_int) -> *const c_char;
-    fn PQclear(res: *mut PGresult);
-    fn PQconninfoParse(conninfo: *const c_char, errmsg: *mut *mut c_char) -> *mut PQconninfoOption;
-    fn PQconninfoFree(options: *mut PQconninfoOption);
-    fn PQfreemem(ptr: *mut c_void);
+/// libpq's functions, found when this process first needs them. Loaded with `dlopen` in the
+/// registry's worker only, never linked: a library preloaded by the postmaster that linked
+/// libpq would bring whichever `libpq.so.5` the system has into every server process, and
+/// PostgreSQL's own walreceiver (libpqwalreceiver), loaded later, would then use that one
+/// instead of its server's, and refuse the options its `pg_basebackup` writes
+/// (`sslcertmode` is unknown to 15's libpq: a standby of 16 could not stream).
+#[allow(non_snake_case)]
+struct Api {
+    PQconnectdbParams:
+        unsafe extern "C" fn(*const *const c_char, *const *const c_char, c_int) -> *mut PGconn,
+    PQstatus: unsafe extern "C" fn(*const PGconn) -> c_int,
+    PQerrorMessage: unsafe extern "C" fn(*const PGconn) -> *const c_char,
+    PQfinish: unsafe extern "C" fn(*mut PGconn),
+    PQexecParams: unsafe extern "C" fn(
+        *mut PGconn,
+        *const c_char,
+        c_int,
+        *const u32,
+        *const *const c_char,
+        *const c_int,
+        *const c_int,
+        c_int,
+    ) -> *mut PGresult,
+    PQresultStatus: unsafe extern "C" fn(*const PGresult) -> c_int,
+    PQresultErrorField: unsafe extern "C" fn(*const PGresult, c_int) -> *const c_char,
+    PQntuples: unsafe extern "C" fn(*const PGresult) -> c_int,
+    PQnfields: unsafe extern "C" fn(*const PGresult) -> c_int,
+    PQgetisnull: unsafe extern "C" fn(*const PGresult, c_int, c_int) -> c_int,
+    PQgetvalue: unsafe extern "C" fn(*const PGresult, c_int, c_int) -> *const c_char,
+    PQclear: unsafe extern "C" fn(*mut PGresult),
+    PQconninfoParse: unsafe extern "C" fn(*const c_char, *mut *mut c_char) -> *mut PQconninfoOption,
+    PQconninfoFree: unsafe extern "C" fn(*mut PQconninfoOption),
+    PQfreemem: unsafe extern "C" fn(*mut c_void),
+}
+
+static API: std::sync::OnceLock<Result<Api, String>> = std::sync::OnceLock::new();
+
+/// Loads libpq, preferring the one in `server_lib` (the server's own library directory, where
+/// a PostgreSQL built from source keeps it), else the system's. Later calls return the first
+/// result.
+pub fn load(server_lib: Option<&std::path::Path>) -> Result<(), String> {
+    API.get_or_init(|| load_api(server_lib))
+        .as_ref()
+        .map(|_| ())
+        .map_err(Clone::clone)
+}
+
+fn api() -> Result<&'static Api, Error> {
+    API.get_or_init(|| load_api(None))
+        .as_ref()
+        .map_err(|why| plain(why.clone()))
+}
+
+// The transmutes' target is each field's type, which the macro below cannot name.
+#[allow(clippy::missing_transmute_annotations)]
+fn load_api(server_lib: Option<&std::path::Path>) -> Result<Api, String> {
+    let mut candidates: Vec<CString> = vec![];
+    if let Some(dir) = server_lib {
+        let own = dir.join("libpq.so.5");
+        if own.exists() {
+            candidates.push(CString::new(own.as_os_str().as_encoded_bytes()).unwrap_or_default());
+        }
+    }
+    candidates.push(c"libpq.so.5".to_owned());
+    let mut tried = vec![];
+    for name in &candidates {
+        // SAFETY: a NUL-terminated name; the handle is kept for the life of the process.
+        let lib = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+        if lib.is_null() {
+            // SAFETY: dlerror returns NULL or a NUL-terminated message.
+            let why = unsafe { libc::dlerror() };
+            let why = if why.is_null() {
+                "not found".to_string()
+            } else {
+                unsafe { CStr::from_ptr(why) }
+                    .to_string_lossy()
+                    .into_owned()
+            };
+            tried.push(why);
+            continue;
+        }
+        macro_rules! symbols {
+            ($($name:ident),* $(,)?) => {
+                Api { $($name: {
+                    // SAFETY: a NUL-terminated name looked up in a library dlopen returned.
+                    let p = unsafe {
+                        libc::dlsym(lib, concat!(stringify!($name), "\0").as_ptr().cast())
+                    };
+                    if p.is_null() {
+                        return Err(format!("libpq lacks {}", stringify!($name)));
+                    }
+                    // SAFETY: libpq's function of that name has the signature the field
+                    // declares (libpq-fe.h, stable since PostgreSQL 9.3).
+                    unsafe { std::mem::transmute::<*mut c_void, _>(p) }
+                }),* }
+            };
+        }
+        return Ok(symbols!(
+            PQconnectdbParams,
+            PQstatus,
+            PQerrorMessage,
+            PQfinish,
+            PQexecParams,
+            PQresultStatus,
+            PQresultErrorField,
+            PQntuples,
+            PQnfields,
+            PQgetisnull,
+            PQgetvalue,
+            PQclear,
+            PQconninfoParse,
+            PQconninfoFree,
+            PQfreemem,
+        ));
+    }
+    Err(format!("libpq could not be loaded: {}", tried.join("; ")))
 }
 
 /// An error of the registry's server (with its SQLSTATE) or of the connection (without).
@@ -85,26 +172,27 @@ fn plain(message: String) -> Error {
 
 /// Whether libpq can read `conninfo` (key/value pairs or a URI); the error says why not.
 pub fn check_conninfo(conninfo: &str) -> Result<(), String> {
+    let api = api().map_err(|e| e.message)?;
     let text = CString::new(conninfo).map_err(|_| "it holds a NUL byte".to_string())?;
     let mut err: *mut c_char = std::ptr::null_mut();
     // SAFETY: text is NUL-terminated; libpq allocates the options and the message, freed below.
     unsafe {
-        let options = PQconninfoParse(text.as_ptr(), &mut err);
+        let options = (api.PQconninfoParse)(text.as_ptr(), &mut err);
         if !options.is_null() {
-            PQconninfoFree(options);
+            (api.PQconninfoFree)(options);
             return Ok(());
         }
         if err.is_null() {
             return Err("libpq is out of memory".into());
         }
         let why = CStr::from_ptr(err).to_string_lossy().trim_end().to_string();
-        PQfreemem(err.cast());
+        (api.PQfreemem)(err.cast());
         Err(why)
     }
 }
 
 /// An open connection, closed on drop.
-pub struct Connection(*mut PGconn);
+pub struct Connection(*mut PGconn, &'static Api);
 
 impl Connection {
     /// Connects with `conninfo`, whose settings win over `defaults` (keyword, value), blocking
@@ -127,12 +215,16 @@ impl Connection {
         values.push(std::ptr::null());
         // SAFETY: NULL-terminated arrays of NUL-terminated strings that outlive the call; the
         // connection is freed by Drop, also when it failed.
-        let conn = Connection(unsafe { PQconnectdbParams(keywords.as_ptr(), values.as_ptr(), 1) });
+        let api = api()?;
+        let conn = Connection(
+            unsafe { (api.PQconnectdbParams)(keywords.as_ptr(), values.as_ptr(), 1) },
+            api,
+        );
         if conn.0.is_null() {
             return Err(plain("libpq is out of memory".into()));
         }
         // SAFETY: a live connection object.
-        if unsafe { PQstatus(conn.0) } != CONNECTION_OK {
+        if unsafe { (api.PQstatus)(conn.0) } != CONNECTION_OK {
             return Err(plain(conn.error_message()));
         }
         Ok(conn)
@@ -140,7 +232,7 @@ impl Connection {
 
     fn error_message(&self) -> String {
         // SAFETY: libpq returns a NUL-terminated string owned by the connection.
-        unsafe { CStr::from_ptr(PQerrorMessage(self.0)) }
+        unsafe { CStr::from_ptr((self.1.PQerrorMessage)(self.0)) }
             .to_string_lossy()
             .into_owned()
     }
@@ -163,23 +255,27 @@ impl Connection {
             .collect();
         // SAFETY: every pointer is NUL-terminated and outlives the call; the result is cleared
         // by PqResult's drop below.
-        let res = PqResult(unsafe {
-            PQexecParams(
-                self.0,
-                sql.as_ptr(),
-                pointers.len() as c_int,
-                std::ptr::null(),
-                pointers.as_ptr(),
-                std::ptr::null(),
-                std::ptr::null(),
-                0,
-            )
-        });
+        let api = self.1;
+        let res = PqResult(
+            unsafe {
+                (api.PQexecParams)(
+                    self.0,
+                    sql.as_ptr(),
+                    pointers.len() as c_int,
+                    std::ptr::null(),
+                    pointers.as_ptr(),
+                    std::ptr::null(),
+                    std::ptr::null(),
+                    0,
+                )
+            },
+            api,
+        );
         if res.0.is_null() {
             return Err(plain(self.error_message()));
         }
         // SAFETY: a live result.
-        if unsafe { PQresultStatus(res.0) } != PGRES_TUPLES_OK {
+        if unsafe { (api.PQresultStatus)(res.0) } != PGRES_TUPLES_OK {
             let message = res
                 .field(DIAG_MESSAGE)
                 .unwrap_or_else(|| self.error_message());
@@ -191,12 +287,12 @@ impl Connection {
         }
         // SAFETY: a live result; row and column indexes are within its counts.
         let rows = unsafe {
-            (0..PQntuples(res.0))
+            (0..(api.PQntuples)(res.0))
                 .map(|row| {
-                    (0..PQnfields(res.0))
+                    (0..(api.PQnfields)(res.0))
                         .map(|col| {
-                            (PQgetisnull(res.0, row, col) == 0).then(|| {
-                                CStr::from_ptr(PQgetvalue(res.0, row, col))
+                            ((api.PQgetisnull)(res.0, row, col) == 0).then(|| {
+                                CStr::from_ptr((api.PQgetvalue)(res.0, row, col))
                                     .to_string_lossy()
                                     .into_owned()
                             })
@@ -212,17 +308,17 @@ impl Connection {
 impl Drop for Connection {
     fn drop(&mut self) {
         // SAFETY: PQfinish frees the object whether or not the connection succeeded.
-        unsafe { PQfinish(self.0) };
+        unsafe { (self.1.PQfinish)(self.0) };
     }
 }
 
 /// A statement's result, cleared on drop.
-struct PqResult(*mut PGresult);
+struct PqResult(*mut PGresult, &'static Api);
 
 impl PqResult {
     fn field(&self, code: c_int) -> Option<String> {
         // SAFETY: a live result; libpq returns NULL or a string owned by the result.
-        let p = unsafe { PQresultErrorField(self.0, code) };
+        let p = unsafe { (self.1.PQresultErrorField)(self.0, code) };
         (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
     }
 }
@@ -231,7 +327,7 @@ impl Drop for PqResult {
     fn drop(&mut self) {
         if !self.0.is_null() {
             // SAFETY: a result libpq returned, cleared once.
-            unsafe { PQclear(self.0) };
+            unsafe { (self.1.PQclear)(self.0) };
         }
     }
 }

@@ -68,6 +68,8 @@ pub enum Problem {
     Refused = 5,
     /// The lease could not be cached in the data directory.
     Cache = 6,
+    /// `snowflake.registry` cannot be read, or libpq cannot be loaded.
+    Settings = 7,
 }
 
 impl Problem {
@@ -80,6 +82,7 @@ impl Problem {
             Problem::Full,
             Problem::Refused,
             Problem::Cache,
+            Problem::Settings,
         ]
         .get(n as usize)
         .copied()
@@ -112,6 +115,10 @@ impl Problem {
                  snowflake_registry_lease in the registry's database."
             }
             Problem::Cache => "Check that the data directory is writable and has space.",
+            Problem::Settings => {
+                "Correct snowflake.registry in postgresql.conf and restart the server (libpq5 must \
+                 be installed)."
+            }
         }
     }
 }
@@ -321,9 +328,8 @@ fn check_settings() -> Result<(), String> {
     if let Some(problem) = gucs::problem() {
         return Err(problem.to_string());
     }
-    let conninfo = gucs::registry().unwrap_or_default();
-    libpq::check_conninfo(&conninfo)
-        .map_err(|why| format!("snowflake.registry is not a valid connection string: {why}"))?;
+    // The connection string is checked by the worker: libpq must not be loaded here, in the
+    // postmaster (see `libpq`).
     let namespace = gucs::registry_namespace();
     if namespace.is_empty() || namespace.len() > 63 || namespace.chars().any(char::is_control) {
         return Err(format!(

@@ -10,6 +10,7 @@ use pgrx::bgworkers::{
     BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
 };
 use pgrx::prelude::*;
+use std::ffi::CStr;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -58,6 +59,23 @@ pub extern "C-unwind" fn pg_snowflake_registry_main(_arg: pg_sys::Datum) {
     let Some(registry) = super::get() else {
         return;
     };
+    // libpq: the server's own if it has one in its library directory, else the system's.
+    // SAFETY: pkglib_path is a NUL-terminated path PostgreSQL set at start.
+    let server_lib =
+        unsafe { CStr::from_ptr((&raw const pg_sys::pkglib_path).cast::<std::ffi::c_char>()) }
+            .to_string_lossy()
+            .into_owned();
+    let checked = libpq::load(Some(Path::new(&server_lib))).and_then(|()| {
+        libpq::check_conninfo(&gucs::registry().unwrap_or_default())
+            .map_err(|why| format!("snowflake.registry is not a valid connection string: {why}"))
+    });
+    if let Err(why) = checked {
+        // Nothing to retry until the configuration changes, which takes a restart.
+        registry.report(Problem::Settings, &why);
+        while BackgroundWorker::wait_latch(Some(Duration::from_secs(3600))) {}
+        // SAFETY: see below.
+        unsafe { pg_sys::proc_exit(1) };
+    }
     loop {
         let wait = renew(registry);
         if !BackgroundWorker::wait_latch(Some(wait)) {
