@@ -88,12 +88,22 @@ pub fn check(out: Output, what: &str) -> Output {
     out
 }
 
+/// A port nothing listens on, and that this process has not handed out before: the kernel may
+/// give the same free port twice, and a Patroni test once started its etcd and a PostgreSQL
+/// on one port (PostgreSQL then could not bind, and Patroni gave up bootstrapping).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if GIVEN.lock().unwrap().insert(port) {
+            return port;
+        }
+    }
 }
 
 /// Where test clusters live: under /tmp, because a checkout under /root is not readable by
