@@ -34,7 +34,8 @@ use std::sync::atomic::{AtomicI64, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 /// `worker_id` while this server holds no lease.
 const NO_WORKER_ID: u32 = u32::MAX;
-/// Bytes of the last problem's text kept in shared memory.
+/// Words (8 bytes each) of the last problem's text kept in shared memory: 512 bytes, the last one
+/// always a NUL.
 const STATUS_WORDS: usize = 64;
 
 /// Where the lease came from.
