@@ -9,13 +9,14 @@
 #
 # What each adds:
 #   build  Debian packages: libclang-dev (bindgen), build-essential, pkg-config; cargo-pgrx
-#          0.18.1, the newest that builds with Rust 1.95 (about 7 minutes the first time);
+#          0.18.1, the newest that builds with Rust 1.95 (3.5 to 5 minutes the first time on 2
+#          cores);
 #          `cargo pgrx init` with local pg_configs only, never a downloaded PostgreSQL. With
 #          --pg-config, nothing else: the server is yours. Without it, the headers of the major.
 #   run    the server: 15 from Debian's packages; 16, 17 (assert-enabled) and 18 by
 #          scripts/build-postgres.sh, from pinned releases, as local packages laid out as
-#          Debian's in /usr/lib/postgresql/N (about 6 minutes each for 17 and 18, the first
-#          time; seconds for 16)
+#          Debian's in /usr/lib/postgresql/N (2.5 to 3.5 minutes each for 17 and 18 on 2
+#          cores, the first time; seconds for 16)
 #   test   sudo (cargo pgrx test --runas), libfaketime (clock tests), node and npm with the
 #          packages of tests/js and the Python clients of tests/clients (the decoder and client
 #          tests), pg_auto_failover for 15 (the failover test), pgspot in target/venv (the SQL
@@ -129,7 +130,7 @@ if [ -z "$PG_CONFIG_GIVEN" ]; then
 fi
 
 if ! cargo pgrx --version 2>/dev/null | grep -q " $PGRX_VERSION\$"; then
-  say "installing cargo-pgrx $PGRX_VERSION (about 7 minutes)"
+  say "installing cargo-pgrx $PGRX_VERSION (about 4 minutes on 2 cores)"
   cargo install cargo-pgrx --version "=$PGRX_VERSION" --locked
 fi
 
