@@ -95,8 +95,9 @@ test-unit:
 # #[pg_test]s in a server that cargo pgrx starts as postgres with the library preloaded.
 test-pgrx:
 	@scripts/run.sh stop
-	rm -rf $(PGRX_TEST_DIR)/$(ONE_MAJOR) && mkdir -p $(PGRX_TEST_DIR)/$(ONE_MAJOR)
-	chown postgres:postgres $(PGRX_TEST_DIR) $(PGRX_TEST_DIR)/$(ONE_MAJOR)
+	@scripts/own-dir.sh $(PGRX_TEST_DIR)
+	rm -rf $(PGRX_TEST_DIR)/$(ONE_MAJOR)
+	@scripts/own-dir.sh $(PGRX_TEST_DIR)/$(ONE_MAJOR)
 	cargo pgrx test pg$(ONE_MAJOR) --runas postgres --pgdata $(PGRX_TEST_DIR)/$(ONE_MAJOR)/data
 
 # tests/: each suite starts its own clusters against the release build installed into

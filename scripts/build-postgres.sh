@@ -48,14 +48,17 @@ CONFIGURE=(--without-icu --without-readline --prefix="$PREFIX" --datadir="$SHARE
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 SUDO=; [ "$(id -u)" -eq 0 ] || SUDO=sudo
 
-# PG_SNOWFLAKE_VERSIONS names another list (the tests of this script use one).
+# PG_SNOWFLAKE_VERSIONS names another list, PG_SNOWFLAKE_DEBIAN_MIRROR (above) another archive:
+# tests/build_postgres.rs uses both.
 VERSIONS=${PG_SNOWFLAKE_VERSIONS:-scripts/postgres-versions}
 mapfile -t RELEASES < <(awk -v m="$MAJOR" '$1 == m { print $2, $3, $4 }' "$VERSIONS")
 [ ${#RELEASES[@]} -gt 0 ] || { echo "$0: $VERSIONS lists no release of PostgreSQL $MAJOR" >&2; exit 2; }
 
 # The package's version says which release was built, with which flags (their hash). Any listed
 # release will do: a warm run does not rebuild because a newer one was listed, nor fail because
-# the one it has can no longer be downloaded.
+# the one it has can no longer be downloaded. Only FLAGS are hashed: a change to CONFIGURE, to
+# the package's dependencies or to a recipe needs a new word in the major's FLAGS to be rebuilt
+# where it is installed (as `rpath` did for 16).
 flags_hash=$(printf '%s ' "${FLAGS[@]}" | md5sum | cut -c1-8)
 installed=$(dpkg-query -W -f='${Status} ${Version}' "postgresql-$MAJOR" 2>/dev/null || true)
 for r in "${RELEASES[@]}"; do
@@ -68,8 +71,10 @@ done
 work=$(mktemp -d "/tmp/pg_snowflake-build-pg$MAJOR.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-# fetch VERSION SHA256 SOURCE: downloads the release into $work and checks its sha256; on
-# failure appends what came back to $tried and returns 1.
+# fetch VERSION SHA256 SOURCE: downloads the release into $work and checks its sha256. A
+# release that cannot be had appends what came back to $tried and returns 1 (the next listed
+# one is tried); a download whose sha256 differs stops everything: it is corrupt or not the
+# release, and falling back to an older release would hide that.
 tried=(); archive=; where=
 fetch() {
   local version=$1 sha=$2 source=$3 file got
@@ -77,8 +82,12 @@ fetch() {
     debian)
       local url="$MIRROR/pool/main/p/postgresql-$MAJOR/postgresql-${MAJOR}_$version.orig.tar.bz2"
       file="$work/postgresql-$version.tar.bz2"
-      if ! got=$(curl -sS -L -o "$file" -w '%{http_code}' "$url" 2>&1) || [ "$got" != 200 ]; then
-        [[ "$got" =~ ^[0-9]{3}$ ]] && got="HTTP $got"
+      # Bounded: a stalled mirror fails after 20 s to connect or 15 min in all, not never;
+      # transient errors (timeouts, 5xx) are retried, a 404 is not.
+      if ! got=$(curl -sS -L --connect-timeout 20 --max-time 900 --retry 3 -o "$file" \
+                   -w '%{http_code}' "$url" 2>"$work/curl.err") || [ "$got" != 200 ]; then
+        if [[ "$got" =~ ^[0-9]{3}$ ]] && [ "$got" != 000 ]; then got="HTTP $got"
+        else got=$(tr '\n' ' ' < "$work/curl.err"); fi
         tried+=("$url: ${got:-no answer}"); return 1
       fi
       where=$url ;;
@@ -95,7 +104,15 @@ fetch() {
   esac
   got=$(sha256sum "$file" | cut -d' ' -f1)
   if [ "$got" != "$sha" ]; then
-    tried+=("$where: sha256 $got, expected $sha"); rm -f "$file"; return 1
+    {
+      echo "$0: the download of PostgreSQL $version has the wrong sha256; nothing was built."
+      echo "  from:     $where"
+      echo "  sha256:   $got"
+      echo "  expected: $sha ($VERSIONS)"
+      echo "It is corrupt, or not the release listed. Try again; if it repeats, the archive serves"
+      echo "another file under that name: check it before changing the list."
+    } >&2
+    exit 1
   fi
   archive=$file
 }
@@ -105,6 +122,7 @@ for r in "${RELEASES[@]}"; do
   read -r v sha source <<< "$r"
   say "downloading PostgreSQL $v"
   if fetch "$v" "$sha" "$source"; then version=$v; break; fi
+  say "PostgreSQL $v cannot be had (${tried[-1]}); trying the next listed release"
 done
 if [ -z "$version" ]; then
   {
@@ -179,9 +197,15 @@ dpkg-deb --root-owner-group -Zgzip --build "$stage" "$deb" >/dev/null
 SUDO_APT=(env DEBIAN_FRONTEND=noninteractive)
 [ -z "$SUDO" ] || SUDO_APT=(sudo "${SUDO_APT[@]}")
 "${SUDO_APT[@]}" apt-get install -y -qq --allow-downgrades "$deb" >/dev/null
-"$PREFIX/bin/pg_config" --version >/dev/null
-# Every program and module finds the libraries it needs (the wheel's carry their own libpq).
+# Checked as installed, where its programs and modules will run: pg_config answers, and every
+# program and module finds the libraries it needs (the wheel's carry their own libpq). A package
+# that fails is removed again, or the next run would take it for a finished build.
 missing=$(for f in "$PREFIX"/bin/* "$PREFIX"/lib/*.so; do
             ldd "$f" 2>/dev/null | sed -n "s|^\s*\(.*\) => not found|$f: \1|p"; done)
-[ -z "$missing" ] || { echo "$0: libraries not found after the install:" >&2; echo "$missing" >&2; exit 1; }
+if ! "$PREFIX/bin/pg_config" --version >/dev/null 2>&1 || [ -n "$missing" ]; then
+  echo "$0: PostgreSQL $version does not work as installed; its package is removed again." >&2
+  [ -z "$missing" ] || { echo "Libraries not found:" >&2; echo "$missing" >&2; }
+  "${SUDO_APT[@]}" apt-get remove -y -qq "postgresql-$MAJOR" >/dev/null || true
+  exit 1
+fi
 say "PostgreSQL $version is in $PREFIX (package postgresql-$MAJOR)"

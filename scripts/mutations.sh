@@ -10,7 +10,10 @@
 # from git afterwards (the tree must be clean). Prints a Markdown table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ -z "$(git status --porcelain src sql)" ] || { echo "src/ or sql/ has uncommitted changes" >&2; exit 2; }
+# What mutations change, restored from git after each (scripts/: the scripts they change, never
+# this one, which bash is still reading).
+MUTABLE=(src sql scripts/build-postgres.sh scripts/own-dir.sh)
+[ -z "$(git status --porcelain "${MUTABLE[@]}")" ] || { echo "${MUTABLE[*]} have uncommitted changes" >&2; exit 2; }
 
 PG=${PG:-15}
 export PG_CONFIG=${PG_CONFIG:-$(scripts/pg-config.sh "$PG")}
@@ -80,16 +83,19 @@ MUTATIONS=(
   "registry_table~the lease function writes the table by the schema name of the install~sql/registry.sql~s/    lease_for := pg_catalog.make_interval/    registry := \x27\@extschema\@.snowflake_registry\x27;\n    lease_for := pg_catalog.make_interval/"
   "registry_lost~a server whose worker id went to another cluster is not told~src/registry/worker.rs~s/Some\(\x2255000\x22\) && held.is_some\(\) =>/Some(\x2255000\x22) \&\& held.is_some() \&\& false =>/"
   "wal_flush~the mark record is not flushed before the lease is used~src/wal.rs~s/        pg_sys::XLogFlush\(lsn\);\n//"
+  "fetch_checksum~a download with the wrong sha256 falls back to the next listed release~scripts/build-postgres.sh~s/    \} >&2\n    exit 1\n  fi\n  archive=/    } >\&2\n    return 1\n  fi\n  archive=/"
+  "own_dir_owner~own-dir.sh takes a directory another user made in /tmp~scripts/own-dir.sh~s/     \|\| \{ \[ \x22\\\$owner\x22 != root \][^\n]*\n//"
+  "fetch_fallback~a release gone from the archive ends the build (no fallback to the next listed one)~scripts/build-postgres.sh~s/  say \x22PostgreSQL \\\$v cannot be had[^\n]*\n/  break\n/"
 )
 
 only=" $* "
 rows=()
-trap 'git checkout -q -- src sql' EXIT
+trap 'git checkout -q -- "${MUTABLE[@]}"' EXIT
 for m in "${MUTATIONS[@]}"; do
   IFS='~' read -r -a fields <<< "$m"
   name=${fields[0]}; what=${fields[1]}
   [ "$only" = "  " ] || [[ "$only" == *" $name "* ]] || continue
-  git checkout -q -- src sql
+  git checkout -q -- "${MUTABLE[@]}"
   for ((i = 2; i < ${#fields[@]}; i += 2)); do
     file=${fields[i]}; subst=${fields[i + 1]}
     count=$(perl -0777 -ne "\$n = ${subst}g; print \$n + 0" "$file")
@@ -109,7 +115,7 @@ for m in "${MUTATIONS[@]}"; do
             | sort | paste -sd, - | sed 's/,/, /g' || true)
   rows+=("| $name | $what | ${failed:-none} |")
 done
-git checkout -q -- src sql
+git checkout -q -- "${MUTABLE[@]}"
 echo "| mutation | removes | black-box tests that fail (PostgreSQL $PG) |"
 echo "|---|---|---|"
 printf '%s\n' "${rows[@]}"

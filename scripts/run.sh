@@ -36,6 +36,8 @@ stop() {
            "$PWD"/target/run-pg*/data /tmp/pg_snowflake-run-pg*/data; do
     if [ -f "$d/postmaster.pid" ]; then
       bin=$(dirname "$(readlink -f "/proc/$(head -1 "$d/postmaster.pid")/exe" 2>/dev/null || echo "$PG_BIN/postgres")")
+      # Only a server's own pg_ctl: under /tmp, anyone could have left a postmaster.pid.
+      [ "$(stat -c %U "$bin/pg_ctl" 2>/dev/null)" = root ] || [ "$(id -u)" -ne 0 ] || continue
       as_pg "$bin/pg_ctl" stop -D "$d" -m fast -w >/dev/null && echo "stopped the cluster in $d"
     fi
   done
@@ -46,8 +48,7 @@ start() {
   local name=$1 port=$2; shift 2
   local data=$DIR/$name/data
   if [ ! -f "$data/PG_VERSION" ]; then
-    mkdir -p "$DIR/$name"
-    [ "$(id -u)" -ne 0 ] || chown postgres:postgres "$DIR" "$DIR/$name"
+    scripts/own-dir.sh "$DIR" "$DIR/$name"
     as_pg "$PG_BIN/initdb" -A trust -U postgres -D "$data" >/dev/null
     {
       echo "listen_addresses = '127.0.0.1'"

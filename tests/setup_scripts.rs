@@ -1,0 +1,304 @@
+//! The scripts that set a machine up for `make run` and `make test`, run for real.
+//!
+//! How `scripts/build-postgres.sh` picks the release it builds from its list
+//! (`scripts/postgres-versions`), against a mirror of Debian's pool served here over HTTP
+//! (`python3 -m http.server`), so that what the archive answers is chosen by the test:
+//! - a release the archive no longer has (404) falls back to the next listed one, and says so;
+//! - a download whose sha256 differs from the list stops everything, and no older release is
+//!   tried: a corrupt or swapped file must not be built, nor hidden by a fallback;
+//! - when no listed release can be had, the script stops naming every address it tried;
+//! - an archive that does not answer (a refused connection) is named with curl's reason.
+//!
+//! None of these gets as far as building: the script exits before it unpacks anything, and the
+//! installed PostgreSQL is left as it was (checked).
+//!
+//! How `scripts/own-dir.sh` refuses a directory that another user made (in /tmp, where root
+//! runs the clusters of `make test-pgrx` and `make run`), or a symlink, and takes a new one.
+#![cfg(not(feature = "pg_test"))]
+
+mod common;
+use common::*;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// Debian's pool laid out under a directory, served on a port of its own.
+struct Mirror {
+    dir: PathBuf,
+    url: String,
+    server: Child,
+}
+
+impl Mirror {
+    fn start(name: &str) -> Mirror {
+        let dir = scratch_dir(name);
+        fs::create_dir_all(dir.join("pool/main/p/postgresql-17")).unwrap();
+        let port = free_port();
+        let log = fs::File::create(dir.join("requests.log")).unwrap();
+        let server = Command::new("python3")
+            .args([
+                "-m",
+                "http.server",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+            ])
+            .arg("--directory")
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("python3 runs");
+        poll(Duration::from_secs(20), Duration::from_millis(50), || {
+            std::net::TcpStream::connect(("127.0.0.1", port))
+                .map(|_| ())
+                .map_err(|e| format!("the mirror on port {port} does not answer: {e}"))
+        });
+        Mirror {
+            dir,
+            url: format!("http://127.0.0.1:{port}"),
+            server,
+        }
+    }
+
+    /// Puts `bytes` in the pool as the upstream tarball of `version`; returns its sha256.
+    fn serve(&self, version: &str, bytes: &[u8]) -> String {
+        let file = self.dir.join(format!(
+            "pool/main/p/postgresql-17/postgresql-17_{version}.orig.tar.bz2"
+        ));
+        fs::write(&file, bytes).unwrap();
+        let out = Command::new("sha256sum").arg(&file).output().unwrap();
+        String::from_utf8(out.stdout).unwrap()[..64].to_string()
+    }
+
+    /// The requests the mirror answered, as http.server logs them ("GET /pool/... 404").
+    fn requests(&self) -> String {
+        fs::read_to_string(self.dir.join("requests.log")).unwrap()
+    }
+}
+
+impl Drop for Mirror {
+    fn drop(&mut self) {
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+    }
+}
+
+/// What `scripts/build-postgres.sh 17` did with this list and this archive.
+struct Run {
+    code: Option<i32>,
+    out: String,
+    err: String,
+}
+
+fn build_17(dir: &Path, mirror_url: &str, versions: &str) -> Run {
+    let list = dir.join("postgres-versions");
+    fs::write(&list, versions).unwrap();
+    let installed_before = installed_17();
+    let out = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/build-postgres.sh"))
+        .arg("17")
+        .env("PG_SNOWFLAKE_VERSIONS", &list)
+        .env("PG_SNOWFLAKE_DEBIAN_MIRROR", mirror_url)
+        .output()
+        .unwrap();
+    assert_eq!(
+        installed_17(),
+        installed_before,
+        "the installed postgresql-17 must be left as it was"
+    );
+    Run {
+        code: out.status.code(),
+        out: String::from_utf8_lossy(&out.stdout).into_owned(),
+        err: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn installed_17() -> String {
+    let out = Command::new("dpkg-query")
+        .args(["-W", "-f=${Status} ${Version}", "postgresql-17"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+const NO_SUCH_SHA: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+#[test]
+fn a_release_gone_from_the_archive_falls_back_but_a_wrong_checksum_stops_everything() {
+    let mirror = Mirror::start("mirror-checksum");
+    let bad = mirror.serve("17.97", b"not the release that was listed");
+    let good = mirror.serve("17.96", b"a file whose checksum is listed");
+    assert_ne!(bad, NO_SUCH_SHA);
+    let run = build_17(
+        &mirror.dir,
+        &mirror.url,
+        &format!(
+            "17 17.98 {NO_SUCH_SHA} debian\n17 17.97 {NO_SUCH_SHA} debian\n17 17.96 {good} debian\n"
+        ),
+    );
+    let all = format!("{}\n{}", run.out, run.err);
+    assert_eq!(run.code, Some(1), "{all}");
+    // The tool took effect: the script asked this mirror, and got its 404.
+    let requests = mirror.requests();
+    assert!(
+        requests.contains(
+            "GET /pool/main/p/postgresql-17/postgresql-17_17.98.orig.tar.bz2 HTTP/1.1\" 404"
+        ),
+        "{requests}"
+    );
+    // 17.98 is gone: said, and the next one tried.
+    assert!(
+        run.out.contains(&format!(
+            "PostgreSQL 17.98 cannot be had ({}/pool/main/p/postgresql-17/postgresql-17_17.98.orig.tar.bz2: HTTP 404); trying the next listed release",
+            mirror.url
+        )),
+        "{all}"
+    );
+    // 17.97 arrived with another checksum: a stop, with both checksums, and 17.96 never asked.
+    assert!(
+        run.err
+            .contains("the download of PostgreSQL 17.97 has the wrong sha256; nothing was built"),
+        "{all}"
+    );
+    assert!(run.err.contains(&format!("sha256:   {bad}")), "{all}");
+    assert!(
+        run.err.contains(&format!("expected: {NO_SUCH_SHA}")),
+        "{all}"
+    );
+    assert!(
+        !all.contains("17.96"),
+        "no fallback past a wrong checksum: {all}"
+    );
+    assert!(!requests.contains("17.96"), "{requests}");
+}
+
+#[test]
+fn when_no_listed_release_can_be_had_every_address_tried_is_named() {
+    let mirror = Mirror::start("mirror-gone");
+    let run = build_17(
+        &mirror.dir,
+        &mirror.url,
+        &format!("17 17.99 {NO_SUCH_SHA} debian\n17 17.98 {NO_SUCH_SHA} debian\n"),
+    );
+    let all = format!("{}\n{}", run.out, run.err);
+    assert_eq!(run.code, Some(1), "{all}");
+    assert!(
+        run.err
+            .contains("none of the listed PostgreSQL 17 releases could be had"),
+        "{all}"
+    );
+    for version in ["17.99", "17.98"] {
+        assert!(
+            run.err.contains(&format!(
+                "  {}/pool/main/p/postgresql-17/postgresql-17_{version}.orig.tar.bz2: HTTP 404",
+                mirror.url
+            )),
+            "{all}"
+        );
+    }
+    assert!(
+        run.err.contains("Add a release that can be downloaded"),
+        "{all}"
+    );
+
+    // An archive that does not answer at all: curl's own reason.
+    let closed = format!("http://127.0.0.1:{}", free_port());
+    let run = build_17(
+        &mirror.dir,
+        &closed,
+        &format!("17 17.99 {NO_SUCH_SHA} debian\n"),
+    );
+    assert_eq!(run.code, Some(1), "{}\n{}", run.out, run.err);
+    assert!(
+        run.err.contains(&format!(
+            "{closed}/pool/main/p/postgresql-17/postgresql-17_17.99.orig.tar.bz2: curl: (7)"
+        )),
+        "{}",
+        run.err
+    );
+}
+
+/// `stat -c FORMAT PATH` (not following a symlink).
+fn stat(format: &str, path: &Path) -> String {
+    let out = Command::new("stat")
+        .args(["-c", format])
+        .arg(path)
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+#[test]
+fn own_dir_refuses_a_directory_another_user_made_and_a_symlink() {
+    assert!(
+        running_as_root(),
+        "this test makes a directory as another user (nobody): run it as root, as make test does"
+    );
+    let base = scratch_dir("own-dir");
+    // A directory like /tmp: anyone may create names in it.
+    check(
+        Command::new("chmod")
+            .arg("1777")
+            .arg(&base)
+            .output()
+            .unwrap(),
+        "chmod",
+    );
+    let own_dir = |dir: &Path| {
+        Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/own-dir.sh"))
+            .arg(dir)
+            .output()
+            .unwrap()
+    };
+    for (name, mode) in [("made-by-nobody", "755"), ("open-to-all", "777")] {
+        let dir = base.join(name);
+        check(
+            Command::new("runuser")
+                .args(["-u", "nobody", "--", "mkdir", "-m", mode])
+                .arg(&dir)
+                .output()
+                .unwrap(),
+            "mkdir as nobody",
+        );
+        assert_eq!(
+            stat("%U %a", &dir),
+            format!("nobody {mode}"),
+            "the tool took effect"
+        );
+        let out = own_dir(&dir);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{name}: {err}");
+        assert!(
+            err.contains("is not safe to use: it belongs to nobody"),
+            "{err}"
+        );
+        assert_eq!(stat("%U", &dir), "nobody", "{name} was not taken over");
+    }
+    // A symlink to a directory of root's: refused, and its target left as it was.
+    let target = base.join("roots");
+    fs::create_dir(&target).unwrap();
+    let link = base.join("link");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let out = own_dir(&link);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stat("%U", &target), "root");
+    // A new one, and one inside it: postgres's, closed to others.
+    let fresh = base.join("fresh");
+    for dir in [fresh.clone(), fresh.join("15")] {
+        let out = own_dir(&dir);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(stat("%U %a", &dir), "postgres 755");
+    }
+    // A second run takes what it made before.
+    assert!(own_dir(&fresh).status.success());
+}
