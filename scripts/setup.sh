@@ -12,7 +12,9 @@
 #          0.18.1, the newest that builds with Rust 1.95 (3.5 to 5 minutes the first time on 2
 #          cores);
 #          `cargo pgrx init` with local pg_configs only, never a downloaded PostgreSQL. With
-#          --pg-config, nothing else: the server is yours. Without it, the headers of the major.
+#          --pg-config, nothing else: the server is yours. Without it, the major's server
+#          headers: Debian's postgresql-server-dev-15, or for 16-18 the whole local package of
+#          scripts/build-postgres.sh (its headers come with it).
 #   run    the server: 15 from Debian's packages; 16, 17 (assert-enabled) and 18 by
 #          scripts/build-postgres.sh, from pinned releases, as local packages laid out as
 #          Debian's in /usr/lib/postgresql/N (2.5 to 3.5 minutes each for 17 and 18 on 2
@@ -73,7 +75,9 @@ if [ -z "$PG_CONFIG_GIVEN" ]; then
   ! has 16 || PACKAGES+=(python3 python3-pip patchelf)
 fi
 if [ "$PURPOSE" != build ]; then
-  PACKAGES+=(procps)
+  # postgresql-common makes the postgres user, which runs every server (PostgreSQL refuses
+  # root); Debian's 15 brings it, this project's 16-18 packages do not.
+  PACKAGES+=(procps postgresql-common)
   ! has 15 || PACKAGES+=(postgresql-15)
 fi
 if [ "$PURPOSE" = test ]; then
@@ -160,11 +164,13 @@ fi
 
 [ "$PURPOSE" = test ] || exit 0
 
-# Python tools of the tests, pinned, in a virtual environment of the checkout.
-PYTHON_TOOLS=(pgspot==0.9.4)
-if ! target/venv/bin/python -m pip show pgspot >/dev/null 2>&1; then
+# Python tools of the tests, pinned with their dependencies, in a virtual environment of the
+# checkout; installed again when the pins change.
+PYTHON_TOOLS=(pgspot==0.9.4 pglast==7.21)
+if ! [ "$(target/venv/bin/python -m pip freeze 2>/dev/null | sort)" = \
+       "$(printf '%s\n' "${PYTHON_TOOLS[@]}" | sort)" ]; then
   say "installing ${PYTHON_TOOLS[*]} into target/venv"
-  python3 -m venv target/venv
+  rm -rf target/venv && python3 -m venv target/venv
   target/venv/bin/python -m pip install --quiet "${PYTHON_TOOLS[@]}"
 fi
 
