@@ -82,9 +82,11 @@ fetch() {
     debian)
       local url="$MIRROR/pool/main/p/postgresql-$MAJOR/postgresql-${MAJOR}_$version.orig.tar.bz2"
       file="$work/postgresql-$version.tar.bz2"
-      # Bounded: a stalled mirror fails after 20 s to connect or 15 min in all, not never;
-      # transient errors (timeouts, 5xx) are retried, a 404 is not.
-      if ! got=$(curl -sS -L --connect-timeout 20 --max-time 900 --retry 3 -o "$file" \
+      # Bounded: a stalled mirror fails within 15 minutes, not never (no retry starts after
+      # 5 minutes, and an attempt lasts 10 at most); transient errors (timeouts, 5xx) are
+      # retried, a 404 is not.
+      if ! got=$(curl -sS -L --connect-timeout 20 --max-time 600 --retry 3 \
+                   --retry-max-time 300 -o "$file" \
                    -w '%{http_code}' "$url" 2>"$work/curl.err") || [ "$got" != 200 ]; then
         if [[ "$got" =~ ^[0-9]{3}$ ]] && [ "$got" != 000 ]; then got="HTTP $got"
         else got=$(tr '\n' ' ' < "$work/curl.err"); fi

@@ -85,6 +85,7 @@ MUTATIONS=(
   "wal_flush~the mark record is not flushed before the lease is used~src/wal.rs~s/        pg_sys::XLogFlush\(lsn\);\n//"
   "fetch_checksum~a download with the wrong sha256 falls back to the next listed release~scripts/build-postgres.sh~s/    \} >&2\n    exit 1\n  fi\n  archive=/    } >\&2\n    return 1\n  fi\n  archive=/"
   "own_dir_owner~own-dir.sh takes a directory another user made in /tmp~scripts/own-dir.sh~s/     \|\| \{ \[ \x22\\\$owner\x22 != root \][^\n]*\n//"
+  "own_dir_mode~own-dir.sh takes a directory of root's that others may write~scripts/own-dir.sh~s/ \\\\\n     \|\| \[ \\\$\(\( 8#\\\$mode & 8#022 \)\) -ne 0 \]//"
   "fetch_fallback~a release gone from the archive ends the build (no fallback to the next listed one)~scripts/build-postgres.sh~s/  say \x22PostgreSQL \\\$v cannot be had[^\n]*\n/  break\n/"
 )
 

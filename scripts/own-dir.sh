@@ -7,7 +7,8 @@
 # any file).
 set -euo pipefail
 for dir in "$@"; do
-  mkdir -p "$dir"
+  # -m: the mode of a new directory whatever the umask (-p makes any missing parents too).
+  mkdir -p -m 0755 "$dir"
   # Checked after mkdir, so that a directory made in between is checked too.
   owner=$(stat -c '%U' "$dir")
   mode=$(stat -c '%a' "$dir")
@@ -18,5 +19,7 @@ for dir in "$@"; do
     echo "Another user may have made it; remove it (as root) and run again." >&2
     exit 1
   fi
-  if [ "$(id -u)" -eq 0 ]; then chown -h postgres:postgres "$dir" && chmod 0755 "$dir"; fi
+  # -h: were the name swapped for a symlink after the check, the link is changed, not its
+  # target (no chmod: it would follow one).
+  if [ "$(id -u)" -eq 0 ]; then chown -h postgres:postgres "$dir"; fi
 done

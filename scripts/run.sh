@@ -35,8 +35,11 @@ stop() {
   for d in "$PWD"/target/run-pg*/*/data /tmp/pg_snowflake-run-pg*/*/data \
            "$PWD"/target/run-pg*/data /tmp/pg_snowflake-run-pg*/data; do
     if [ -f "$d/postmaster.pid" ]; then
-      bin=$(dirname "$(readlink -f "/proc/$(head -1 "$d/postmaster.pid")/exe" 2>/dev/null || echo "$PG_BIN/postgres")")
-      # Only a server's own pg_ctl: under /tmp, anyone could have left a postmaster.pid.
+      pid=$(head -1 "$d/postmaster.pid")
+      # Only a server running in that very directory, with its own pg_ctl: under /tmp, anyone
+      # could have left a postmaster.pid naming another server.
+      [ "$(readlink "/proc/$pid/cwd" 2>/dev/null)" = "$(readlink -f "$d")" ] || continue
+      bin=$(dirname "$(readlink -f "/proc/$pid/exe" 2>/dev/null || echo "$PG_BIN/postgres")")
       [ "$(stat -c %U "$bin/pg_ctl" 2>/dev/null)" = root ] || [ "$(id -u)" -ne 0 ] || continue
       as_pg "$bin/pg_ctl" stop -D "$d" -m fast -w >/dev/null && echo "stopped the cluster in $d"
     fi
@@ -47,8 +50,12 @@ stop() {
 start() {
   local name=$1 port=$2; shift 2
   local data=$DIR/$name/data
+  # Also when the cluster exists: under /tmp, another user could have made it.
+  scripts/own-dir.sh "$DIR" "$DIR/$name"
+  if [ -e "$data" ] && [ "$(stat -c %U "$data")" != "$(as_pg id -un)" ]; then
+    echo "$0: $data does not belong to $(as_pg id -un); remove it and run again" >&2; exit 1
+  fi
   if [ ! -f "$data/PG_VERSION" ]; then
-    scripts/own-dir.sh "$DIR" "$DIR/$name"
     as_pg "$PG_BIN/initdb" -A trust -U postgres -D "$data" >/dev/null
     {
       echo "listen_addresses = '127.0.0.1'"

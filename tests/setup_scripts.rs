@@ -275,6 +275,21 @@ fn own_dir_refuses_a_directory_another_user_made_and_a_symlink() {
         );
         assert_eq!(stat("%U", &dir), "nobody", "{name} was not taken over");
     }
+    // One of root's that others may write into (as a umask of 0 would leave it): refused.
+    let open = base.join("open-to-others");
+    fs::create_dir(&open).unwrap();
+    check(
+        Command::new("chmod")
+            .arg("777")
+            .arg(&open)
+            .output()
+            .unwrap(),
+        "chmod",
+    );
+    let out = own_dir(&open);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("belongs to root (mode 777)"), "{err}");
     // A symlink to a directory of root's: refused, and its target left as it was.
     let target = base.join("roots");
     fs::create_dir(&target).unwrap();

@@ -114,8 +114,13 @@ pub fn free_port() -> u16 {
 /// this user's that nobody else may write (the check scripts/own-dir.sh makes for the others).
 fn base_dir() -> PathBuf {
     let base = std::env::temp_dir().join("pg_snowflake-tests");
-    fs::create_dir_all(&base).unwrap();
-    use std::os::unix::fs::MetadataExt;
+    // 0755 whatever the umask (a looser one would make the check below refuse it).
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(&base)
+        .unwrap();
     let meta = fs::symlink_metadata(&base).unwrap();
     // `id -u [user]`: this user's uid, or postgres's.
     let uid = |user: &[&str]| -> Option<u32> {
@@ -156,8 +161,9 @@ pub fn scratch_dir(name: &str) -> PathBuf {
 /// Hands a directory the tests created to `postgres`, which runs the servers.
 fn owned_by_postgres(dir: &Path) {
     if running_as_root() {
+        // -h: a symlink swapped in for the name would be changed itself, not its target.
         let out = Command::new("chown")
-            .arg("postgres:postgres")
+            .args(["-h", "postgres:postgres"])
             .arg(dir)
             .output()
             .unwrap();
