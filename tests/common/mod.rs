@@ -109,33 +109,16 @@ pub fn free_port() -> u16 {
 /// Where test clusters live: under /tmp, because a checkout under /root is not readable by
 /// `postgres`. One directory per test and process, removed when the test passes.
 ///
-/// Anyone may create that name in /tmp first, and root would then fill (and chown) a directory
-/// another user controls: it is used only if it is a real directory of root's, postgres's or
-/// this user's that nobody else may write (the check scripts/own-dir.sh makes for the others).
+/// Anyone may create that name in /tmp first: `scripts/own-dir.sh`, as for `make test-pgrx`,
+/// uses it only if it is a real directory of root's, postgres's or this user's that nobody else
+/// may write, and (as root) hands it to postgres.
 fn base_dir() -> PathBuf {
     let base = std::env::temp_dir().join("pg_snowflake-tests");
-    // 0755 whatever the umask (a looser one would make the check below refuse it).
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o755)
-        .create(&base)
-        .unwrap();
-    let meta = fs::symlink_metadata(&base).unwrap();
-    // `id -u [user]`: this user's uid, or postgres's.
-    let uid = |user: &[&str]| -> Option<u32> {
-        let out = Command::new("id").arg("-u").args(user).output().ok()?;
-        String::from_utf8(out.stdout).ok()?.trim().parse().ok()
-    };
-    let ours = [Some(0), uid(&["postgres"]), uid(&[])];
-    assert!(
-        meta.is_dir() && ours.contains(&Some(meta.uid())) && meta.mode() & 0o022 == 0,
-        "{} is not safe to use: it belongs to uid {} (mode {:o}) or is no directory; another user may have made it: remove it and run again",
-        base.display(),
-        meta.uid(),
-        meta.mode() & 0o7777
+    let own_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/own-dir.sh");
+    check(
+        Command::new(own_dir).arg(&base).output().unwrap(),
+        "scripts/own-dir.sh",
     );
-    owned_by_postgres(&base);
     base
 }
 
