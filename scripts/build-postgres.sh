@@ -49,7 +49,7 @@ say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 SUDO=; [ "$(id -u)" -eq 0 ] || SUDO=sudo
 
 # PG_SNOWFLAKE_VERSIONS names another list, PG_SNOWFLAKE_DEBIAN_MIRROR (above) another archive:
-# tests/build_postgres.rs uses both.
+# tests/setup_scripts.rs uses both.
 VERSIONS=${PG_SNOWFLAKE_VERSIONS:-scripts/postgres-versions}
 mapfile -t RELEASES < <(awk -v m="$MAJOR" '$1 == m { print $2, $3, $4 }' "$VERSIONS")
 [ ${#RELEASES[@]} -gt 0 ] || { echo "$0: $VERSIONS lists no release of PostgreSQL $MAJOR" >&2; exit 2; }

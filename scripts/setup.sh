@@ -10,8 +10,7 @@
 # What each adds:
 #   build  Debian packages: libclang-dev (bindgen), build-essential, pkg-config; cargo-pgrx
 #          0.18.1, the newest that builds with Rust 1.95 (3.5 to 5 minutes the first time on 2
-#          cores);
-#          `cargo pgrx init` with local pg_configs only, never a downloaded PostgreSQL. With
+#          cores); `cargo pgrx init` with local pg_configs only, never a downloaded PostgreSQL. With
 #          --pg-config, nothing else: the server is yours. Without it, the major's server
 #          headers: Debian's postgresql-server-dev-15, or for 16-18 the whole local package of
 #          scripts/build-postgres.sh (its headers come with it).
