@@ -38,7 +38,7 @@ setup:
 
 # A running demo cluster has the library mapped; overwriting it in place could crash it.
 # cargo pgrx installs the library, the install script it generates and the upgrade scripts of
-# releases before 0.3.0 (sql/); scripts/install-sql.sh adds the later upgrade scripts (made from
+# released steps (sql/); scripts/install-sql.sh adds the upgrade script to this release (made from
 # sql/upgrade/) and the install scripts of earlier releases.
 install: setup
 	@scripts/run.sh stop

@@ -47,7 +47,6 @@ MUTATIONS=(
   "pacing~bursts are not paced~src/generator/mod.rs~s/if !paced && pacing::applies\(layout, next, now, max_drift\) \{/if false {/"
   "floor_durable~snowflake_advance_past() writes no durable mark~src/generator/lease.rs~s/        if units >= self.lease.load\(Ordering::Acquire\) \{\n            self.cover\(layout, units, now\);\n        \}\n//"
   "adopt_floor~snowflake_adopt() does not move the generator above the column~sql/adopt.sql~s/        EXECUTE format\(\x27SELECT %I.snowflake_advance_past\(.*?USING top;/        NULL;/"
-  "update_script~the 0.2.0 -> 0.3.0 script does not give snowflake_claim() its search_path~sql/upgrade/pg_snowflake--0.2.0--0.3.0.sql~s/\\\\generated-replace snowflake_claim\n//"
   "ids_counted~ids are not counted in the stats~src/next.rs~s/    stats::count_id\(\);\n//"
   "layout_refusal~a layout change whose ids would go below the old ones is not refused~src/generator/lease.rs~s/if self.layout_differs.load\(Ordering::Acquire\) \{\n            self.settle_layout/if false {\n            self.settle_layout/"
   "time_ranges~comparisons of snowflake_timestamp(id) are not turned into id ranges~src/lib.rs~s/    planner::init\(\);\n//"
