@@ -11,7 +11,7 @@ mod tests {
     /// as SQL expressions.
     fn other_claim(system_identifier: i64, worker: i32, since: &str, expires: &str) {
         Spi::run(&format!(
-            "INSERT INTO snowflake_claims VALUES
+            "INSERT INTO snowflake.snowflake_claims VALUES
              ({system_identifier}, {worker}, 'twitter', 'other{system_identifier}',
               {since}, {since}, {expires})"
         ))
@@ -22,9 +22,9 @@ mod tests {
     fn a_claim_names_this_cluster_and_its_worker_id_and_is_renewed() {
         assert_eq!(one::<i32>("SELECT snowflake_claim()"), 0);
         let (sysid, worker, layout): (i64, i32, String) = (
-            one("SELECT system_identifier FROM snowflake_claims"),
-            one("SELECT worker_id FROM snowflake_claims"),
-            one("SELECT layout FROM snowflake_claims"),
+            one("SELECT system_identifier FROM snowflake.snowflake_claims"),
+            one("SELECT worker_id FROM snowflake.snowflake_claims"),
+            one("SELECT layout FROM snowflake.snowflake_claims"),
         );
         assert_eq!(
             sysid,
@@ -33,22 +33,26 @@ mod tests {
         assert_eq!((worker, layout.as_str()), (42, "twitter"));
         // Valid for three intervals (10 s by default).
         assert_eq!(
-            one::<String>("SELECT (expires - last_seen)::text FROM snowflake_claims"),
+            one::<String>("SELECT (expires - last_seen)::text FROM snowflake.snowflake_claims"),
             "00:00:30"
         );
         // A second renewal (in the same transaction, as every statement of a #[pg_test]) keeps
         // `since`: one row per cluster and worker id.
-        Spi::run("UPDATE snowflake_claims SET since = since - interval '1 minute'").unwrap();
+        Spi::run("UPDATE snowflake.snowflake_claims SET since = since - interval '1 minute'")
+            .unwrap();
         assert_eq!(one::<i32>("SELECT snowflake_claim()"), 0);
-        assert_eq!(one::<i64>("SELECT count(*) FROM snowflake_claims"), 1);
+        assert_eq!(
+            one::<i64>("SELECT count(*) FROM snowflake.snowflake_claims"),
+            1
+        );
         assert!(one::<bool>(
-            "SELECT since <= last_seen - interval '1 minute' FROM snowflake_claims"
+            "SELECT since <= last_seen - interval '1 minute' FROM snowflake.snowflake_claims"
         ));
         // A claim that had expired starts again.
-        Spi::run("UPDATE snowflake_claims SET expires = now() - interval '1 s'").unwrap();
+        Spi::run("UPDATE snowflake.snowflake_claims SET expires = now() - interval '1 s'").unwrap();
         snowflake_claim_ok();
         assert!(one::<bool>(
-            "SELECT since = last_seen FROM snowflake_claims"
+            "SELECT since = last_seen FROM snowflake.snowflake_claims"
         ));
     }
 
@@ -83,7 +87,7 @@ mod tests {
         );
         // 42 of another layout: no clash.
         Spi::run(
-            "INSERT INTO snowflake_claims SELECT 4, 42, 'discord', 'd', now(), now(),
+            "INSERT INTO snowflake.snowflake_claims SELECT 4, 42, 'discord', 'd', now(), now(),
              now() + interval '1 hour'",
         )
         .unwrap();
@@ -104,9 +108,9 @@ mod tests {
         let listed: Vec<String> = column(
             "SELECT format('%s %s %s %s', worker_id, least(node_name, other_node_name),
                            greatest(node_name, other_node_name), ongoing::text)
-             FROM snowflake_clashes ORDER BY worker_id",
+             FROM snowflake.snowflake_clashes ORDER BY worker_id",
         );
-        let me: String = one("SELECT node_name FROM snowflake_claims WHERE worker_id = 42 AND
+        let me: String = one("SELECT node_name FROM snowflake.snowflake_claims WHERE worker_id = 42 AND
                               system_identifier = (SELECT system_identifier FROM pg_control_system())");
         let (low, high) = (me.clone().min("other1".into()), me.max("other1".into()));
         assert_eq!(
@@ -125,9 +129,9 @@ mod tests {
                 "SELECT has_table_privilege('pg_monitor', '{object}', '{privilege}')"
             ))
         };
-        assert!(acl("snowflake_claims", "SELECT"));
-        assert!(acl("snowflake_clashes", "SELECT"));
-        assert!(!acl("snowflake_claims", "INSERT"));
+        assert!(acl("snowflake.snowflake_claims", "SELECT"));
+        assert!(acl("snowflake.snowflake_clashes", "SELECT"));
+        assert!(!acl("snowflake.snowflake_claims", "INSERT"));
         assert!(!one::<bool>(
             "SELECT has_function_privilege('public', 'snowflake_claim()', 'EXECUTE')"
         ));
@@ -135,7 +139,7 @@ mod tests {
         assert_eq!(
             one::<String>(
                 "SELECT tgenabled::text FROM pg_trigger
-                 WHERE tgrelid = 'snowflake_claims'::regclass AND NOT tgisinternal"
+                 WHERE tgrelid = 'snowflake.snowflake_claims'::regclass AND NOT tgisinternal"
             ),
             "A"
         );

@@ -126,7 +126,7 @@ cluster() {
   psql_on $hub -q <<'SQL'
 CREATE EXTENSION IF NOT EXISTS pg_snowflake;
 DO $$ BEGIN CREATE ROLE fleet LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
-GRANT EXECUTE ON FUNCTION snowflake_registry_lease TO fleet;
+GRANT EXECUTE ON FUNCTION snowflake.snowflake_registry_lease TO fleet;
 CREATE TABLE IF NOT EXISTS orders (id bigint PRIMARY KEY DEFAULT snowflake_next(), item text NOT NULL);
 SQL
   wait_for_lease $hub
@@ -141,7 +141,7 @@ CREATE TABLE IF NOT EXISTS orders (id bigint PRIMARY KEY DEFAULT snowflake_next(
 INSERT INTO orders (item) SELECT 'order ' || g || ' of shard-$i' FROM generate_series(1, 3) g;
 SQL
     [ "$(psql_on $port -Atc "SELECT count(*) FROM pg_publication WHERE pubname = 'to_hub'")" = 1 ] ||
-      psql_on $port -qc "CREATE PUBLICATION to_hub FOR TABLE orders, snowflake_claims"
+      psql_on $port -qc "CREATE PUBLICATION to_hub FOR TABLE orders, snowflake.snowflake_claims"
     [ "$(psql_on $hub -Atc "SELECT count(*) FROM pg_subscription WHERE subname = 'from_shard_$i'")" = 1 ] ||
       psql_on $hub -qc "CREATE SUBSCRIPTION from_shard_$i
                         CONNECTION 'host=127.0.0.1 port=$port dbname=postgres' PUBLICATION to_hub" 2>&1 |
@@ -153,13 +153,13 @@ SQL
   want=$(( $(for i in $(seq "$shards"); do psql_on $((28820 + i)) -Atc "SELECT count(*) FROM orders"; done | paste -sd+) ))
   for _ in $(seq 60); do
     [ "$(psql_on $hub -Atc "SELECT count(*) FROM orders")" -ge "$want" ] &&
-      [ "$(psql_on $hub -Atc "SELECT count(*) FROM snowflake_claims")" -ge $((shards + 1)) ] && break
+      [ "$(psql_on $hub -Atc "SELECT count(*) FROM snowflake.snowflake_claims")" -ge $((shards + 1)) ] && break
     sleep 0.5
   done
   psql_on $hub -c "SELECT item, (snowflake_decode(id)).worker_id FROM orders ORDER BY id DESC LIMIT 9"
-  psql_on $hub -c "SELECT node_name, worker_id, expires FROM snowflake_registry ORDER BY worker_id"
-  psql_on $hub -c "SELECT node_name, worker_id, last_seen FROM snowflake_claims ORDER BY worker_id"
-  psql_on $hub -c "SELECT count(*) AS ongoing_clashes FROM snowflake_clashes WHERE ongoing"
+  psql_on $hub -c "SELECT node_name, worker_id, expires FROM snowflake.snowflake_registry ORDER BY worker_id"
+  psql_on $hub -c "SELECT node_name, worker_id, last_seen FROM snowflake.snowflake_claims ORDER BY worker_id"
+  psql_on $hub -c "SELECT count(*) AS ongoing_clashes FROM snowflake.snowflake_clashes WHERE ongoing"
   cat <<MSG
 Three shards replicate to a hub, whose registry leased every worker id (data in $DIR).
   shards: $PG_BIN/psql -h 127.0.0.1 -p 28821 (28822, 28823) -U postgres

@@ -8,28 +8,35 @@
 -- It runs as whoever writes a claim (the claims worker and apply workers are superusers): its
 -- search_path holds pg_catalog alone (pg_temp last, where PostgreSQL never looks for functions
 -- or operators), and every function and operator it names is named by schema anyway. The table
--- it reads is the one it fires on (TG_RELID), not a schema name fixed at install: whoever owns
--- the extension's schema (on 15 and later, the database owner owns public) could rename it and
--- put a view of their own under the old name, which a superuser writing a claim would then run.
-CREATE FUNCTION @extschema@.snowflake_claims_check() RETURNS trigger
+-- it reads is snowflake.snowflake_claims, in the extension's own schema, which only a superuser
+-- can rename (schema.sql); should a superuser hand that schema to another role, the trigger
+-- refuses to read through it. Nobody but the table's trigger may call it: a role that attached
+-- it to a table of its own would have a superuser's writes run it there.
+CREATE FUNCTION snowflake.snowflake_claims_check() RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $check$
 DECLARE
     other record;
 BEGIN
-    FOR other IN EXECUTE pg_catalog.format(
-        'SELECT o.* FROM %s o
-          WHERE o.worker_id OPERATOR(pg_catalog.=) $1
-            AND o.layout OPERATOR(pg_catalog.=) $2
-            AND o.system_identifier OPERATOR(pg_catalog.<>) $3
-            AND o.since OPERATOR(pg_catalog.<) $4
-            AND $5 OPERATOR(pg_catalog.<) o.expires
-            AND ($6 OR NOT (o.since OPERATOR(pg_catalog.<) $7
-                            AND $8 OPERATOR(pg_catalog.<) o.expires))',
-        TG_RELID::pg_catalog.regclass)
-      USING NEW.worker_id, NEW.layout, NEW.system_identifier, NEW.expires, NEW.since,
-            TG_OP OPERATOR(pg_catalog.=) 'INSERT', OLD.expires, OLD.since
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_namespace n
+                     JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) n.nspowner
+                    WHERE n.nspname OPERATOR(pg_catalog.=) 'snowflake' AND r.rolsuper) THEN
+        RAISE EXCEPTION 'schema "snowflake" is not owned by a superuser'
+            USING ERRCODE = '42501',
+                  DETAIL = 'Its owner could rename it between a lookup and its use.',
+                  HINT = 'ALTER SCHEMA snowflake OWNER TO a superuser.';
+    END IF;
+    FOR other IN
+        SELECT o.* FROM snowflake.snowflake_claims o
+         WHERE o.worker_id OPERATOR(pg_catalog.=) NEW.worker_id
+           AND o.layout OPERATOR(pg_catalog.=) NEW.layout
+           AND o.system_identifier OPERATOR(pg_catalog.<>) NEW.system_identifier
+           AND o.since OPERATOR(pg_catalog.<) NEW.expires
+           AND NEW.since OPERATOR(pg_catalog.<) o.expires
+           AND (TG_OP OPERATOR(pg_catalog.=) 'INSERT'
+                OR NOT (o.since OPERATOR(pg_catalog.<) OLD.expires
+                        AND OLD.since OPERATOR(pg_catalog.<) o.expires))
     LOOP
         RAISE WARNING 'worker id % is claimed by two clusters: "%" and "%"',
                 NEW.worker_id, NEW.node_name, other.node_name
@@ -40,12 +47,12 @@ BEGIN
                       NEW.system_identifier, other.system_identifier, NEW.layout,
                       NEW.worker_id, greatest(NEW.since, other.since)),
                   HINT = 'Give one of them another snowflake.worker_id and restart it; '
-                         'SELECT * FROM snowflake_clashes lists every clash.';
+                         'SELECT * FROM snowflake.snowflake_clashes lists every clash.';
     END LOOP;
     RETURN NULL;
 END
 $check$;
 
-CREATE TRIGGER snowflake_claims_check AFTER INSERT OR UPDATE ON @extschema@.snowflake_claims
-FOR EACH ROW EXECUTE FUNCTION @extschema@.snowflake_claims_check();
-ALTER TABLE @extschema@.snowflake_claims ENABLE ALWAYS TRIGGER snowflake_claims_check;
+CREATE TRIGGER snowflake_claims_check AFTER INSERT OR UPDATE ON snowflake.snowflake_claims
+FOR EACH ROW EXECUTE FUNCTION snowflake.snowflake_claims_check();
+ALTER TABLE snowflake.snowflake_claims ENABLE ALWAYS TRIGGER snowflake_claims_check;

@@ -2,8 +2,9 @@
 -- layout: the cluster generated ids with that worker id from `since` and may go on until
 -- `expires`, which each renewal moves on. Publish this table beside your data and the claims of
 -- every node meet at the subscriber, where the trigger (claims_check.sql) warns of a shared
--- worker id and snowflake_clashes (clashes.sql) lists every one.
-CREATE TABLE @extschema@.snowflake_claims (
+-- worker id and snowflake_clashes (clashes.sql) lists every one. In the extension's own schema
+-- (schema.sql): the claims worker and apply workers write it as superusers.
+CREATE TABLE snowflake.snowflake_claims (
     system_identifier bigint NOT NULL,
     worker_id integer NOT NULL,
     layout text NOT NULL,

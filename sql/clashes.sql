@@ -6,15 +6,15 @@
 --
 -- A view runs with its owner's rights and binds its operators when it is created: every one is
 -- named by schema, so that none can be one a less privileged role planted on the search_path.
-CREATE VIEW @extschema@.snowflake_clashes AS
+CREATE VIEW snowflake.snowflake_clashes AS
 SELECT a.worker_id, a.layout,
        a.node_name, a.system_identifier,
        b.node_name AS other_node_name, b.system_identifier AS other_system_identifier,
        greatest(a.since, b.since) AS since,
        least(a.expires, b.expires) AS until,
        least(a.expires, b.expires) OPERATOR(pg_catalog.>) pg_catalog.now() AS ongoing
-  FROM @extschema@.snowflake_claims a
-  JOIN @extschema@.snowflake_claims b
+  FROM snowflake.snowflake_claims a
+  JOIN snowflake.snowflake_claims b
     ON b.worker_id OPERATOR(pg_catalog.=) a.worker_id
    AND b.layout OPERATOR(pg_catalog.=) a.layout
    -- Each pair once, in the order of the node names.

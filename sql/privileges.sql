@@ -1,52 +1,164 @@
--- Who may call and read what (docs/security.md). Run at the end of the install
--- script and of every upgrade script, so that a database ends with exactly these privileges
--- whatever path it took.
+-- Who may call and read what (docs/security.md), and where everything is. Run at the end of the
+-- install script and of every upgrade script, so that a database ends with exactly these
+-- privileges whatever path it took.
 --
--- First every grant of these objects to anyone but their owner is taken back: default
--- privileges (ALTER DEFAULT PRIVILEGES ... GRANT EXECUTE ON FUNCTIONS TO app, or ON TABLES)
--- would otherwise have given them to roles at CREATE EXTENSION, and a REVOKE FROM PUBLIC does
--- not take such a grant back. Then what is meant to be granted is granted. An administrator
--- may grant more afterwards; snowflake_reset_layout() and snowflake_claim() check for a
--- superuser themselves, whatever is granted.
+-- Every object is found by its membership in the extension (pg_depend, by OID), never through a
+-- schema's name: the owner of the extension's schema (on 15 and later the database owner owns
+-- `public`) can rename it while this script runs, and a statement that names `public` would then
+-- reach objects of theirs. GRANT and REVOKE take names, so after them every privilege is checked
+-- again by OID, and so is the schema of every object the scripts created: a rename that sent a
+-- CREATE or a GRANT elsewhere fails the script, and with it the whole CREATE EXTENSION or ALTER
+-- EXTENSION.
+--
+-- First every grant of the administrators' objects to anyone but their owner is taken back:
+-- default privileges (ALTER DEFAULT PRIVILEGES ... GRANT EXECUTE ON FUNCTIONS TO app, or ON
+-- TABLES) would otherwise have given them to roles at CREATE EXTENSION, and a REVOKE FROM PUBLIC
+-- does not take such a grant back. Then what is meant to be granted is granted. An administrator
+-- may grant more afterwards; snowflake_reset_layout() and snowflake_claim() check for a superuser
+-- themselves, whatever is granted. (The registry's functions and tables keep the grants the
+-- administrator gave the members: registry_lease.sql sets them at creation only.)
 DO $privileges$
 DECLARE
+    ext pg_catalog.oid;
+    home pg_catalog.oid;
+    own pg_catalog.oid;
+    object_ record;
     grant_ record;
+    stray text;
 BEGIN
-    FOR grant_ IN
-        SELECT pg_catalog.format('FUNCTION %s', p.oid::pg_catalog.regprocedure) AS object,
-               a.grantee
-          FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
-         WHERE p.oid OPERATOR(pg_catalog.=) ANY (ARRAY[
-                   '@extschema@.snowflake_stats()'::pg_catalog.regprocedure,
-                   '@extschema@.snowflake_advance_past(bigint)'::pg_catalog.regprocedure,
-                   '@extschema@.snowflake_reset_layout()'::pg_catalog.regprocedure,
-                   '@extschema@.snowflake_claim()'::pg_catalog.regprocedure,
-                   '@extschema@.snowflake_adopt(pg_catalog.regclass, pg_catalog.name)'::pg_catalog.regprocedure])
-           AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
-        UNION
-        SELECT pg_catalog.format('TABLE %s', c.oid::pg_catalog.regclass), a.grantee
-          FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
-         WHERE c.oid OPERATOR(pg_catalog.=) ANY (ARRAY[
-                   '@extschema@.snowflake_claims'::pg_catalog.regclass,
-                   '@extschema@.snowflake_clashes'::pg_catalog.regclass])
-           AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
+    SELECT e.oid, e.extnamespace INTO ext, home FROM pg_catalog.pg_extension e
+     WHERE e.extname OPERATOR(pg_catalog.=) 'pg_snowflake';
+    SELECT n.oid INTO own FROM pg_catalog.pg_namespace n
+      JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) n.nspowner
+     WHERE n.nspname OPERATOR(pg_catalog.=) 'snowflake' AND r.rolsuper
+       AND (n.oid OPERATOR(pg_catalog.=) home OR EXISTS (
+            SELECT FROM pg_catalog.pg_depend d
+             WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_namespace'::pg_catalog.regclass
+               AND d.objid OPERATOR(pg_catalog.=) n.oid
+               AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+               AND d.refobjid OPERATOR(pg_catalog.=) ext
+               AND d.deptype OPERATOR(pg_catalog.=) 'e'));
+    IF own IS NULL THEN
+        RAISE EXCEPTION 'the schema snowflake of pg_snowflake is missing or not owned by a superuser'
+            USING ERRCODE = '42501',
+                  HINT = 'Was it renamed while the script ran? Run the script again.';
+    END IF;
+
+    -- The administrators' functions and the claims.
+    FOR object_ IN
+        SELECT pg_catalog.format('FUNCTION %s', p.oid::pg_catalog.regprocedure) AS name,
+               p.proname AS short, p.proacl AS acl, p.proowner AS owner
+          FROM pg_catalog.pg_proc p
+          JOIN pg_catalog.pg_depend d ON d.objid OPERATOR(pg_catalog.=) p.oid
+         WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+           AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+           AND d.refobjid OPERATOR(pg_catalog.=) ext AND d.deptype OPERATOR(pg_catalog.=) 'e'
+           AND p.proname OPERATOR(pg_catalog.=) ANY (ARRAY['snowflake_stats',
+                   'snowflake_advance_past', 'snowflake_reset_layout', 'snowflake_claim',
+                   'snowflake_adopt', 'snowflake_claims_check']::pg_catalog.name[])
+        UNION ALL
+        SELECT pg_catalog.format('TABLE %s', c.oid::pg_catalog.regclass), c.relname, c.relacl,
+               c.relowner
+          FROM pg_catalog.pg_class c
+          JOIN pg_catalog.pg_depend d ON d.objid OPERATOR(pg_catalog.=) c.oid
+         WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+           AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+           AND d.refobjid OPERATOR(pg_catalog.=) ext AND d.deptype OPERATOR(pg_catalog.=) 'e'
+           AND c.relname OPERATOR(pg_catalog.=) ANY (ARRAY['snowflake_claims',
+                   'snowflake_clashes']::pg_catalog.name[])
     LOOP
-        -- regrole prints a role's name quoted where it needs to be; 0 is PUBLIC.
-        EXECUTE pg_catalog.format('REVOKE ALL ON %s FROM %s', grant_.object,
-            CASE WHEN grant_.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
-                 ELSE grant_.grantee::pg_catalog.regrole::pg_catalog.text
-            END);
+        FOR grant_ IN SELECT DISTINCT a.grantee FROM pg_catalog.aclexplode(object_.acl) a
+                       WHERE a.grantee OPERATOR(pg_catalog.<>) object_.owner LOOP
+            -- regrole prints a role's name quoted where it needs to be; 0 is PUBLIC.
+            EXECUTE pg_catalog.format('REVOKE ALL ON %s FROM %s', object_.name,
+                CASE WHEN grant_.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                     ELSE grant_.grantee::pg_catalog.regrole::pg_catalog.text
+                END);
+        END LOOP;
+        -- A function nobody was granted anything on has PUBLIC's EXECUTE all the same.
+        EXECUTE pg_catalog.format('REVOKE ALL ON %s FROM PUBLIC', object_.name);
+        -- Claims name servers (host names, system identifiers): readable by monitoring,
+        -- written by superusers (and the apply workers of their subscriptions) only.
+        IF object_.short OPERATOR(pg_catalog.=) 'snowflake_stats' THEN
+            EXECUTE pg_catalog.format('GRANT EXECUTE ON %s TO pg_monitor', object_.name);
+        ELSIF object_.short OPERATOR(pg_catalog.=) ANY (ARRAY['snowflake_claims',
+                  'snowflake_clashes']::pg_catalog.name[]) THEN
+            EXECUTE pg_catalog.format('GRANT SELECT ON %s TO pg_monitor', object_.name);
+        END IF;
     END LOOP;
+
+    -- The same, checked by OID: exactly these grants, on exactly the extension's objects.
+    SELECT pg_catalog.string_agg(x.name, ', ') INTO stray FROM (
+        SELECT p.oid::pg_catalog.regprocedure::pg_catalog.text AS name
+          FROM pg_catalog.pg_proc p
+          JOIN pg_catalog.pg_depend d ON d.objid OPERATOR(pg_catalog.=) p.oid
+         WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+           AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+           AND d.refobjid OPERATOR(pg_catalog.=) ext AND d.deptype OPERATOR(pg_catalog.=) 'e'
+           AND p.proname OPERATOR(pg_catalog.=) ANY (ARRAY['snowflake_stats',
+                   'snowflake_advance_past', 'snowflake_reset_layout', 'snowflake_claim',
+                   'snowflake_adopt', 'snowflake_claims_check']::pg_catalog.name[])
+           AND (p.proacl IS NULL OR EXISTS (
+                SELECT FROM pg_catalog.aclexplode(p.proacl) a
+                 WHERE a.grantee OPERATOR(pg_catalog.<>) p.proowner
+                   AND NOT (p.proname OPERATOR(pg_catalog.=) 'snowflake_stats'
+                            AND a.grantee OPERATOR(pg_catalog.=) 'pg_monitor'::pg_catalog.regrole
+                            AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE')))
+        UNION ALL
+        SELECT c.oid::pg_catalog.regclass::pg_catalog.text
+          FROM pg_catalog.pg_class c
+          JOIN pg_catalog.pg_depend d ON d.objid OPERATOR(pg_catalog.=) c.oid
+         WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+           AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+           AND d.refobjid OPERATOR(pg_catalog.=) ext AND d.deptype OPERATOR(pg_catalog.=) 'e'
+           AND c.relname OPERATOR(pg_catalog.=) ANY (ARRAY['snowflake_claims',
+                   'snowflake_clashes']::pg_catalog.name[])
+           AND EXISTS (SELECT FROM pg_catalog.aclexplode(c.relacl) a
+                        WHERE a.grantee OPERATOR(pg_catalog.<>) c.relowner
+                          AND NOT (a.grantee OPERATOR(pg_catalog.=) 'pg_monitor'::pg_catalog.regrole
+                                   AND a.privilege_type OPERATOR(pg_catalog.=) 'SELECT'))) x;
+    -- The registry's functions: whom the administrator granted, never PUBLIC.
+    SELECT pg_catalog.concat_ws(', ', stray,
+               pg_catalog.string_agg(p.oid::pg_catalog.regprocedure::pg_catalog.text, ', '))
+      INTO stray
+      FROM pg_catalog.pg_proc p
+      JOIN pg_catalog.pg_depend d ON d.objid OPERATOR(pg_catalog.=) p.oid
+     WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+       AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+       AND d.refobjid OPERATOR(pg_catalog.=) ext AND d.deptype OPERATOR(pg_catalog.=) 'e'
+       AND p.proname OPERATOR(pg_catalog.=) ANY (ARRAY['snowflake_registry_lease',
+               'snowflake_registry_take', 'snowflake_registry_layout_fields']::pg_catalog.name[])
+       AND (p.proacl IS NULL OR EXISTS (
+            SELECT FROM pg_catalog.aclexplode(p.proacl) a
+             WHERE a.grantee OPERATOR(pg_catalog.=) 0));
+    IF stray OPERATOR(pg_catalog.<>) '' THEN
+        RAISE EXCEPTION 'privileges of pg_snowflake''s objects are not as this script set them: %', stray
+            USING ERRCODE = '42501',
+                  HINT = 'Was a schema renamed while the script ran? Run the script again.';
+    END IF;
+
+    -- Every object of the extension in its schema or in its own: a CREATE that a rename sent
+    -- into another schema would leave it where another role may replace it.
+    SELECT pg_catalog.string_agg(pg_catalog.pg_describe_object(d.classid, d.objid, 0), ', ')
+      INTO stray
+      FROM pg_catalog.pg_depend d
+     WHERE d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+       AND d.refobjid OPERATOR(pg_catalog.=) ext AND d.deptype OPERATOR(pg_catalog.=) 'e'
+       AND COALESCE(
+             (SELECT p.pronamespace FROM pg_catalog.pg_proc p
+               WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+                 AND p.oid OPERATOR(pg_catalog.=) d.objid),
+             (SELECT c.relnamespace FROM pg_catalog.pg_class c
+               WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+                 AND c.oid OPERATOR(pg_catalog.=) d.objid),
+             (SELECT t.typnamespace FROM pg_catalog.pg_type t
+               WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_type'::pg_catalog.regclass
+                 AND t.oid OPERATOR(pg_catalog.=) d.objid),
+             home) OPERATOR(pg_catalog.<>) ALL (ARRAY[home, own]);
+    IF stray IS NOT NULL THEN
+        RAISE EXCEPTION 'pg_snowflake''s objects are outside its schemas: %', stray
+            USING ERRCODE = '42501',
+                  HINT = 'Was a schema renamed while the script ran? Run the script again.';
+    END IF;
 END
 $privileges$;
-
-REVOKE ALL ON FUNCTION @extschema@.snowflake_stats() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION @extschema@.snowflake_stats() TO pg_monitor;
-REVOKE ALL ON FUNCTION @extschema@.snowflake_advance_past(bigint) FROM PUBLIC;
-REVOKE ALL ON FUNCTION @extschema@.snowflake_reset_layout() FROM PUBLIC;
-REVOKE ALL ON FUNCTION @extschema@.snowflake_claim() FROM PUBLIC;
-REVOKE ALL ON FUNCTION @extschema@.snowflake_adopt(pg_catalog.regclass, pg_catalog.name) FROM PUBLIC;
--- Claims name servers (host names, system identifiers): readable by monitoring, written by
--- superusers (and the apply workers of their subscriptions) only.
-REVOKE ALL ON @extschema@.snowflake_claims, @extschema@.snowflake_clashes FROM PUBLIC;
-GRANT SELECT ON @extschema@.snowflake_claims, @extschema@.snowflake_clashes TO pg_monitor;

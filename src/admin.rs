@@ -1,6 +1,6 @@
-//! Administration: moving the generator above ids from elsewhere (`snowflake_advance_past`,
-//! `snowflake_adopt`) and forgetting the ids of a previous layout (`snowflake_reset_layout`).
-//! None of it is for `PUBLIC`.
+//! Administration: moving the generator above ids from elsewhere (`snowflake_advance_past`; see
+//! also `adopt`) and forgetting the ids of a previous layout (`snowflake_reset_layout`). None of
+//! it is for `PUBLIC`.
 
 use crate::{generator, gucs, privileges};
 use pgrx::prelude::*;
@@ -21,9 +21,3 @@ fn snowflake_reset_layout() -> bool {
     privileges::require_superuser("snowflake_reset_layout()");
     generator::get().reset_layout(gucs::layout())
 }
-
-extension_sql_file!(
-    "../sql/adopt.sql",
-    name = "snowflake_adopt",
-    requires = [snowflake_advance_past],
-);

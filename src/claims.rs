@@ -11,7 +11,8 @@
 //! `snowflake.claims_database`; without it, an operator or a scheduler can call
 //! `snowflake_claim()` just as well.
 
-use crate::{errors, generator, gucs, privileges, registry};
+use crate::layout::Layout;
+use crate::{errors, generator, gucs, own_schema, privileges, registry};
 use pgrx::bgworkers::{
     BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
 };
@@ -48,13 +49,14 @@ pub fn init() {
 }
 
 /// The worker: renews the claim at once and then every interval, while the extension is
-/// installed in its database (at a version that has claims).
+/// installed in its database (at a version that has the schema `snowflake`).
 ///
 /// It runs as the bootstrap superuser in a database where other roles may create objects, so
-/// nothing it runs can resolve to one of theirs: its search_path holds only pg_catalog (and
-/// pg_temp, last, where PostgreSQL never looks for functions or operators), every function,
-/// operator and relation it names is named by schema anyway, and the extension's schema is
-/// found by its OID at every renewal (a renamed schema is followed).
+/// nothing it runs can resolve to one of theirs: it calls no SQL function (the claim is written
+/// by `write_claim`, here), its search_path holds only pg_catalog (and pg_temp, last, where
+/// PostgreSQL never looks for functions or operators), every function, operator and relation it
+/// names is named by schema anyway, and the one schema it names is `snowflake`, which only a
+/// superuser can rename (checked at every renewal: see own_schema.rs).
 #[pg_guard]
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn pg_snowflake_claims_main(_arg: pg_sys::Datum) {
@@ -73,27 +75,33 @@ pub extern "C-unwind" fn pg_snowflake_claims_main(_arg: pg_sys::Datum) {
         )
         .expect("built-in settings")
     });
+    // Why the last renewal wrote nothing, logged once per reason.
+    let mut skipped: Option<String> = None;
     loop {
         if BackgroundWorker::sighup_received() {
             // SAFETY: between transactions, as every PostgreSQL process reloads its settings.
             unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
         }
-        BackgroundWorker::transaction(|| {
-            // The extension's schema, if the installed version has claims.
-            let call: Option<String> = Spi::get_one(
-                "SELECT pg_catalog.format('SELECT %I.snowflake_claim()', n.nspname)
-                   FROM pg_catalog.pg_extension e
-                   JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
-                  WHERE e.extname OPERATOR(pg_catalog.=) 'pg_snowflake'
-                    AND pg_catalog.to_regprocedure(
-                            pg_catalog.format('%I.snowflake_claim()', n.nspname)) IS NOT NULL",
-            )
-            .unwrap_or(None);
-            // With a registry, nothing to claim until it has leased a worker id.
-            if let Some(call) = call.filter(|_| registry::worker_id().is_some()) {
-                Spi::run(&call).expect("the claim is written");
+        let why_not = BackgroundWorker::transaction(|| {
+            if !installed() {
+                return Some(format!(
+                    "pg_snowflake is not installed in database {database}"
+                ));
             }
+            if let Err(why) = own_schema::check() {
+                return Some(format!("its schema snowflake cannot be used: {why}"));
+            }
+            // With a registry, nothing to claim until it has leased a worker id.
+            let worker_id = registry::worker_id()?;
+            write_claim(gucs::layout(), worker_id);
+            None
         });
+        if why_not != skipped {
+            if let Some(why) = &why_not {
+                pgrx::log!("pg_snowflake: no worker id claim is written: {why}");
+            }
+            skipped = why_not;
+        }
         if !BackgroundWorker::wait_latch(Some(gucs::claims_interval())) {
             // SIGTERM: pg_terminate_backend(), or a shutdown. Exit code 1 has the postmaster
             // start the worker again after its restart time (at a shutdown it starts nothing);
@@ -104,6 +112,14 @@ pub extern "C-unwind" fn pg_snowflake_claims_main(_arg: pg_sys::Datum) {
     }
 }
 
+/// Whether pg_snowflake is installed in this database.
+fn installed() -> bool {
+    Spi::get_one::<bool>(
+        "SELECT EXISTS (SELECT FROM pg_catalog.pg_extension e
+                         WHERE e.extname OPERATOR(pg_catalog.=) 'pg_snowflake')",
+    ) == Ok(Some(true))
+}
+
 /// Writes (or renews) this server's claim to its worker id in `snowflake_claims`, and returns
 /// how many other clusters claim the same worker id of the same layout at overlapping times.
 /// Each such clash is also reported as a WARNING by the table's trigger.
@@ -112,29 +128,35 @@ pub extern "C-unwind" fn pg_snowflake_claims_main(_arg: pg_sys::Datum) {
 /// pg_catalog alone, and its statements name every object by schema.
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
-fn snowflake_claim(fcinfo: pg_sys::FunctionCallInfo) -> i32 {
+fn snowflake_claim() -> i32 {
     privileges::require_superuser("snowflake_claim()");
     generator::get();
     let Some((layout, worker_id)) = gucs::generating().or_else(registry::generating) else {
         errors::worker_id_unset()
     };
-    let table = format!("{}.snowflake_claims", own_schema(fcinfo));
+    if let Err(why) = own_schema::check() {
+        errors::own_schema_untrusted(&why);
+    }
+    write_claim(layout, worker_id)
+}
+
+/// The claim itself, in `snowflake.snowflake_claims` (a schema that only a superuser can rename:
+/// the caller checked it in this transaction).
+fn write_claim(layout: &Layout, worker_id: u32) -> i32 {
     let valid_for = gucs::claims_interval() * VALID_FOR_INTERVALS;
     // SAFETY: reads a value PostgreSQL set at start.
     let system_identifier = unsafe { pg_sys::GetSystemIdentifier() } as i64;
     // Two short statements rather than one: a clash's WARNING (from the table's trigger) shows
     // the statement as its context, in the server log of every renewal's caller.
     Spi::run_with_args(
-        &format!(
-            "INSERT INTO {table} AS c
-             VALUES ($1, $2, $3, $4, pg_catalog.now(), pg_catalog.now(),
-                     pg_catalog.now() OPERATOR(pg_catalog.+) $5::pg_catalog.interval)
-             ON CONFLICT (system_identifier, worker_id, layout) DO UPDATE SET
-                 node_name = excluded.node_name, last_seen = pg_catalog.now(),
-                 expires = excluded.expires,
-                 since = CASE WHEN c.expires OPERATOR(pg_catalog.<) pg_catalog.now()
-                              THEN pg_catalog.now() ELSE c.since END"
-        ),
+        "INSERT INTO snowflake.snowflake_claims AS c
+         VALUES ($1, $2, $3, $4, pg_catalog.now(), pg_catalog.now(),
+                 pg_catalog.now() OPERATOR(pg_catalog.+) $5::pg_catalog.interval)
+         ON CONFLICT (system_identifier, worker_id, layout) DO UPDATE SET
+             node_name = excluded.node_name, last_seen = pg_catalog.now(),
+             expires = excluded.expires,
+             since = CASE WHEN c.expires OPERATOR(pg_catalog.<) pg_catalog.now()
+                          THEN pg_catalog.now() ELSE c.since END",
         &[
             system_identifier.into(),
             (worker_id as i32).into(),
@@ -146,17 +168,16 @@ fn snowflake_claim(fcinfo: pg_sys::FunctionCallInfo) -> i32 {
     .unwrap_or_else(|e| errors::claims_table_failed("write", &e));
     // A claim that had ended starts again (the CASE above): the time between is not claimed.
     let clashes = Spi::get_one_with_args::<i64>(
-        &format!(
-            "SELECT pg_catalog.count(*) FROM {table} o, {table} m
-             WHERE m.system_identifier OPERATOR(pg_catalog.=) $1
-               AND m.worker_id OPERATOR(pg_catalog.=) $2
-               AND m.layout OPERATOR(pg_catalog.=) $3
-               AND o.worker_id OPERATOR(pg_catalog.=) m.worker_id
-               AND o.layout OPERATOR(pg_catalog.=) m.layout
-               AND o.system_identifier OPERATOR(pg_catalog.<>) m.system_identifier
-               AND o.since OPERATOR(pg_catalog.<) m.expires
-               AND m.since OPERATOR(pg_catalog.<) o.expires"
-        ),
+        "SELECT pg_catalog.count(*)
+           FROM snowflake.snowflake_claims o, snowflake.snowflake_claims m
+          WHERE m.system_identifier OPERATOR(pg_catalog.=) $1
+            AND m.worker_id OPERATOR(pg_catalog.=) $2
+            AND m.layout OPERATOR(pg_catalog.=) $3
+            AND o.worker_id OPERATOR(pg_catalog.=) m.worker_id
+            AND o.layout OPERATOR(pg_catalog.=) m.layout
+            AND o.system_identifier OPERATOR(pg_catalog.<>) m.system_identifier
+            AND o.since OPERATOR(pg_catalog.<) m.expires
+            AND m.since OPERATOR(pg_catalog.<) o.expires",
         &[
             system_identifier.into(),
             (worker_id as i32).into(),
@@ -168,24 +189,10 @@ fn snowflake_claim(fcinfo: pg_sys::FunctionCallInfo) -> i32 {
     clashes as i32
 }
 
-/// The schema this function was created in, quoted: the claims table lives beside it, and a
-/// background worker or an apply worker may run with a search_path that does not name it.
-fn own_schema(fcinfo: pg_sys::FunctionCallInfo) -> String {
-    // SAFETY: fcinfo and its flinfo come from PostgreSQL for this call; the returned strings are
-    // palloc'd in the current memory context and copied before it ends.
-    unsafe {
-        let namespace = pg_sys::get_func_namespace((*(*fcinfo).flinfo).fn_oid);
-        let name = pg_sys::get_namespace_name(namespace);
-        std::ffi::CStr::from_ptr(pg_sys::quote_identifier(name))
-            .to_string_lossy()
-            .into_owned()
-    }
-}
-
 extension_sql_file!(
     "../sql/claims_table.sql",
     name = "snowflake_claims",
-    requires = [snowflake_claim],
+    requires = ["own_schema", snowflake_claim],
 );
 
 extension_sql_file!(

@@ -604,3 +604,164 @@ pub fn wal_record_unknown() -> ! {
     .report(PgLogLevel::PANIC);
     unreachable!("PANIC does not return")
 }
+
+#[cold]
+#[track_caller]
+pub fn adopt_not_a_table(table: &str) -> ! {
+    raise(report(
+        PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
+        format!("{table} is not a table"),
+    ))
+}
+
+#[cold]
+#[track_caller]
+pub fn adopt_not_owner(table: &str) -> ! {
+    raise(
+        report(
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            format!("must be owner of table {table}"),
+        )
+        .set_hint("Run snowflake_adopt() as the owner of the table, or as a superuser."),
+    )
+}
+
+#[cold]
+#[track_caller]
+pub fn adopt_no_column(column: &str, table: &str) -> ! {
+    raise(report(
+        PgSqlErrorCode::ERRCODE_UNDEFINED_COLUMN,
+        format!("column \"{column}\" of relation {table} does not exist"),
+    ))
+}
+
+#[cold]
+#[track_caller]
+pub fn adopt_not_bigint(column: &str, table: &str, type_name: &str, alter: &str) -> ! {
+    raise(
+        report(
+            PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
+            format!("column \"{column}\" of {table} is {type_name}, not bigint"),
+        )
+        .set_detail("Snowflake ids need all 64 bits of a bigint.")
+        .set_hint(format!("Change the type first: {alter}")),
+    )
+}
+
+#[cold]
+#[track_caller]
+pub fn adopt_other_default(column: &str, table: &str, default: &str) -> ! {
+    raise(
+        report(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!(
+                "column \"{column}\" of {table} has a default that is not a sequence: {default}"
+            ),
+        )
+        .set_hint(format!(
+            "If ids from snowflake_next() should replace it, drop it first: ALTER TABLE {table} \
+             ALTER COLUMN \"{column}\" DROP DEFAULT;"
+        )),
+    )
+}
+
+/// `snowflake_adopt()` moves the generator as `snowflake_advance_past()` does, and needs the
+/// right to call it as 0.3.0 did (it called it through SQL).
+#[cold]
+#[track_caller]
+pub fn adopt_needs_advance_past() -> ! {
+    raise(
+        report(
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            "permission denied for function snowflake_advance_past".into(),
+        )
+        .set_detail("snowflake_adopt() moves the generator above the column's largest value.")
+        .set_hint("Grant EXECUTE on snowflake_advance_past(bigint) too, or run it as a superuser."),
+    )
+}
+
+#[cold]
+#[track_caller]
+pub fn adopt_function_missing(name: &str) -> ! {
+    raise(
+        report(
+            PgSqlErrorCode::ERRCODE_UNDEFINED_FUNCTION,
+            format!("function {name}() of pg_snowflake does not exist"),
+        )
+        .set_hint("Run ALTER EXTENSION pg_snowflake UPDATE."),
+    )
+}
+
+/// A statement that PostgreSQL takes by name changed something else than the table and column
+/// `snowflake_adopt()` was given (checked by OID afterwards): everything rolls back.
+#[cold]
+#[track_caller]
+pub fn adopt_redirected(table: &str) -> ! {
+    raise(
+        report(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!("the column of {table} did not end as snowflake_adopt() left it"),
+        )
+        .set_detail(
+            "A statement by name reached another object: a schema was renamed, or the column \
+             changed, while snowflake_adopt() ran. Nothing was changed.",
+        )
+        .set_hint("Find out who renames the schema, then run snowflake_adopt() again."),
+    )
+}
+
+/// The query for a relation's largest id found another relation or a view under its name.
+#[cold]
+#[track_caller]
+pub fn query_redirected() -> ! {
+    raise(
+        report(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            "the table's name leads to another relation".into(),
+        )
+        .set_detail(
+            "A schema was renamed while snowflake_adopt() ran; nothing of what the name now \
+             leads to was run, and nothing was changed.",
+        )
+        .set_hint("Find out who renames the schema, then run snowflake_adopt() again."),
+    )
+}
+
+#[cold]
+#[track_caller]
+pub fn adopt_row_security(table: &str) -> ! {
+    raise(
+        report(
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            format!("row-level security hides rows of {table} from this role"),
+        )
+        .set_detail(
+            "snowflake_adopt() moves the generator above the largest id of every row; it would \
+             miss the ids of the rows it cannot see.",
+        )
+        .set_hint(
+            "Run it as a superuser or a role with BYPASSRLS, or as the table's owner while the \
+             table has no FORCE ROW LEVEL SECURITY.",
+        ),
+    )
+}
+
+/// The schema `snowflake` cannot be trusted (see own_schema.rs).
+#[cold]
+#[track_caller]
+pub fn own_schema_untrusted(why: &str) -> ! {
+    raise(
+        report(
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            format!("pg_snowflake's schema snowflake cannot be used: {why}"),
+        )
+        .set_detail(
+            "Code that runs with a superuser's rights reaches its objects by the schema's name, \
+             which the schema's owner could change between a lookup and its use.",
+        )
+        .set_hint(
+            "Run ALTER EXTENSION pg_snowflake UPDATE, or ALTER SCHEMA snowflake OWNER TO a \
+             superuser.",
+        ),
+    )
+}

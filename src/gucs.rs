@@ -69,6 +69,71 @@ static REGISTRY_NAMESPACE: GucSetting<Option<CString>> =
     GucSetting::<Option<CString>>::new(Some(c"default"));
 static REGISTRY_LEASE_S: GucSetting<i32> = GucSetting::<i32>::new(300);
 
+/// An integer setting's name, range and unit, written once for its definition and for the check
+/// of what the configuration says (`Written`).
+struct Int {
+    name: &'static CStr,
+    lowest: i32,
+    highest: i32,
+    flags: GucFlags,
+}
+
+const TIME_UNIT: Int = Int {
+    name: c"snowflake.time_unit",
+    lowest: 1,
+    highest: 1000,
+    flags: GucFlags::UNIT_MS,
+};
+const TIME_BITS_RANGE: Int = Int {
+    name: c"snowflake.time_bits",
+    lowest: 1,
+    highest: 63,
+    flags: GucFlags::empty(),
+};
+const WORKER_BITS_RANGE: Int = Int {
+    name: c"snowflake.worker_bits",
+    lowest: 0,
+    highest: 31,
+    flags: GucFlags::empty(),
+};
+const SEQUENCE_BITS_RANGE: Int = Int {
+    name: c"snowflake.sequence_bits",
+    lowest: 0,
+    highest: 31,
+    flags: GucFlags::empty(),
+};
+const MAX_DRIFT: Int = Int {
+    name: c"snowflake.max_drift",
+    lowest: 0,
+    highest: i32::MAX,
+    flags: GucFlags::UNIT_MS,
+};
+const DRIFT_WAIT: Int = Int {
+    name: c"snowflake.drift_wait",
+    lowest: 0,
+    highest: 60_000,
+    flags: GucFlags::UNIT_MS,
+};
+const CLAIMS_INTERVAL: Int = Int {
+    name: c"snowflake.claims_interval",
+    lowest: 1,
+    highest: 3600,
+    flags: GucFlags::UNIT_S,
+};
+const REGISTRY_LEASE: Int = Int {
+    name: c"snowflake.registry_lease",
+    lowest: 10,
+    highest: 86_400,
+    flags: GucFlags::UNIT_S,
+};
+/// Its highest value is the layout's largest worker id (`Written::check_worker_id`).
+const WORKER_ID_ANY: Int = Int {
+    name: c"snowflake.worker_id",
+    lowest: WORKER_ID_UNSET,
+    highest: i32::MAX,
+    flags: GucFlags::empty(),
+};
+
 /// The layout and worker id this server runs with, resolved once in the postmaster and
 /// inherited by every backend.
 struct Resolved {
@@ -89,14 +154,18 @@ static RESOLVED: OnceLock<Resolved> = OnceLock::new();
 pub fn init() {
     // What the configuration says, read before PostgreSQL parses it: a value it cannot parse
     // or that is out of range is replaced by the default, with a WARNING, and the default is
-    // another layout than the one asked for (`snowflake.layout = 'sonyflak'` would be twitter).
-    let written = written_layout_settings();
+    // another setting than the one asked for (`snowflake.layout = 'sonyflake '` would be
+    // twitter, `snowflake.registry_lease = '1 day'` 5 minutes).
+    let written = Written::read();
     define_layout();
-    let layout = written.and_then(|()| layout_from_settings());
+    let layout = written.check().and_then(|()| layout_from_settings());
     // The worker id's range is the layout's: PostgreSQL itself then refuses a value the layout
-    // cannot hold, in postgresql.conf (logged, and the worker id stays unset) and in ALTER
-    // SYSTEM (an error), and pg_settings shows the real range.
+    // cannot hold in ALTER SYSTEM (an error), and pg_settings shows the real range.
     let max_worker_id = layout.as_ref().unwrap_or(&layout::TWITTER).max_worker_id();
+    let layout = layout.and_then(|layout| {
+        written.check_worker_id(max_worker_id as i32)?;
+        Ok(layout)
+    });
     define_worker_id(max_worker_id as i32);
     define_drift();
     define_time_ranges();
@@ -160,55 +229,43 @@ fn define_layout() {
     }
     let widths = [
         (
-            c"snowflake.time_unit",
+            TIME_UNIT,
             c"Sets the time unit of the custom layout, 1 ms to 1 s.",
             &TIME_UNIT_MS,
-            1,
-            1000,
-            GucFlags::UNIT_MS,
         ),
         (
-            c"snowflake.time_bits",
+            TIME_BITS_RANGE,
             c"Sets the width of the time field of the custom layout.",
             &TIME_BITS,
-            1,
-            63,
-            GucFlags::default(),
         ),
         (
-            c"snowflake.worker_bits",
+            WORKER_BITS_RANGE,
             c"Sets the width of the worker id field of the custom layout.",
             &WORKER_BITS,
-            0,
-            31,
-            GucFlags::default(),
         ),
         (
-            c"snowflake.sequence_bits",
+            SEQUENCE_BITS_RANGE,
             c"Sets the width of the sequence field of the custom layout.",
             &SEQUENCE_BITS,
-            0,
-            31,
-            GucFlags::default(),
         ),
     ];
-    for (name, short, setting, min, max, flags) in widths {
+    for (int, short, setting) in widths {
         GucRegistry::define_int_guc(
-            name,
+            int.name,
             short,
             c"Only for snowflake.layout = custom. The three widths add up to 63 or fewer.",
             setting,
-            min,
-            max,
+            int.lowest,
+            int.highest,
             GucContext::Postmaster,
-            flags,
+            int.flags,
         );
     }
 }
 
 fn define_drift() {
     GucRegistry::define_int_guc(
-        c"snowflake.max_drift",
+        MAX_DRIFT.name,
         c"Sets how far the time embedded in new ids may run ahead of the system clock.",
         c"Ids borrow time from the future when the clock steps back or when more ids per time \
           unit are requested than the sequence holds. Past half of this bound, ids are handed out \
@@ -216,23 +273,23 @@ fn define_drift() {
           bound snowflake_next() waits for the clock (see snowflake.drift_wait) and then fails. \
           Valid values are 0 to 2147483647 ms.",
         &MAX_DRIFT_MS,
-        0,
-        i32::MAX,
+        MAX_DRIFT.lowest,
+        MAX_DRIFT.highest,
         GucContext::Sighup,
-        GucFlags::UNIT_MS,
+        MAX_DRIFT.flags,
     );
     GucRegistry::define_int_guc(
-        c"snowflake.drift_wait",
+        DRIFT_WAIT.name,
         c"Sets how long snowflake_next() waits for the clock when ids run more than \
           snowflake.max_drift ahead of it.",
         c"The wait is counted in naps of 1 ms (at least 1 ms each), so it lasts at least this \
           long; 0 fails at once. A clock stepped back further than snowflake.max_drift needs as \
           long as the step beyond it. Valid values are 0 to 60000 ms.",
         &DRIFT_WAIT_MS,
-        0,
-        60_000,
+        DRIFT_WAIT.lowest,
+        DRIFT_WAIT.highest,
         GucContext::Sighup,
-        GucFlags::UNIT_MS,
+        DRIFT_WAIT.flags,
     );
 }
 
@@ -263,16 +320,16 @@ fn define_claims() {
         GucFlags::default(),
     );
     GucRegistry::define_int_guc(
-        c"snowflake.claims_interval",
+        CLAIMS_INTERVAL.name,
         c"Sets how often the background worker renews this server's worker id claim.",
         c"A claim is valid for three intervals; a server that stops renewing it (stopped, or \
           its worker id moved) no longer clashes with later claims after that. Valid values \
           are 1 to 3600 s.",
         &CLAIMS_INTERVAL_S,
-        1,
-        3600,
+        CLAIMS_INTERVAL.lowest,
+        CLAIMS_INTERVAL.highest,
         GucContext::Sighup,
-        GucFlags::UNIT_S,
+        CLAIMS_INTERVAL.flags,
     );
 }
 
@@ -299,71 +356,160 @@ fn define_registry() {
         GucFlags::default(),
     );
     GucRegistry::define_int_guc(
-        c"snowflake.registry_lease",
+        REGISTRY_LEASE.name,
         c"Sets how long a worker-id lease from the registry lasts.",
         c"Renewed every third of it. While the registry is unreachable, this server goes on \
           (also across restarts) until its lease runs out; a stopped server's worker id goes to \
           another one only after it ran out. Valid values are 10 s to 1 day.",
         &REGISTRY_LEASE_S,
-        10,
-        86_400,
+        REGISTRY_LEASE.lowest,
+        REGISTRY_LEASE.highest,
         GucContext::Postmaster,
-        GucFlags::UNIT_S,
+        REGISTRY_LEASE.flags,
     );
 }
 
-/// The layout settings whose text PostgreSQL would replace by their default, as
-/// (name, integer flags, lowest, highest); `None` as flags for the enum.
-const LAYOUT_SETTINGS: [(&CStr, Option<u32>, i32, i32); 5] = [
-    (c"snowflake.layout", None, 0, 0),
-    (c"snowflake.time_unit", Some(pg_sys::GUC_UNIT_MS), 1, 1000),
-    (c"snowflake.time_bits", Some(0), 1, 63),
-    (c"snowflake.worker_bits", Some(0), 0, 31),
-    (c"snowflake.sequence_bits", Some(0), 0, 31),
+/// What the configuration files (and the command line) say of the settings that PostgreSQL
+/// would replace by their default where it refuses the text: read while they are still
+/// placeholders, before they are defined.
+struct Written(Vec<(&'static CStr, String)>);
+
+/// How PostgreSQL reads each of them.
+enum Kind {
+    Int(Int),
+    Bool(&'static CStr),
+    Layout,
+}
+
+/// Every setting PostgreSQL could refuse (the strings it takes as they are; `snowflake.epoch`
+/// has its own check hook).
+const CHECKED: [Kind; 11] = [
+    Kind::Layout,
+    Kind::Int(TIME_UNIT),
+    Kind::Int(TIME_BITS_RANGE),
+    Kind::Int(WORKER_BITS_RANGE),
+    Kind::Int(SEQUENCE_BITS_RANGE),
+    Kind::Int(WORKER_ID_ANY),
+    Kind::Int(MAX_DRIFT),
+    Kind::Int(DRIFT_WAIT),
+    Kind::Int(CLAIMS_INTERVAL),
+    Kind::Int(REGISTRY_LEASE),
+    Kind::Bool(c"snowflake.time_ranges"),
 ];
 
-/// Checks the text of each layout setting in the configuration files (and the command line)
-/// as PostgreSQL will: `Err` names the first one it would refuse. Only call before the
-/// settings are defined, while they are placeholders that hold the text.
-fn written_layout_settings() -> Result<(), String> {
-    for (name, flags, lowest, highest) in LAYOUT_SETTINGS {
-        // SAFETY: a lookup of a setting by name, missing_ok; the result is copied at once.
-        let text = unsafe {
-            let value = pg_sys::GetConfigOption(name.as_ptr(), true, false);
-            if value.is_null() {
-                continue;
-            }
-            CStr::from_ptr(value).to_string_lossy().into_owned()
-        };
-        let name = name.to_string_lossy();
-        let Some(flags) = flags else {
-            if layout::Preset::parse(&text).is_none() {
-                let names = layout::Preset::ALL.map(layout::Preset::name).join(", ");
-                return Err(format!("{name} = '{text}' is not one of {names}"));
-            }
-            continue;
-        };
-        let value = CString::new(text.as_str()).unwrap_or_default();
-        let mut parsed = 0;
-        // SAFETY: PostgreSQL's own integer parser (units included), on a NUL-terminated string.
-        let ok = unsafe {
-            pg_sys::parse_int(
-                value.as_ptr(),
-                &mut parsed,
-                flags as i32,
-                std::ptr::null_mut(),
-            )
-        };
-        if !ok {
-            return Err(format!("{name} = '{text}' is not an integer"));
-        }
-        if !(lowest..=highest).contains(&parsed) {
-            return Err(format!(
-                "{name} = '{text}' is outside its range, {lowest} to {highest}"
-            ));
+impl Kind {
+    fn name(&self) -> &'static CStr {
+        match self {
+            Kind::Int(int) => int.name,
+            Kind::Bool(name) => name,
+            Kind::Layout => c"snowflake.layout",
         }
     }
-    Ok(())
+}
+
+impl Written {
+    fn read() -> Written {
+        let texts = CHECKED
+            .iter()
+            .filter_map(|kind| {
+                let name = kind.name();
+                // SAFETY: a lookup of a setting by name, missing_ok; the result is copied at once.
+                unsafe {
+                    let value = pg_sys::GetConfigOption(name.as_ptr(), true, false);
+                    (!value.is_null())
+                        .then(|| (name, CStr::from_ptr(value).to_string_lossy().into_owned()))
+                }
+            })
+            .collect();
+        Written(texts)
+    }
+
+    fn text(&self, name: &CStr) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, t)| t.as_str())
+    }
+
+    /// `Err` names the first setting PostgreSQL would refuse, and why.
+    fn check(&self) -> Result<(), String> {
+        for kind in &CHECKED {
+            let Some(text) = self.text(kind.name()) else {
+                continue;
+            };
+            let name = kind.name().to_string_lossy();
+            match kind {
+                // PostgreSQL compares the whole text, ignoring case only: nothing is trimmed.
+                Kind::Layout => {
+                    if !layout::Preset::ALL
+                        .iter()
+                        .any(|p| p.name().eq_ignore_ascii_case(text))
+                    {
+                        let names = layout::Preset::ALL.map(layout::Preset::name).join(", ");
+                        return Err(format!("{name} = '{text}' is not one of {names}"));
+                    }
+                }
+                Kind::Bool(_) => {
+                    let value = CString::new(text).unwrap_or_default();
+                    let mut parsed = false;
+                    // SAFETY: PostgreSQL's own boolean parser, on a NUL-terminated string.
+                    if !unsafe { pg_sys::parse_bool(value.as_ptr(), &mut parsed) } {
+                        return Err(format!("{name} = '{text}' is not a boolean"));
+                    }
+                }
+                Kind::Int(int) => {
+                    parse_in_range(int, text)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The worker id within the layout's range (PostgreSQL would leave it unset otherwise, and
+    /// say that it is not set).
+    fn check_worker_id(&self, max: i32) -> Result<(), String> {
+        let Some(text) = self.text(WORKER_ID_ANY.name) else {
+            return Ok(());
+        };
+        let int = Int {
+            highest: max,
+            ..WORKER_ID_ANY
+        };
+        parse_in_range(&int, text).map(|_| ())
+    }
+}
+
+/// An integer setting's text as PostgreSQL reads it (units included), within its range.
+fn parse_in_range(int: &Int, text: &str) -> Result<i32, String> {
+    let name = int.name.to_string_lossy();
+    let value = CString::new(text).unwrap_or_default();
+    let mut parsed = 0;
+    // SAFETY: PostgreSQL's own integer parser (units included), on a NUL-terminated string.
+    let ok = unsafe {
+        pg_sys::parse_int(
+            value.as_ptr(),
+            &mut parsed,
+            int.flags.bits(),
+            std::ptr::null_mut(),
+        )
+    };
+    if !ok {
+        let units = if int.flags.contains(GucFlags::UNIT_MS) {
+            " (with a unit of ms, s, min, h or d)"
+        } else if int.flags.contains(GucFlags::UNIT_S) {
+            " (with a unit of s, min, h or d)"
+        } else {
+            ""
+        };
+        return Err(format!("{name} = '{text}' is not an integer{units}"));
+    }
+    if !(int.lowest..=int.highest).contains(&parsed) {
+        return Err(format!(
+            "{name} = '{text}' is outside its range, {} to {}",
+            int.lowest, int.highest
+        ));
+    }
+    Ok(parsed)
 }
 
 /// The check hook of `snowflake.epoch`: in a backend (`ALTER SYSTEM`), an epoch that is not a

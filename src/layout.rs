@@ -444,6 +444,24 @@ impl Layout {
     }
 
     /// A one-line description for messages: the name, or for `custom` its fields.
+    /// The name and every field, as the registry describes a namespace's layout: two layouts
+    /// of other names may have the same fields (and make the same ids).
+    pub fn describe_fields(&self) -> String {
+        format!(
+            "{} ({} bits of {} ms since {}, {} worker bits, {} sequence bits{})",
+            self.preset.name(),
+            self.time_bits,
+            self.unit_ms,
+            iso_unix(self.epoch_unix_ms),
+            self.worker_bits,
+            self.sequence_bits,
+            match self.order {
+                Order::WorkerThenSequence => "",
+                Order::SequenceThenWorker => ", worker id last",
+            }
+        )
+    }
+
     pub fn describe(&self) -> String {
         match self.preset {
             Preset::Custom => format!(

@@ -26,13 +26,15 @@ mod errors; // every error and warning a user meets
 mod gucs; // the snowflake.* settings
 
 // The SQL interface, by concern.
-mod admin; // advance_past, adopt, reset_layout
+mod admin; // advance_past, reset_layout
+mod adopt; // switching a serial or identity column to snowflake_next()
 mod base62; // short text ids
 mod claims; // worker id claims and their background worker
 mod compose; // ids of given fields
 mod decode; // decoding ids, their time, and time ranges as id ranges
 mod next; // snowflake_next()
-mod planner; // time ranges through the primary key
+mod own_schema; // the schema `snowflake`, where privileged code finds its objects
+mod planner; // time ranges through the primary key (and adopt's one-relation plan)
 mod privileges; // who may call what
 mod registry; // worker ids leased from a registry database
 mod stats; // snowflake_stats()

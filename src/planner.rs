@@ -41,11 +41,12 @@
 //! What it does not see: comparisons inside OR, NOT or CASE, and in a sub-select of a WHERE
 //! (`EXISTS (...)`). Those run as written.
 
-use crate::gucs;
+use crate::{errors, gucs};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::PgList;
 use std::ffi::CStr;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// PostgreSQL's B-tree strategy numbers: `<`, `<=`, `=`, `>=`, `>`.
 const LESS: i32 = 1;
@@ -62,6 +63,43 @@ const INT8_GE: u32 = 415;
 const C_LANGUAGE: u32 = 13;
 
 static mut PREVIOUS: pg_sys::planner_hook_type = None;
+
+/// The one relation the next query planned in this backend may read (`only_relation`); 0: any.
+static ONLY_RELATION: AtomicU32 = AtomicU32::new(0);
+
+/// Runs `f`, whose one query may plan nothing but a scan of relation `relid` (its inheritance
+/// children and partitions included): a query whose name for it now leads elsewhere, to a view or
+/// to another table, fails before it is planned, so that nothing of what it found runs.
+/// `snowflake_adopt()` reads the largest id this way (adopt.rs). Views, rules and row-level
+/// security are applied before the planner is called, so they all show in what it checks.
+pub fn only_relation<T>(relid: pg_sys::Oid, f: impl FnOnce() -> T) -> T {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            ONLY_RELATION.store(0, Ordering::Relaxed);
+        }
+    }
+    ONLY_RELATION.store(relid.to_u32(), Ordering::Relaxed);
+    let _reset = Reset;
+    f()
+}
+
+/// # Safety
+/// `parse` is a query tree from the rewriter.
+#[pg_guard]
+unsafe extern "C-unwind" fn check_only_relation(parse: *mut pg_sys::Query, relid: u32) {
+    // SAFETY: the rewriter's query tree and its range table list.
+    let reads_it = unsafe {
+        let rtable = PgList::<pg_sys::RangeTblEntry>::from_pg((*parse).rtable);
+        rtable.len() == 1
+            && rtable.get_ptr(0).is_some_and(|rte| {
+                (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION && (*rte).relid.to_u32() == relid
+            })
+    };
+    if !reads_it {
+        errors::query_redirected();
+    }
+}
 
 /// Installs the hook. Only call while `shared_preload_libraries` is processed.
 pub fn init() {
@@ -88,6 +126,9 @@ unsafe extern "C-unwind" fn plan(
     // SAFETY: PostgreSQL passes the query it is about to plan, which the planner may change;
     // the previous hook and standard_planner are PostgreSQL's own C functions.
     unsafe {
+        if ONLY_RELATION.load(Ordering::Relaxed) != 0 {
+            check_only_relation(parse, ONLY_RELATION.swap(0, Ordering::Relaxed));
+        }
         rewrite(parse);
         match PREVIOUS {
             Some(previous) => previous(parse, query_string, cursor_options, bound_params),

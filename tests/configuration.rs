@@ -355,7 +355,7 @@ fn no_rust_backtrace_reaches_a_client() {
     // PostgreSQL's error inside SPI: the claims table refuses every row.
     c.batch_execute(
         "RESET statement_timeout;
-         ALTER TABLE snowflake_claims ADD CONSTRAINT none CHECK (false) NOT VALID",
+         ALTER TABLE snowflake.snowflake_claims ADD CONSTRAINT none CHECK (false) NOT VALID",
     )
     .unwrap();
     let e = c.query_one("SELECT snowflake_claim()", &[]).unwrap_err();
@@ -426,9 +426,12 @@ fn the_claims_worker_comes_back_after_it_is_terminated() {
         .map(|r| r.get(0))
     };
     let last_seen = |c: &mut Client| -> Option<String> {
-        c.query_opt("SELECT last_seen::text FROM snowflake_claims", &[])
-            .unwrap()
-            .map(|r| r.get(0))
+        c.query_opt(
+            "SELECT last_seen::text FROM snowflake.snowflake_claims",
+            &[],
+        )
+        .unwrap()
+        .map(|r| r.get(0))
     };
     poll(
         Duration::from_secs(30),

@@ -1,5 +1,5 @@
-//! ALTER EXTENSION pg_snowflake UPDATE from every earlier release: a database created at 0.1.0
-//! or 0.2.0, with a table that takes its ids from the default, is updated in place; old and new
+//! ALTER EXTENSION pg_snowflake UPDATE from every earlier release: a database created at 0.1.0,
+//! 0.2.0 or 0.3.0, with a table that takes its ids from the default, is updated in place; old and new
 //! functions work, the table keeps its rows and its default, and the database then holds
 //! exactly the objects (definitions, flags, privileges, settings, comments; a table's columns,
 //! indexes and triggers) of a fresh install of the current version.
@@ -152,11 +152,98 @@ fn update_from_0_1_0_keeps_the_data_and_matches_a_fresh_install() {
 }
 
 #[test]
+fn update_from_0_3_0_keeps_the_claims_and_matches_a_fresh_install() {
+    update_keeps_the_data_and_matches_a_fresh_install(
+        "0.3.0",
+        "SELECT snowflake_registry_lease('default', 'twitter', 1023, NULL, 7, 'n', 60000, 1);
+         INSERT INTO snowflake_claims
+         VALUES (42, 1, 'twitter', 'other', now(), now(), now() + interval '1 hour')",
+    );
+}
+
+#[test]
 fn update_from_0_2_0_keeps_the_claims_and_matches_a_fresh_install() {
     update_keeps_the_data_and_matches_a_fresh_install(
         "0.2.0",
-        "SELECT snowflake_claim();
-         INSERT INTO snowflake_claims
+        "INSERT INTO snowflake_claims
          VALUES (42, 1, 'twitter', 'other', now(), now(), now() + interval '1 hour')",
+    );
+}
+
+/// 0.3.0 keyed the registry by the layout's name: the update keys it by namespace, moves the
+/// rows of a second layout (discord: Twitter's widths, another epoch) to a namespace of their
+/// own, merges Twitter's rows with those of its custom twin (the same fields), and keeps the
+/// grant of the members' role, now on the new function too.
+#[test]
+fn update_from_0_3_0_rekeys_the_registry_and_keeps_the_members_grant() {
+    let cluster = Cluster::start_new("ext_update_0_3_0_registry", &[]);
+    let mut c = cluster.connect();
+    c.batch_execute(
+        "CREATE EXTENSION pg_snowflake VERSION '0.3.0';
+         CREATE ROLE fleet LOGIN;
+         GRANT EXECUTE ON FUNCTION snowflake_registry_lease TO fleet;
+         SELECT snowflake_registry_lease('ns', 'twitter', 1023, NULL, 1, 'a', 60000, 1000);
+         SELECT snowflake_registry_lease('ns', 'twitter', 1023, NULL, 2, 'b', 60000, 2000);
+         SELECT snowflake_registry_lease('ns', 'custom (41 bits of 1 ms since 2010-11-04T01:42:54.657Z, 10 worker bits, 12 sequence bits)', 1023, NULL, 3, 'c', 120000, 3000);
+         SELECT snowflake_registry_lease('ns', 'discord', 1023, NULL, 4, 'd', 60000, 4000);
+         ALTER EXTENSION pg_snowflake UPDATE",
+    )
+    .unwrap();
+    let rows: Vec<String> = c
+        .query(
+            "SELECT namespace || ' ' || worker_id || ' ' || system_identifier || ' '
+                    || covered_until_ms
+               FROM snowflake.snowflake_registry ORDER BY 1",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    // Worker id 0 was held by clusters 1 (twitter) and 3 (its custom twin), each with its own
+    // row: one row now, held by the lease that ends last (3's), covering both. Discord's moved
+    // away.
+    let mut expected = vec![
+        "ns 0 3 3000".to_string(),
+        "ns 1 2 2000".to_string(),
+        "ns/discord 0 4 4000".to_string(),
+    ];
+    expected.sort();
+    assert_eq!(rows, expected);
+    let layouts: Vec<String> = c
+        .query(
+            "SELECT namespace || ' ' || layout || ' ' || epoch_ms
+               FROM snowflake.snowflake_registry_namespaces ORDER BY 1",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(
+        layouts,
+        [
+            "ns twitter 1288834974657",
+            "ns/discord discord 1420070400000"
+        ]
+    );
+    let granted: bool = c
+        .query_one(
+            "SELECT has_function_privilege('fleet',
+                 'snowflake.snowflake_registry_lease(text, text, bigint, integer, integer, integer,
+                  integer, boolean, integer, bigint, text, bigint, bigint)', 'EXECUTE')
+                AND has_function_privilege('fleet',
+                 'public.snowflake_registry_lease(text, text, integer, integer, bigint, text,
+                  bigint, bigint)', 'EXECUTE')
+                AND NOT has_function_privilege('public',
+                 'snowflake.snowflake_registry_lease(text, text, bigint, integer, integer, integer,
+                  integer, boolean, integer, bigint, text, bigint, bigint)', 'EXECUTE')",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(
+        granted,
+        "the members' role keeps its grant, on both signatures"
     );
 }

@@ -46,7 +46,7 @@ fn consolidate(name: &str, clock_offsets_s: [f64; 3]) {
         node.start();
         let mut c = node.connect_ext();
         c.batch_execute(&format!(
-            "{TABLE}; CREATE PUBLICATION events_pub FOR TABLE events, snowflake_claims"
+            "{TABLE}; CREATE PUBLICATION events_pub FOR TABLE events, snowflake.snowflake_claims"
         ))
         .unwrap();
         nodes.push((node, clock));
@@ -145,7 +145,7 @@ fn wait_for_claims(cluster: &Cluster, n: i64) {
     let mut c = cluster.connect();
     poll(Duration::from_secs(60), Duration::from_millis(200), || {
         let have: i64 = c
-            .query_one("SELECT count(*) FROM snowflake_claims", &[])
+            .query_one("SELECT count(*) FROM snowflake.snowflake_claims", &[])
             .unwrap()
             .get(0);
         match have == n {
@@ -159,12 +159,12 @@ fn wait_for_claims(cluster: &Cluster, n: i64) {
     });
 }
 
-/// What `snowflake_clashes` reports: worker id and the two node names.
+/// What `snowflake.snowflake_clashes` reports: worker id and the two node names.
 fn clashes(cluster: &Cluster) -> Vec<(i32, String, String)> {
     let mut c = cluster.connect();
     c.query(
         "SELECT worker_id, least(node_name, other_node_name), greatest(node_name, other_node_name)
-         FROM snowflake_clashes ORDER BY 1, 2",
+         FROM snowflake.snowflake_clashes ORDER BY 1, 2",
         &[],
     )
     .unwrap()
@@ -318,7 +318,7 @@ fn dumps_of_nodes_with_skewed_clocks_merge_in_order_within_the_skew() {
 
 /// Nodes a and c both run with worker id 1, b with 2; each publishes its claims to a hub. The
 /// hub reports the pair sharing worker id 1, as it applies the second claim (a WARNING in its
-/// log) and in `snowflake_clashes`, and does not report b. Once c moves to worker id 3, its
+/// log) and in `snowflake.snowflake_clashes`, and does not report b. Once c moves to worker id 3, its
 /// claim to worker id 1 expires (three claim intervals) and the clash is gone.
 #[test]
 fn two_nodes_sharing_a_worker_id_are_reported_where_their_claims_meet() {
@@ -338,7 +338,7 @@ fn two_nodes_sharing_a_worker_id_are_reported_where_their_claims_meet() {
                 ],
             );
             node.connect_ext()
-                .batch_execute("CREATE PUBLICATION claims_pub FOR TABLE snowflake_claims")
+                .batch_execute("CREATE PUBLICATION claims_pub FOR TABLE snowflake.snowflake_claims")
                 .unwrap();
             node
         })
@@ -366,7 +366,7 @@ fn two_nodes_sharing_a_worker_id_are_reported_where_their_claims_meet() {
     // The claims are renewed: the hub sees a's last_seen move on.
     let seen = |h: &mut Client| -> String {
         h.query_one(
-            "SELECT last_seen::text FROM snowflake_claims WHERE node_name = 'a'",
+            "SELECT last_seen::text FROM snowflake.snowflake_claims WHERE node_name = 'a'",
             &[],
         )
         .unwrap()
@@ -384,9 +384,12 @@ fn two_nodes_sharing_a_worker_id_are_reported_where_their_claims_meet() {
     nodes[2].restart("fast");
     wait_for_claims(&hub, 5);
     let ongoing = |h: &mut Client| -> i64 {
-        h.query_one("SELECT count(*) FROM snowflake_clashes WHERE ongoing", &[])
-            .unwrap()
-            .get(0)
+        h.query_one(
+            "SELECT count(*) FROM snowflake.snowflake_clashes WHERE ongoing",
+            &[],
+        )
+        .unwrap()
+        .get(0)
     };
     poll(
         Duration::from_secs(30),
@@ -402,7 +405,7 @@ fn two_nodes_sharing_a_worker_id_are_reported_where_their_claims_meet() {
 /// The publication of a node's own claim: a row filter on its system identifier, so that a
 /// claim it received from a peer is never sent back (the README's recipe for peers).
 const OWN_CLAIM_PUBLICATION: &str = "SELECT format('CREATE PUBLICATION own_claim FOR TABLE \
-     snowflake_claims WHERE (system_identifier = %s)', system_identifier) \
+     snowflake.snowflake_claims WHERE (system_identifier = %s)', system_identifier) \
      FROM pg_control_system()";
 
 /// Two peers that publish their own claim to each other, both ways, with the same worker id:

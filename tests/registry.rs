@@ -21,7 +21,7 @@ fn registry(name: &str) -> (Cluster, Client) {
     for role in ["fleet", "fleet_a", "fleet_b"] {
         c.batch_execute(&format!(
             "CREATE ROLE {role} LOGIN;
-             GRANT EXECUTE ON FUNCTION snowflake_registry_lease TO {role};"
+             GRANT EXECUTE ON FUNCTION snowflake.snowflake_registry_lease TO {role};"
         ))
         .unwrap();
     }
@@ -145,7 +145,7 @@ fn sixteen_servers_starting_at_once_lease_sixteen_worker_ids_and_a_seventeenth_i
     // The registry agrees: 16 rows, 16 clusters, each worker id once.
     let rows = h
         .query(
-            "SELECT worker_id, system_identifier FROM snowflake_registry
+            "SELECT worker_id, system_identifier FROM snowflake.snowflake_registry
               WHERE namespace = 'default' AND expires > now()",
             &[],
         )
@@ -440,9 +440,9 @@ fn bad_registry_settings_and_calls_give_clear_errors_never_a_guessed_worker_id()
     full.start();
     first_id(&mut full.connect_ext(), Duration::from_secs(30));
     h.batch_execute(
-        "INSERT INTO snowflake_registry
+        "INSERT INTO snowflake.snowflake_registry
          SELECT 'full', layout, w, 42, 'elsewhere', now(), now(), now() + interval '1 hour', 0, 0
-           FROM snowflake_registry, generate_series(0, 1023) w
+           FROM snowflake.snowflake_registry, generate_series(0, 1023) w
           WHERE namespace = 'full' AND w <> worker_id",
     )
     .unwrap();
@@ -497,9 +497,9 @@ fn bad_registry_settings_and_calls_give_clear_errors_never_a_guessed_worker_id()
     // coverage or hand a worker id over by writing the table.
     let mut f = hub.connect_as("fleet");
     for sql in [
-        "UPDATE snowflake_registry SET covered_until_ms = 0",
-        "DELETE FROM snowflake_registry",
-        "INSERT INTO snowflake_registry VALUES ('x', 't', 5, 1, 'n', now(), now(), now(), 0, 0)",
+        "UPDATE snowflake.snowflake_registry SET covered_until_ms = 0",
+        "DELETE FROM snowflake.snowflake_registry",
+        "INSERT INTO snowflake.snowflake_registry VALUES ('x', 't', 5, 1, 'n', now(), now(), now(), 0, 0)",
     ] {
         let (code, ..) = expect_error(&mut f, sql);
         assert_eq!(code, "42501", "{sql}");
@@ -530,7 +530,7 @@ fn bad_registry_settings_and_calls_give_clear_errors_never_a_guessed_worker_id()
     // A plain role without the grants reads nothing and leases nothing.
     h.batch_execute("CREATE ROLE nobody LOGIN").unwrap();
     let mut n = hub.connect_as("nobody");
-    let (code, ..) = expect_error(&mut n, "SELECT * FROM snowflake_registry");
+    let (code, ..) = expect_error(&mut n, "SELECT * FROM snowflake.snowflake_registry");
     assert_eq!(code, "42501");
     let (code, ..) = expect_error(
         &mut n,
@@ -587,7 +587,7 @@ fn a_renamed_registry_schema_leads_the_lease_to_no_table_of_its_owner() {
     let mut r = Client::connect(&conninfo, postgres::NoTls).unwrap();
     r.batch_execute(
         "CREATE EXTENSION pg_snowflake;
-         GRANT EXECUTE ON FUNCTION snowflake_registry_lease TO fleet;",
+         GRANT EXECUTE ON FUNCTION snowflake.snowflake_registry_lease TO fleet;",
     )
     .unwrap();
     drop(r);

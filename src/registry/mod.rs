@@ -71,6 +71,8 @@ pub enum Problem {
     Cache = 6,
     /// `snowflake.registry` cannot be read, or libpq cannot be loaded.
     Settings = 7,
+    /// The namespace makes ids of another layout.
+    Layout = 8,
 }
 
 impl Problem {
@@ -84,6 +86,7 @@ impl Problem {
             Problem::Refused,
             Problem::Cache,
             Problem::Settings,
+            Problem::Layout,
         ]
         .get(n as usize)
         .copied()
@@ -100,8 +103,9 @@ impl Problem {
                  soon as a worker id is leased."
             }
             Problem::NotInstalled => {
-                "Run CREATE EXTENSION pg_snowflake in the registry's database, and grant EXECUTE \
-                 on snowflake_registry_lease to the role in snowflake.registry."
+                "Install pg_snowflake 0.4.0 or later in the registry's database (CREATE \
+                 EXTENSION, or ALTER EXTENSION ... UPDATE), and grant EXECUTE on \
+                 snowflake.snowflake_registry_lease to the role in snowflake.registry."
             }
             Problem::Held => {
                 "Give this server another snowflake.worker_id, or set it to -1 to lease a free \
@@ -113,9 +117,13 @@ impl Problem {
             }
             Problem::Refused => {
                 "Check the role in snowflake.registry: it needs EXECUTE on \
-                 snowflake_registry_lease in the registry's database."
+                 snowflake.snowflake_registry_lease in the registry's database."
             }
             Problem::Cache => "Check that the data directory is writable and has space.",
+            Problem::Layout => {
+                "A namespace is one id space, of one layout: give the servers of each layout a \
+                 namespace of their own (snowflake.registry_namespace), and restart this one."
+            }
             Problem::Settings => {
                 "Correct snowflake.registry in postgresql.conf and restart the server (libpq5 must \
                  be installed)."
@@ -497,4 +505,23 @@ fn start_from_cache(registry: &Registry) {
     registry.hold(&lease, lease.expires_ms, Source::Cached);
 }
 
-extension_sql_file!("../../sql/registry.sql", name = "snowflake_registry");
+extension_sql_file!(
+    "../../sql/registry_namespaces.sql",
+    name = "snowflake_registry_namespaces",
+    requires = ["own_schema"],
+);
+extension_sql_file!(
+    "../../sql/registry_table.sql",
+    name = "snowflake_registry",
+    requires = ["own_schema"],
+);
+extension_sql_file!(
+    "../../sql/registry_lease.sql",
+    name = "snowflake_registry_lease",
+    requires = ["snowflake_registry", "snowflake_registry_namespaces"],
+);
+extension_sql_file!(
+    "../../sql/registry_compat.sql",
+    name = "snowflake_registry_compat",
+    requires = ["snowflake_registry_lease"],
+);

@@ -5,6 +5,7 @@
 //! ids go on under the lease in force until it runs out.
 
 use super::{cache, libpq, node_name, system_identifier, Problem, Registry, Source};
+use crate::layout::Order;
 use crate::{clock, generator, gucs};
 use pgrx::bgworkers::{
     BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
@@ -39,7 +40,8 @@ const SESSION: &str = "SELECT pg_catalog.set_config('synchronous_commit', 'on', 
         pg_catalog.set_config('default_transaction_read_only', 'off', false),
         pg_catalog.set_config('statement_timeout', '10s', false),
         pg_catalog.set_config('lock_timeout', '5s', false),
-        pg_catalog.set_config('idle_in_transaction_session_timeout', '0', false)";
+        pg_catalog.set_config('idle_in_transaction_session_timeout', '0', false),
+        pg_catalog.set_config('default_transaction_isolation', 'read committed', false)";
 
 pub fn register() {
     BackgroundWorkerBuilder::new("pg_snowflake registry")
@@ -174,7 +176,9 @@ struct Granted {
     recorded_until_ms: i64,
 }
 
-/// What went wrong, in words, from an error of the registry's server or of the connection.
+/// What went wrong, in words, from an error of the registry's server or of the connection: by
+/// its SQLSTATE, never by the words of its message (a registry of another release words them
+/// otherwise).
 fn failure(e: libpq::Error) -> (Problem, String) {
     let kind = match e.sqlstate.as_deref() {
         None => {
@@ -184,8 +188,6 @@ fn failure(e: libpq::Error) -> (Problem, String) {
             )
         }
         Some("42704" | "42883" | "3F000") => Problem::NotInstalled,
-        Some("55000") if e.message.contains("leased to another cluster") => Problem::Held,
-        Some("55000") if e.message.contains("is free") => Problem::Full,
         Some(_) => Problem::Refused,
     };
     let code = e.sqlstate.clone().unwrap_or_default();
@@ -199,7 +201,42 @@ fn refused(message: String) -> (Problem, String) {
     (Problem::Refused, message)
 }
 
-/// Calls `snowflake_registry_lease()` in the registry.
+/// The statement that leases: it calls `snowflake.snowflake_registry_lease()` only if that is
+/// pg_snowflake's own function in a schema that a superuser owns, checked in the same statement
+/// (`ours`, a one-time filter of the subquery that calls it): the registry's database may belong
+/// to a role that would plant a look-alike answering every member "worker id 0 for a day". Any
+/// other owner is told apart from a superuser's schema by the name alone only while it is not
+/// renamed, and only a superuser can rename a superuser's schema. Every parameter typed: an
+/// overload with untyped parameters (text where this passes text) could be preferred otherwise.
+const LEASE: &str = "
+    SELECT v.ours, l.outcome, l.worker_id,
+           (pg_catalog.date_part('epoch', l.expires) OPERATOR(pg_catalog.*) 1000)::pg_catalog.int8,
+           l.start_above_ms, l.recorded_until_ms, l.namespace_layout
+      FROM (SELECT EXISTS (
+                SELECT FROM pg_catalog.pg_proc p
+                  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
+                  JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) n.nspowner
+                  JOIN pg_catalog.pg_depend d ON d.objid OPERATOR(pg_catalog.=) p.oid
+                  JOIN pg_catalog.pg_extension e ON e.oid OPERATOR(pg_catalog.=) d.refobjid
+                 WHERE p.oid OPERATOR(pg_catalog.=) pg_catalog.to_regprocedure(
+                           'snowflake.snowflake_registry_lease(text, text, bigint, integer, integer, '
+                           'integer, integer, boolean, integer, bigint, text, bigint, bigint)')
+                   AND d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+                   AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+                   AND d.deptype OPERATOR(pg_catalog.=) 'e'
+                   AND e.extname OPERATOR(pg_catalog.=) 'pg_snowflake'
+                   AND n.nspname OPERATOR(pg_catalog.=) 'snowflake'
+                   AND r.rolsuper) AS ours) v
+      LEFT JOIN LATERAL (
+           SELECT * FROM snowflake.snowflake_registry_lease(
+                    $1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.int8,
+                    $4::pg_catalog.int4, $5::pg_catalog.int4, $6::pg_catalog.int4,
+                    $7::pg_catalog.int4, $8::pg_catalog.bool, $9::pg_catalog.int4,
+                    $10::pg_catalog.int8, $11::pg_catalog.text, $12::pg_catalog.int8,
+                    $13::pg_catalog.int8)
+            WHERE v.ours OFFSET 0) l ON true";
+
+/// Calls `snowflake.snowflake_registry_lease()` in the registry.
 fn call(
     namespace: &str,
     wanted: Option<u32>,
@@ -208,51 +245,72 @@ fn call(
     let conninfo = gucs::registry().unwrap_or_default();
     let conn = libpq::Connection::open(&conninfo, &CONNECTION_DEFAULTS).map_err(failure)?;
     conn.query(SESSION, &[]).map_err(failure)?;
-    let schema = conn
-        .query(
-            "SELECT pg_catalog.quote_ident(n.nspname)
-           FROM pg_catalog.pg_extension e
-           JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
-          WHERE e.extname OPERATOR(pg_catalog.=) 'pg_snowflake'",
-            &[],
-        )
-        .map_err(failure)?;
-    let Some(Some(schema)) = schema.into_iter().next().and_then(|r| r.into_iter().next()) else {
-        return Err((
-            Problem::NotInstalled,
-            "pg_snowflake is not installed in the registry's database".into(),
-        ));
-    };
     let layout = gucs::layout();
-    // Every parameter typed: an overload another role created in that schema (with untyped
-    // parameters, one taking text could be preferred) can never match exactly, the real one
-    // always does.
-    let rows = conn.query(
-        &format!(
-            "SELECT worker_id,
-                    (pg_catalog.date_part('epoch', expires) OPERATOR(pg_catalog.*) 1000)::pg_catalog.int8,
-                    start_above_ms, recorded_until_ms
-               FROM {schema}.snowflake_registry_lease(
-                        $1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.int4,
-                        $4::pg_catalog.int4, $5::pg_catalog.int8, $6::pg_catalog.text,
-                        $7::pg_catalog.int8, $8::pg_catalog.int8)"
-        ),
-        &[
-            Some(namespace.to_string()),
-            Some(layout.describe()),
-            Some(layout.max_worker_id().to_string()),
-            wanted.map(|w| w.to_string()),
-            // The registry stores it as a bigint, as pg_control_system() shows it.
-            Some((system_identifier() as i64).to_string()),
-            Some(node_name()),
-            Some(gucs::registry_lease().as_millis().to_string()),
-            Some(covered_until_ms.to_string()),
-        ],
-    ).map_err(failure)?;
+    let rows = conn
+        .query(
+            LEASE,
+            &[
+                Some(namespace.to_string()),
+                Some(layout.preset.name().to_string()),
+                Some(layout.epoch_unix_ms.to_string()),
+                Some(layout.unit_ms.to_string()),
+                Some(layout.time_bits.to_string()),
+                Some(layout.worker_bits.to_string()),
+                Some(layout.sequence_bits.to_string()),
+                Some((layout.order == Order::SequenceThenWorker).to_string()),
+                wanted.map(|w| w.to_string()),
+                // The registry stores it as a bigint, as pg_control_system() shows it.
+                Some((system_identifier() as i64).to_string()),
+                Some(node_name()),
+                Some(gucs::registry_lease().as_millis().to_string()),
+                Some(covered_until_ms.to_string()),
+            ],
+        )
+        .map_err(|e| match failure(e) {
+            (Problem::NotInstalled, why) => (Problem::NotInstalled, not_installed(&conn, why)),
+            other => other,
+        })?;
     let row = rows.into_iter().next().unwrap_or_default();
-    let number = |i: usize| -> Option<i64> { row.get(i)?.as_deref()?.parse().ok() };
+    let text = |i: usize| -> Option<&str> { row.get(i)?.as_deref() };
+    let number = |i: usize| -> Option<i64> { text(i)?.parse().ok() };
+    if text(0) != Some("t") {
+        return Err(refused(
+            "the registry's snowflake.snowflake_registry_lease() is not pg_snowflake's own (a              member of the extension, in the schema snowflake owned by a superuser): no lease              is taken from it"
+                .into(),
+        ));
+    }
+    match text(1) {
+        Some("granted") => {}
+        Some("held") => {
+            return Err((
+                Problem::Held,
+                format!(
+                    "worker id {} of namespace \"{namespace}\" is leased to another cluster",
+                    wanted.map_or("?".to_string(), |w| w.to_string())
+                ),
+            ))
+        }
+        Some("full") => {
+            return Err((
+                Problem::Full,
+                format!("no worker id of namespace \"{namespace}\" is free"),
+            ))
+        }
+        Some("layout") => {
+            return Err((
+                Problem::Layout,
+                format!(
+                    "namespace \"{namespace}\" of the registry makes ids of layout {}, and this \
+                     server's layout is {}",
+                    text(6).unwrap_or("?"),
+                    layout.describe_fields()
+                ),
+            ))
+        }
+        _ => return Err(refused("the registry's answer is not a lease".into())),
+    }
     let (Some(w), Some(expires_ms), Some(start_above_ms), Some(recorded_until_ms)) =
-        (number(0), number(1), number(2), number(3))
+        (number(2), number(3), number(4), number(5))
     else {
         return Err(refused("the registry's answer is not a lease".into()));
     };
@@ -265,7 +323,7 @@ fn call(
                 "the registry answered with worker id {w}, which this server did not ask for"
             ))
         })?;
-    if start_above_ms < 0 {
+    if start_above_ms < 0 || recorded_until_ms < 0 {
         return Err(refused("the registry's answer is not a lease".into()));
     }
     Ok(Granted {
@@ -274,4 +332,25 @@ fn call(
         start_above_ms,
         recorded_until_ms,
     })
+}
+
+/// Why the lease function is missing: no pg_snowflake in the registry's database, or one older
+/// than the first release whose members call `snowflake.snowflake_registry_lease()`.
+fn not_installed(conn: &libpq::Connection, why: String) -> String {
+    let version = conn
+        .query(
+            "SELECT e.extversion FROM pg_catalog.pg_extension e
+              WHERE e.extname OPERATOR(pg_catalog.=) 'pg_snowflake'",
+            &[],
+        )
+        .ok()
+        .and_then(|rows| rows.into_iter().next())
+        .and_then(|row| row.into_iter().next().flatten());
+    match version {
+        None => "pg_snowflake is not installed in the registry's database".into(),
+        Some(v) => format!(
+            "the registry's database has pg_snowflake {v}, whose registry serves members of \
+             0.3.0 only: update it there first ({why})"
+        ),
+    }
 }

@@ -1,0 +1,293 @@
+-- Leases a worker id of a namespace to a cluster, or renews its lease; called by each member's
+-- registry worker (src/registry/worker.rs). With `wanted` NULL any free worker id: the lowest
+-- never leased, else the one whose lease ran out longest ago; else exactly `wanted`. The primary
+-- key decides between clusters asking at once: an INSERT of a new worker id waits for the
+-- other's, and the update of an expired one takes its row lock and checks the expiry again, so
+-- a worker id is never granted twice.
+--
+-- The answer is a row whose `outcome` says what happened, never a message to parse:
+--   granted  worker_id, expires, start_above_ms (the previous holders' coverage, to start above)
+--            and recorded_until_ms (the coverage recorded for this cluster, at most what it asked)
+--   held     `wanted` is another cluster's; `holder` names it for superusers and pg_monitor only
+--   full     no worker id of the namespace is free
+--   layout   the namespace makes ids of another layout: `namespace_layout` describes it
+-- Calls it cannot answer (a null, a value out of range) are errors: 22004, 22023.
+--
+-- SECURITY DEFINER, so that the role members connect as needs EXECUTE only and can change the
+-- registry only as this function does: a coverage only grows and is never negative or further
+-- ahead than the registry's clock plus the lease and a minute (a member whose clock runs far
+-- ahead gets less than it asked, and refuses ids once its clock passes that); an expiry only
+-- moves later; a held worker id is never taken. Its search_path holds only pg_catalog, and its
+-- tables live in the extension's own schema, which only a superuser can rename (schema.sql): it
+-- checks that a superuser still owns that schema before it reads through its name.
+CREATE FUNCTION snowflake.snowflake_registry_lease(
+    namespace text,
+    layout text,
+    epoch_ms bigint,
+    unit_ms integer,
+    time_bits integer,
+    worker_bits integer,
+    sequence_bits integer,
+    worker_last boolean,
+    wanted integer,
+    system_identifier bigint,
+    node_name text,
+    lease_ms bigint,
+    covered_until_ms bigint)
+RETURNS TABLE (outcome text, worker_id integer, expires timestamptz, start_above_ms bigint,
+               recorded_until_ms bigint, namespace_layout text, holder text)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $lease$
+#variable_conflict use_variable
+DECLARE
+    space record;
+    r record;
+    candidate integer;
+    max_worker integer;
+    lease_for pg_catalog.interval;
+    asked bigint;
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_namespace n
+                     JOIN pg_catalog.pg_roles o ON o.oid OPERATOR(pg_catalog.=) n.nspowner
+                    WHERE n.nspname OPERATOR(pg_catalog.=) 'snowflake' AND o.rolsuper) THEN
+        RAISE EXCEPTION 'schema "snowflake" is not owned by a superuser'
+            USING ERRCODE = '42501',
+                  DETAIL = 'Its owner could rename it between a lookup and its use.',
+                  HINT = 'ALTER SCHEMA snowflake OWNER TO a superuser.';
+    END IF;
+    IF namespace IS NULL OR layout IS NULL OR epoch_ms IS NULL OR unit_ms IS NULL
+       OR time_bits IS NULL OR worker_bits IS NULL OR sequence_bits IS NULL
+       OR worker_last IS NULL OR system_identifier IS NULL OR node_name IS NULL
+       OR lease_ms IS NULL OR covered_until_ms IS NULL THEN
+        RAISE EXCEPTION 'only the worker id may be null'
+            USING ERRCODE = '22004',
+                  HINT = 'snowflake.snowflake_registry_lease() is called by the registry worker of each member.';
+    END IF;
+    IF pg_catalog.length(namespace) OPERATOR(pg_catalog.<) 1
+       OR pg_catalog.length(namespace) OPERATOR(pg_catalog.>) 63
+       OR unit_ms OPERATOR(pg_catalog.<) 1 OR unit_ms OPERATOR(pg_catalog.>) 1000
+       OR time_bits OPERATOR(pg_catalog.<) 1 OR time_bits OPERATOR(pg_catalog.>) 63
+       OR worker_bits OPERATOR(pg_catalog.<) 0 OR worker_bits OPERATOR(pg_catalog.>) 31
+       OR sequence_bits OPERATOR(pg_catalog.<) 0 OR sequence_bits OPERATOR(pg_catalog.>) 31
+       OR time_bits OPERATOR(pg_catalog.+) worker_bits OPERATOR(pg_catalog.+) sequence_bits
+          OPERATOR(pg_catalog.>) 64 THEN
+        RAISE EXCEPTION 'namespace "%" or its layout is out of range', namespace
+            USING ERRCODE = '22023',
+                  HINT = 'Namespaces have 1 to 63 characters; layouts have a time unit of 1 to 1000 ms and fields that fit in 64 bits.';
+    END IF;
+    max_worker := ((1::pg_catalog.int8 OPERATOR(pg_catalog.<<) worker_bits)
+                   OPERATOR(pg_catalog.-) 1)::pg_catalog.int4;
+    IF lease_ms OPERATOR(pg_catalog.<) 1000 OR lease_ms OPERATOR(pg_catalog.>) 86400000
+       OR covered_until_ms OPERATOR(pg_catalog.<) 0
+       OR (wanted IS NOT NULL AND (wanted OPERATOR(pg_catalog.<) 0
+                                   OR wanted OPERATOR(pg_catalog.>) max_worker)) THEN
+        RAISE EXCEPTION 'worker id %, lease of % ms or coverage until % ms is out of range',
+                wanted, lease_ms, covered_until_ms
+            USING ERRCODE = '22023',
+                  HINT = pg_catalog.format('Worker ids run from 0 to %s; leases last 1 s to 1 day; '
+                                           'a coverage is a Unix time in ms, never negative.',
+                                           max_worker);
+    END IF;
+
+    -- The namespace's layout: the first member's. Two first members racing both insert; the
+    -- primary key makes the second wait for the first and then do nothing, and the next
+    -- statement sees the first one's row.
+    INSERT INTO snowflake.snowflake_registry_namespaces
+           (namespace, layout, epoch_ms, unit_ms, time_bits, worker_bits, sequence_bits,
+            worker_last, since)
+    VALUES (namespace, layout, epoch_ms, unit_ms, time_bits, worker_bits, sequence_bits,
+            worker_last, pg_catalog.now())
+    ON CONFLICT DO NOTHING;
+    SELECT s.* INTO STRICT space FROM snowflake.snowflake_registry_namespaces s
+     WHERE s.namespace OPERATOR(pg_catalog.=) namespace;
+    IF space.epoch_ms OPERATOR(pg_catalog.<>) epoch_ms
+       OR space.unit_ms OPERATOR(pg_catalog.<>) unit_ms
+       OR space.time_bits OPERATOR(pg_catalog.<>) time_bits
+       OR space.worker_bits OPERATOR(pg_catalog.<>) worker_bits
+       OR space.sequence_bits OPERATOR(pg_catalog.<>) sequence_bits
+       OR space.worker_last OPERATOR(pg_catalog.<>) worker_last THEN
+        RETURN QUERY SELECT 'layout'::pg_catalog.text, NULL::pg_catalog.int4,
+            NULL::pg_catalog.timestamptz, NULL::pg_catalog.int8, NULL::pg_catalog.int8,
+            pg_catalog.format('%s (%s bits of %s ms since %s, %s worker bits, %s sequence bits%s)',
+                space.layout, space.time_bits, space.unit_ms,
+                pg_catalog.to_char(pg_catalog.to_timestamp(space.epoch_ms::pg_catalog.float8
+                                                           OPERATOR(pg_catalog./) 1000)
+                                   AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+                space.worker_bits, space.sequence_bits,
+                CASE WHEN space.worker_last THEN ', worker id last' ELSE '' END),
+            NULL::pg_catalog.text;
+        RETURN;
+    END IF;
+
+    lease_for := pg_catalog.make_interval(secs => lease_ms::pg_catalog.float8
+                                                  OPERATOR(pg_catalog./) 1000);
+    asked := LEAST(covered_until_ms,
+        (pg_catalog.date_part('epoch', pg_catalog.now()) OPERATOR(pg_catalog.*) 1000)::pg_catalog.int8
+        OPERATOR(pg_catalog.+) lease_ms OPERATOR(pg_catalog.+) 60000);
+
+    -- This cluster's lease, renewed (also one that ran out while no other cluster took it).
+    -- A renewal never moves the expiry earlier: a shorter lease asked for now applies from the
+    -- time the current one ends.
+    UPDATE snowflake.snowflake_registry g
+       SET node_name = node_name, renewed = pg_catalog.now(),
+           expires = GREATEST(g.expires, pg_catalog.now() OPERATOR(pg_catalog.+) lease_for),
+           covered_until_ms = GREATEST(g.covered_until_ms, asked)
+     WHERE (g.namespace, g.worker_id) OPERATOR(pg_catalog.=)
+           (SELECT o.namespace, o.worker_id FROM snowflake.snowflake_registry o
+             WHERE o.namespace OPERATOR(pg_catalog.=) namespace
+               AND o.system_identifier OPERATOR(pg_catalog.=) system_identifier
+               AND o.worker_id OPERATOR(pg_catalog.<=) max_worker
+               AND (wanted IS NULL OR o.worker_id OPERATOR(pg_catalog.=) wanted)
+             ORDER BY o.expires DESC LIMIT 1 FOR UPDATE)
+    RETURNING g.worker_id, g.expires, g.start_above_ms, g.covered_until_ms INTO r;
+    IF r IS NOT NULL THEN
+        RETURN QUERY SELECT 'granted'::pg_catalog.text, r.worker_id, r.expires,
+                            r.start_above_ms, r.covered_until_ms, NULL::pg_catalog.text,
+                            NULL::pg_catalog.text;
+        RETURN;
+    END IF;
+
+    -- A worker id of its own, never leased (the lowest first); then, in the loop below, one
+    -- whose lease ran out longest ago (a server that was down briefly may still come back for
+    -- its own), whose next holder starts above everything its previous holders covered.
+    IF wanted IS NULL THEN
+        LOOP
+            SELECT c.id INTO candidate FROM (
+                SELECT 0 AS id
+                UNION ALL
+                SELECT g.worker_id OPERATOR(pg_catalog.+) 1 FROM snowflake.snowflake_registry g
+                 WHERE g.namespace OPERATOR(pg_catalog.=) namespace
+                   AND g.worker_id OPERATOR(pg_catalog.<) max_worker) c
+             WHERE NOT EXISTS (
+                   SELECT FROM snowflake.snowflake_registry g
+                    WHERE g.namespace OPERATOR(pg_catalog.=) namespace
+                      AND g.worker_id OPERATOR(pg_catalog.=) c.id)
+             ORDER BY c.id LIMIT 1;
+            EXIT WHEN candidate IS NULL;
+            r := snowflake.snowflake_registry_take(namespace, candidate, system_identifier,
+                                                   node_name, lease_for, asked);
+            IF r IS NOT NULL THEN
+                RETURN QUERY SELECT 'granted'::pg_catalog.text, r.worker_id, r.expires,
+                                    r.start_above_ms, r.covered_until_ms, NULL::pg_catalog.text,
+                                    NULL::pg_catalog.text;
+                RETURN;
+            END IF;
+        END LOOP;
+    END IF;
+    FOR candidate IN
+        SELECT c.w FROM (SELECT wanted AS w WHERE wanted IS NOT NULL
+                         UNION ALL
+                         SELECT g.worker_id FROM snowflake.snowflake_registry g
+                          WHERE wanted IS NULL
+                            AND g.namespace OPERATOR(pg_catalog.=) namespace
+                            AND g.worker_id OPERATOR(pg_catalog.<=) max_worker
+                            AND g.expires OPERATOR(pg_catalog.<) pg_catalog.now()) c
+         ORDER BY (SELECT g.expires FROM snowflake.snowflake_registry g
+                    WHERE g.namespace OPERATOR(pg_catalog.=) namespace
+                      AND g.worker_id OPERATOR(pg_catalog.=) c.w) NULLS FIRST, c.w
+    LOOP
+        r := snowflake.snowflake_registry_take(namespace, candidate, system_identifier, node_name,
+                                               lease_for, asked);
+        IF r IS NOT NULL THEN
+            RETURN QUERY SELECT 'granted'::pg_catalog.text, r.worker_id, r.expires,
+                                r.start_above_ms, r.covered_until_ms, NULL::pg_catalog.text,
+                                NULL::pg_catalog.text;
+            RETURN;
+        END IF;
+    END LOOP;
+
+    IF wanted IS NOT NULL THEN
+        -- Who holds it is for the registry's administrators: a member learns only that it is
+        -- held (a cluster's identity would let a member speak for it).
+        RETURN QUERY
+            SELECT 'held'::pg_catalog.text, wanted, NULL::pg_catalog.timestamptz,
+                   NULL::pg_catalog.int8, NULL::pg_catalog.int8, NULL::pg_catalog.text,
+                   CASE WHEN pg_catalog.pg_has_role(SESSION_USER, 'pg_monitor', 'USAGE')
+                        THEN pg_catalog.format('cluster %s (%s), until %s', g.system_identifier,
+                                               g.node_name, g.expires)
+                   END
+              FROM snowflake.snowflake_registry g
+             WHERE g.namespace OPERATOR(pg_catalog.=) namespace
+               AND g.worker_id OPERATOR(pg_catalog.=) wanted;
+        RETURN;
+    END IF;
+    RETURN QUERY SELECT 'full'::pg_catalog.text, NULL::pg_catalog.int4,
+        NULL::pg_catalog.timestamptz, NULL::pg_catalog.int8, NULL::pg_catalog.int8,
+        NULL::pg_catalog.text, NULL::pg_catalog.text;
+END
+$lease$;
+
+-- Takes `candidate` for a cluster if it was never leased or its lease ran out: a new row, or the
+-- expired row with its row lock, its expiry checked again under it. NULL when another cluster
+-- holds it. Called by snowflake_registry_lease() alone (it runs as the same owner).
+CREATE FUNCTION snowflake.snowflake_registry_take(
+    namespace text,
+    candidate integer,
+    system_identifier bigint,
+    node_name text,
+    lease_for interval,
+    asked bigint,
+    OUT worker_id integer,
+    OUT expires timestamptz,
+    OUT start_above_ms bigint,
+    OUT covered_until_ms bigint)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $take$
+#variable_conflict use_variable
+BEGIN
+    INSERT INTO snowflake.snowflake_registry AS g
+           (namespace, worker_id, system_identifier, node_name, since, renewed, expires,
+            covered_until_ms, start_above_ms)
+    VALUES (namespace, candidate, system_identifier, node_name, pg_catalog.now(),
+            pg_catalog.now(), pg_catalog.now() OPERATOR(pg_catalog.+) lease_for, asked, 0)
+    ON CONFLICT ON CONSTRAINT snowflake_registry_pkey DO UPDATE
+       SET system_identifier = excluded.system_identifier,
+           node_name = excluded.node_name,
+           since = excluded.since,
+           renewed = excluded.renewed,
+           expires = excluded.expires,
+           start_above_ms = g.covered_until_ms,
+           covered_until_ms = GREATEST(g.covered_until_ms, excluded.covered_until_ms)
+     WHERE g.expires OPERATOR(pg_catalog.<) pg_catalog.now()
+    RETURNING g.worker_id, g.expires, g.start_above_ms, g.covered_until_ms
+         INTO worker_id, expires, start_above_ms, covered_until_ms;
+END
+$take$;
+
+-- Who may lease is the administrator's choice (GRANT EXECUTE ... TO the members' role): nobody
+-- else, whatever default privileges granted at creation. Monitoring may read which cluster holds
+-- which worker id. Not in privileges.sql, which every upgrade script runs: it would take the
+-- members' grants back, and they would stop leasing.
+DO $privileges$
+DECLARE
+    grant_ record;
+BEGIN
+    FOR grant_ IN
+        SELECT pg_catalog.format('FUNCTION %s', p.oid::pg_catalog.regprocedure) AS object,
+               a.grantee
+          FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+         WHERE p.oid OPERATOR(pg_catalog.=) ANY (ARRAY[
+                   'snowflake.snowflake_registry_lease(text, text, bigint, integer, integer, integer, integer, boolean, integer, bigint, text, bigint, bigint)'::pg_catalog.regprocedure,
+                   'snowflake.snowflake_registry_take(text, integer, bigint, text, interval, bigint)'::pg_catalog.regprocedure])
+           AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+        UNION
+        SELECT pg_catalog.format('TABLE %s', c.oid::pg_catalog.regclass), a.grantee
+          FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+         WHERE c.oid OPERATOR(pg_catalog.=) ANY (ARRAY[
+                   'snowflake.snowflake_registry'::pg_catalog.regclass,
+                   'snowflake.snowflake_registry_namespaces'::pg_catalog.regclass])
+           AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON %s FROM %s', grant_.object,
+            CASE WHEN grant_.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                 ELSE grant_.grantee::pg_catalog.regrole::pg_catalog.text
+            END);
+    END LOOP;
+END
+$privileges$;
+REVOKE ALL ON FUNCTION snowflake.snowflake_registry_lease(text, text, bigint, integer, integer, integer, integer, boolean, integer, bigint, text, bigint, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION snowflake.snowflake_registry_take(text, integer, bigint, text, interval, bigint) FROM PUBLIC;
+REVOKE ALL ON snowflake.snowflake_registry, snowflake.snowflake_registry_namespaces FROM PUBLIC;
+GRANT SELECT ON snowflake.snowflake_registry, snowflake.snowflake_registry_namespaces TO pg_monitor;
