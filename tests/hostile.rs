@@ -13,6 +13,7 @@
 #![cfg(not(feature = "pg_test"))]
 
 mod common;
+use common::mallory::Mallory;
 use common::*;
 use std::time::Duration;
 
@@ -225,7 +226,7 @@ fn worker_renewals(cluster: &Cluster, n: usize) {
     poll(Duration::from_secs(60), Duration::from_millis(100), || {
         let last: Option<String> = c
             .query_opt(
-                "SELECT last_seen::text FROM ext.snowflake_claims
+                "SELECT last_seen::text FROM snowflake.snowflake_claims
                   WHERE system_identifier OPERATOR(pg_catalog.=)
                         (SELECT system_identifier FROM pg_control_system())",
                 &[],
@@ -265,11 +266,11 @@ fn planted_functions_and_operators_never_run_in_the_extensions_privileged_statem
     // trigger, the clashes view, adopting a column, moving the generator, a layout reset.
     su.batch_execute(
         "SELECT ext.snowflake_claim();
-         INSERT INTO ext.snowflake_claims
+         INSERT INTO snowflake.snowflake_claims
          VALUES (42, 1, 'twitter', 'other', '2020-01-01', '2020-01-01', 'infinity');
-         UPDATE ext.snowflake_claims SET last_seen = '2020-01-02'
+         UPDATE snowflake.snowflake_claims SET last_seen = '2020-01-02'
           WHERE system_identifier OPERATOR(pg_catalog.=) 42;
-         SELECT * FROM ext.snowflake_clashes;
+         SELECT * FROM snowflake.snowflake_clashes;
          CREATE TABLE public.legacy (id bigserial PRIMARY KEY);
          INSERT INTO public.legacy DEFAULT VALUES;
          SELECT ext.snowflake_adopt('public.legacy', 'id');
@@ -314,11 +315,11 @@ fn default_privileges_do_not_open_the_administrators_functions_and_tables() {
             ("SELECT snowflake_advance_past(1)", "42501"),
             ("SELECT snowflake_stats()", "42501"),
             (
-                "INSERT INTO snowflake_claims VALUES (1, 1, 'twitter', 'x', now(), now(), now())",
+                "INSERT INTO snowflake.snowflake_claims VALUES (1, 1, 'twitter', 'x', now(), now(), now())",
                 "42501",
             ),
-            ("SELECT * FROM snowflake_claims", "42501"),
-            ("SELECT * FROM snowflake_clashes", "42501"),
+            ("SELECT * FROM snowflake.snowflake_claims", "42501"),
+            ("SELECT * FROM snowflake.snowflake_clashes", "42501"),
         ] {
             let (got, message, _) = expect_error(&mut app, sql);
             assert_eq!(got, state, "{sql}: {message}");
@@ -433,7 +434,7 @@ fn a_renamed_extension_schema_leads_no_privileged_statement_to_the_new_one() {
     poll(Duration::from_secs(60), Duration::from_millis(100), || {
         let last: Option<String> = c
             .query_opt(
-                "SELECT last_seen::text FROM public_old.snowflake_claims",
+                "SELECT last_seen::text FROM snowflake.snowflake_claims",
                 &[],
             )
             .unwrap()
@@ -466,4 +467,88 @@ fn a_renamed_extension_schema_leads_no_privileged_statement_to_the_new_one() {
     let (what, superuser) = caught(&cluster);
     assert_eq!(what, vec!["public.snowflake_claims called by postgres"]);
     assert!(superuser, "the trap could not make Mallory a superuser");
+}
+
+/// The extension's own schema is made by its script, never taken over: a schema named
+/// `snowflake` that another role made first (with look-alikes in it) fails CREATE EXTENSION,
+/// while one that a superuser made may hold the whole extension.
+#[test]
+fn a_schema_named_snowflake_that_another_role_made_is_refused() {
+    let cluster = Cluster::start_new("hostile_own_schema", &[]);
+    let mallory = Mallory::new(&cluster, "shop");
+    mallory
+        .connect()
+        .batch_execute("CREATE SCHEMA snowflake")
+        .unwrap();
+    mallory.plant_in("snowflake");
+    let mut su = mallory.connect_admin();
+    let (state, message, hint) = expect_error(&mut su, "CREATE EXTENSION pg_snowflake");
+    assert_eq!(
+        (state.as_str(), message.as_str()),
+        ("42P06", "schema \"snowflake\" already exists")
+    );
+    assert!(hint.contains("Rename or drop"), "{hint}");
+    let (what, superuser) = mallory.caught();
+    assert_eq!(what, Vec::<String>::new());
+    assert!(!superuser);
+    // A superuser's schema of that name: everything goes there.
+    let mut c = cluster.connect();
+    c.batch_execute(
+        "CREATE SCHEMA snowflake;
+         CREATE EXTENSION pg_snowflake SCHEMA snowflake;
+         SELECT snowflake.snowflake_claim();
+         SELECT snowflake.snowflake_next();",
+    )
+    .unwrap();
+}
+
+/// Should a superuser hand the schema `snowflake` to another role, nothing that runs with a
+/// superuser's rights uses it: `snowflake_claim()`, the claims worker, the claims trigger and
+/// the lease function refuse (42501), and while its new owner swaps it with her look-alikes,
+/// none of them runs.
+#[test]
+fn a_snowflake_schema_handed_to_another_role_is_used_by_nothing_privileged() {
+    let cluster = Cluster::start_new(
+        "hostile_handed",
+        &[
+            "snowflake.claims_database = 'shop'",
+            "snowflake.claims_interval = 1",
+        ],
+    );
+    let mallory = Mallory::new(&cluster, "shop");
+    let mut su = mallory.connect_admin();
+    su.batch_execute("CREATE EXTENSION pg_snowflake").unwrap();
+    poll(Duration::from_secs(30), Duration::from_millis(100), || {
+        let n: i64 = su
+            .query_one("SELECT count(*) FROM snowflake.snowflake_claims", &[])
+            .unwrap()
+            .get(0);
+        (n > 0).then_some(()).ok_or("no claim yet".into())
+    });
+    su.batch_execute("ALTER SCHEMA snowflake OWNER TO mallory")
+        .unwrap();
+    for sql in [
+        "SELECT snowflake_claim()",
+        "INSERT INTO snowflake.snowflake_claims
+         VALUES (42, 1, 'twitter', 'other', now(), now(), now() + interval '1 hour')",
+        "SELECT * FROM snowflake.snowflake_registry_lease('x', 'twitter', 1288834974657, 1, 41,
+             10, 12, false, NULL, 1, 'n', 10000, 0)",
+    ] {
+        let (state, message, _) = expect_error(&mut su, sql);
+        assert_eq!(state, "42501", "{sql}: {message}");
+        assert!(message.contains("snowflake"), "{message}");
+    }
+    poll(Duration::from_secs(30), Duration::from_millis(100), || {
+        cluster
+            .log()
+            .contains("no worker id claim is written: its schema snowflake cannot be used: it belongs to mallory")
+            .then_some(())
+            .ok_or(cluster.log())
+    });
+    // Now she may swap it too: the worker renews nothing through it, and runs nothing of hers.
+    let swaps = mallory.race(3.0).join().unwrap();
+    assert!(swaps > 100, "{swaps} swaps");
+    let (what, superuser) = mallory.caught();
+    assert_eq!(what, Vec::<String>::new());
+    assert!(!superuser);
 }

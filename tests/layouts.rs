@@ -197,6 +197,29 @@ fn bad_layout_settings_are_reported_and_keep_the_worker_id_unset() {
             vec!["snowflake.layout = custom", "snowflake.worker_bits = 'ten'"],
             "snowflake.worker_bits = 'ten' is not an integer",
         ),
+        // PostgreSQL compares an enum's whole text: a trailing space is another value, which
+        // it would replace by twitter.
+        (
+            "trailing_space",
+            vec!["snowflake.layout = 'sonyflake '"],
+            "snowflake.layout = 'sonyflake ' is not one of twitter, discord, sonyflake",
+        ),
+        // Every other setting too: "day" is no unit of PostgreSQL's (it would run 5 minutes).
+        (
+            "lease_unit",
+            vec!["snowflake.registry_lease = '1 day'"],
+            "snowflake.registry_lease = '1 day' is not an integer (with a unit of s, min, h or d)",
+        ),
+        (
+            "lease_range",
+            vec!["snowflake.registry_lease = '2d'"],
+            "snowflake.registry_lease = '2d' is outside its range, 10 to 86400",
+        ),
+        (
+            "time_ranges",
+            vec!["snowflake.time_ranges = 'sometimes'"],
+            "snowflake.time_ranges = 'sometimes' is not a boolean",
+        ),
     ] {
         let cluster = Cluster::start_new(&format!("bad_layout_{name}"), &conf);
         assert!(cluster.log().contains(reason), "{name}: {}", cluster.log());
@@ -207,20 +230,21 @@ fn bad_layout_settings_are_reported_and_keep_the_worker_id_unset() {
         assert!(hint.contains("snowflake.* settings"), "{hint}");
         cluster.stop("fast");
     }
-    // A worker id the layout cannot hold is refused by PostgreSQL itself.
+    // A worker id the layout cannot hold: PostgreSQL leaves it unset, the extension says why.
     let cluster = Cluster::start_new(
         "bad_layout_worker",
         &["snowflake.layout = instagram", "snowflake.worker_id = 8192"],
     );
+    let log = cluster.log();
     assert!(
-        cluster.log().contains(
+        log.contains(
             "8192 is outside the valid range for parameter \"snowflake.worker_id\" (-1 .. 8191)"
-        ),
-        "{}",
-        cluster.log()
+        ) && log.contains("snowflake.worker_id = '8192' is outside its range, -1 to 8191"),
+        "{log}"
     );
-    let (_, message, _) = expect_error(&mut cluster.connect_ext(), "SELECT snowflake_next()");
-    assert_eq!(message, "snowflake.worker_id is not set");
+    let (state, message, _) = expect_error(&mut cluster.connect_ext(), "SELECT snowflake_next()");
+    assert_eq!(state, "55000");
+    assert!(message.contains("refused at server start"), "{message}");
 }
 
 #[test]

@@ -268,13 +268,13 @@ fn a_reused_worker_id_starts_above_its_previous_holder_even_with_the_clock_30_s_
     b.start();
     clock.check();
     let mut cb = b.connect_ext();
-    // Refused while A's lease lasts, naming A's cluster.
+    // Refused while A's lease lasts.
     let (_, detail) = wait_for_refusal(
         &mut cb,
         "leased to another cluster",
         Duration::from_secs(10),
     );
-    assert!(detail.contains("holds it until"), "{detail}");
+    assert!(detail.contains(&format!("worker id {w} ")), "{detail}");
     // Then B takes it over, above every id A made.
     let first_of_b = first_id(&mut cb, Duration::from_secs(40));
     assert_eq!(worker_id_of(&mut cb, first_of_b), w);
@@ -441,7 +441,7 @@ fn bad_registry_settings_and_calls_give_clear_errors_never_a_guessed_worker_id()
     first_id(&mut full.connect_ext(), Duration::from_secs(30));
     h.batch_execute(
         "INSERT INTO snowflake.snowflake_registry
-         SELECT 'full', layout, w, 42, 'elsewhere', now(), now(), now() + interval '1 hour', 0, 0
+         SELECT 'full', w, 42, 'elsewhere', now(), now(), now() + interval '1 hour', 0, 0
            FROM snowflake.snowflake_registry, generate_series(0, 1023) w
           WHERE namespace = 'full' AND w <> worker_id",
     )
@@ -472,25 +472,46 @@ fn bad_registry_settings_and_calls_give_clear_errors_never_a_guessed_worker_id()
     assert!(detail.contains("snowflake.registry_namespace"), "{detail}");
 
     // The lease function's own checks, for whoever calls it by hand.
-    for (call, state) in [
+    for (args, state) in [
         (
-            "SELECT * FROM snowflake_registry_lease('x', 't', 1023, 1024, 1, 'n', 10000, 0)",
+            "'x', 'twitter', 1288834974657, 1, 41, 10, 12, false, 1024, 1, 'n', 10000, 0",
             "22023",
         ),
         (
-            "SELECT * FROM snowflake_registry_lease('x', 't', 1023, -1, 1, 'n', 10000, 0)",
+            "'x', 'twitter', 1288834974657, 1, 41, 10, 12, false, -1, 1, 'n', 10000, 0",
             "22023",
         ),
         (
-            "SELECT * FROM snowflake_registry_lease('x', 't', 1023, 1, 1, 'n', 10, 0)",
+            "'x', 'twitter', 1288834974657, 1, 41, 10, 12, false, 1, 1, 'n', 10, 0",
             "22023",
         ),
         (
-            "SELECT * FROM snowflake_registry_lease(NULL, 't', 1023, 1, 1, 'n', 10000, 0)",
+            "'x', 'twitter', 1288834974657, 1, 41, 10, 12, false, 1, 1, 'n', 10000, -5",
+            "22023",
+        ),
+        (
+            "'x', 'twitter', 1288834974657, 0, 41, 10, 12, false, 1, 1, 'n', 10000, 0",
+            "22023",
+        ),
+        (
+            "'x', 'twitter', 1288834974657, 1, 41, 20, 12, false, 1, 1, 'n', 10000, 0",
+            "22023",
+        ),
+        (
+            "'', 'twitter', 1288834974657, 1, 41, 10, 12, false, 1, 1, 'n', 10000, 0",
+            "22023",
+        ),
+        (
+            "NULL, 'twitter', 1288834974657, 1, 41, 10, 12, false, 1, 1, 'n', 10000, 0",
+            "22004",
+        ),
+        (
+            "'x', 'twitter', 1288834974657, 1, 41, 10, 12, NULL, 1, 1, 'n', 10000, 0",
             "22004",
         ),
     ] {
-        let (code, ..) = expect_error(&mut h, call);
+        let call = format!("SELECT * FROM snowflake.snowflake_registry_lease({args})");
+        let (code, ..) = expect_error(&mut h, &call);
         assert_eq!(code, state, "{call}");
     }
     // The members' role leases through the function and nothing else: it cannot lower a
@@ -499,7 +520,9 @@ fn bad_registry_settings_and_calls_give_clear_errors_never_a_guessed_worker_id()
     for sql in [
         "UPDATE snowflake.snowflake_registry SET covered_until_ms = 0",
         "DELETE FROM snowflake.snowflake_registry",
-        "INSERT INTO snowflake.snowflake_registry VALUES ('x', 't', 5, 1, 'n', now(), now(), now(), 0, 0)",
+        "INSERT INTO snowflake.snowflake_registry VALUES ('x', 5, 1, 'n', now(), now(), now(), 0, 0)",
+        "INSERT INTO snowflake.snowflake_registry_namespaces
+         VALUES ('y', 'twitter', 0, 1, 41, 10, 12, false, now())",
     ] {
         let (code, ..) = expect_error(&mut f, sql);
         assert_eq!(code, "42501", "{sql}");
@@ -532,11 +555,14 @@ fn bad_registry_settings_and_calls_give_clear_errors_never_a_guessed_worker_id()
     let mut n = hub.connect_as("nobody");
     let (code, ..) = expect_error(&mut n, "SELECT * FROM snowflake.snowflake_registry");
     assert_eq!(code, "42501");
-    let (code, ..) = expect_error(
-        &mut n,
-        "SELECT * FROM snowflake_registry_lease('x', 't', 1023, 1, 1, 'n', 10000, 0)",
-    );
-    assert_eq!(code, "42501");
+    for call in [
+        "SELECT * FROM snowflake.snowflake_registry_lease('x', 'twitter', 1288834974657, 1, 41, 10,
+                                                         12, false, 1, 1, 'n', 10000, 0)",
+        "SELECT * FROM snowflake_registry_lease('x', 'twitter', 1023, 1, 1, 'n', 10000, 0)",
+    ] {
+        let (code, ..) = expect_error(&mut n, call);
+        assert_eq!(code, "42501", "{call}");
+    }
 }
 
 #[test]
@@ -616,14 +642,14 @@ fn a_renamed_registry_schema_leads_the_lease_to_no_table_of_its_owner() {
     );
     m.start();
     first_id(&mut m.connect_ext(), Duration::from_secs(30));
-    // The lease is in the extension's table, wherever its schema went; the owner's has nothing.
+    // The lease is in the extension's table, in its own schema; the owner's has nothing.
     let mut o = Client::connect(
         &conninfo.replace("user=owner", "user=postgres"),
         postgres::NoTls,
     )
     .unwrap();
     let real: i64 = o
-        .query_one("SELECT count(*) FROM moved.snowflake_registry", &[])
+        .query_one("SELECT count(*) FROM snowflake.snowflake_registry", &[])
         .unwrap()
         .get(0);
     let planted: i64 = o
@@ -631,4 +657,165 @@ fn a_renamed_registry_schema_leads_the_lease_to_no_table_of_its_owner() {
         .unwrap()
         .get(0);
     assert_eq!((real, planted), (1, 0));
+}
+
+/// What members send is checked by the registry: a coverage below 0 is refused (0.3.0 recorded
+/// `-5`, which the next holder of that worker id took as a start it could never use), a renewal
+/// never moves an expiry earlier (with the holder's identity, a member could end another's
+/// lease), and which cluster holds a worker id is told to superusers and pg_monitor only.
+#[test]
+fn the_registry_checks_what_members_send_and_tells_them_no_holder() {
+    let (hub, mut h) = registry("reg_hub_checks");
+    h.batch_execute("CREATE ROLE watcher LOGIN IN ROLE pg_monitor;")
+        .unwrap();
+    let mut fleet = hub.connect_as("fleet");
+    let lease = |c: &mut Client, wanted: i32, cluster: i64, lease_ms: i64, covered: i64| {
+        c.query_one(
+            "SELECT outcome, expires::text, holder
+               FROM snowflake.snowflake_registry_lease('checks', 'twitter', 1288834974657, 1, 41,
+                        10, 12, false, $1, $2, 'n', $3, $4)",
+            &[&wanted, &cluster, &lease_ms, &covered],
+        )
+    };
+    let (code, ..) = db_error(&lease(&mut fleet, 5, 1, 10_000, -5).unwrap_err());
+    assert_eq!(code, "22023");
+    let row = lease(&mut fleet, 5, 1, 3_600_000, 1).unwrap();
+    assert_eq!(row.get::<_, String>(0), "granted");
+    let first: String = row.get(1);
+    let row = lease(&mut fleet, 5, 1, 1_000, 1).unwrap();
+    assert_eq!(row.get::<_, String>(0), "granted");
+    assert_eq!(
+        row.get::<_, String>(1),
+        first,
+        "a renewal moved the expiry earlier"
+    );
+    // Another cluster asking for it: held, by whom only for those who may know.
+    let row = lease(&mut fleet, 5, 2, 10_000, 1).unwrap();
+    assert_eq!(row.get::<_, String>(0), "held");
+    assert_eq!(row.get::<_, Option<String>>(2), None);
+    h.batch_execute("GRANT EXECUTE ON FUNCTION snowflake.snowflake_registry_lease TO watcher")
+        .unwrap();
+    for mut c in [hub.connect_as("watcher"), hub.connect()] {
+        let row = lease(&mut c, 5, 2, 10_000, 1).unwrap();
+        assert_eq!(row.get::<_, String>(0), "held");
+        let holder: String = row.get(2);
+        assert!(holder.starts_with("cluster 1 (n)"), "{holder}");
+    }
+    // Nothing recorded below zero, whatever was asked.
+    let lowest: i64 = h
+        .query_one(
+            "SELECT min(least(covered_until_ms, start_above_ms)) FROM snowflake.snowflake_registry",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(lowest >= 0);
+}
+
+/// A namespace is one id space, of one layout, known by its fields: a member of Twitter's
+/// layout and one of a custom layout with Twitter's epoch and widths (the same ids) share its
+/// worker ids; a member of discord (Twitter's widths, another epoch: the same ids years apart)
+/// is refused, naming both layouts; and of two members of different layouts that start a new
+/// namespace at once, exactly one is leased. 0.3.0 leased worker id 0 to all three.
+#[test]
+fn a_namespace_is_one_id_space_of_one_layout_known_by_its_fields() {
+    let (hub, mut h) = registry("reg_hub_layouts");
+    let twin = [
+        "snowflake.layout = custom",
+        "snowflake.epoch = '2010-11-04 01:42:54.657+00'",
+    ];
+    let a = member("reg_layout_twitter", &hub, "fleet", &[]);
+    a.start();
+    let mut ca = a.connect_ext();
+    let id = first_id(&mut ca, Duration::from_secs(30));
+    let wa = worker_id_of(&mut ca, id);
+    let b = member("reg_layout_twin", &hub, "fleet", &twin);
+    b.start();
+    let mut cb = b.connect_ext();
+    let id = first_id(&mut cb, Duration::from_secs(30));
+    let wb = worker_id_of(&mut cb, id);
+    assert_ne!(
+        wa, wb,
+        "Twitter and its custom twin make the same ids: one worker id space"
+    );
+    let c = member(
+        "reg_layout_discord",
+        &hub,
+        "fleet",
+        &["snowflake.layout = discord"],
+    );
+    c.start();
+    let mut cc = c.connect_ext();
+    let (message, detail) =
+        wait_for_refusal(&mut cc, "makes ids of layout", Duration::from_secs(30));
+    assert!(message.contains("holds no worker id lease"), "{message}");
+    assert!(
+        detail.contains("twitter (41 bits of 1 ms since 2010-11-04T01:42:54.657Z")
+            && detail.contains("discord (41 bits of 1 ms since 2015-01-01T00:00:00.000Z"),
+        "{detail}"
+    );
+    let e = cc.query_one("SELECT snowflake_next()", &[]).unwrap_err();
+    let hint = e
+        .as_db_error()
+        .unwrap()
+        .hint()
+        .unwrap_or_default()
+        .to_string();
+    assert!(hint.contains("namespace of their own"), "{hint}");
+    let held: i64 = h
+        .query_one(
+            "SELECT count(*) FROM snowflake.snowflake_registry WHERE namespace = 'default'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(held, 2);
+
+    // Two first members of a new namespace, of different layouts, at once.
+    let fresh = "snowflake.registry_namespace = 'fresh'";
+    let d = member("reg_layout_race_d", &hub, "fleet", &[fresh]);
+    let e = member(
+        "reg_layout_race_e",
+        &hub,
+        "fleet",
+        &[fresh, "snowflake.layout = discord"],
+    );
+    std::thread::scope(|s| {
+        s.spawn(|| d.start());
+        s.spawn(|| e.start());
+    });
+    let outcome = |m: &Cluster| -> Result<(), String> {
+        let mut c = m.connect_ext();
+        let mut seen = Err(String::new());
+        poll(
+            Duration::from_secs(30),
+            Duration::from_millis(100),
+            || match c.query_one("SELECT snowflake_next()", &[]) {
+                Ok(_) => {
+                    seen = Ok(());
+                    Ok(())
+                }
+                Err(err) => {
+                    let db = err.as_db_error().ok_or(format!("{err}"))?;
+                    let (message, detail) = (
+                        db.message().to_string(),
+                        db.detail().unwrap_or_default().to_string(),
+                    );
+                    if detail.contains("makes ids of layout") {
+                        seen = Err(detail);
+                        Ok(())
+                    } else {
+                        Err(format!("{message}: {detail}"))
+                    }
+                }
+            },
+        );
+        seen
+    };
+    let results = [outcome(&d), outcome(&e)];
+    assert_eq!(
+        results.iter().filter(|r| r.is_ok()).count(),
+        1,
+        "exactly one layout takes the new namespace: {results:?}"
+    );
 }

@@ -180,6 +180,66 @@ fn adopt_refuses_clearly() {
     assert!(hint.contains("owner"), "{hint}");
 }
 
+/// Row-level security that hides rows from the caller would hide their ids from the maximum:
+/// 0.3.0 then advanced past 3 while FORCE ROW LEVEL SECURITY hid 40,960 higher ids, and the
+/// next inserts failed with duplicate keys. Such a call is refused; the owner without FORCE,
+/// or a superuser, sees every row.
+#[test]
+fn adopt_never_misses_the_ids_that_row_level_security_hides() {
+    let cluster = Cluster::start_new("adopt_rls", &[]);
+    let mut admin = cluster.connect_ext();
+    admin
+        .batch_execute(
+            "CREATE ROLE app LOGIN;
+             CREATE TABLE t (id bigint PRIMARY KEY, owned_by name);
+             INSERT INTO t VALUES (1, 'app'), (2, 'app'), (3, 'app');
+             -- Ids of this layout from a server 2 s ahead, which app may not see.
+             INSERT INTO t
+             SELECT ((((extract(epoch FROM clock_timestamp())::numeric * 1000)::bigint
+                       + 2000 - 1288834974657) << 22) | (9 << 12)) + g, 'other'
+               FROM generate_series(1, 40960) g;
+             ALTER TABLE t OWNER TO app;
+             ALTER TABLE t ENABLE ROW LEVEL SECURITY;
+             ALTER TABLE t FORCE ROW LEVEL SECURITY;
+             CREATE POLICY mine ON t USING (owned_by = current_user);
+             GRANT EXECUTE ON FUNCTION snowflake_adopt(regclass, name) TO app;
+             GRANT EXECUTE ON FUNCTION snowflake_advance_past(bigint) TO app;",
+        )
+        .unwrap();
+    let top = one_i64(&mut admin, "SELECT max(id) FROM t");
+    let mut app = cluster.connect_as("app");
+    assert_eq!(
+        one_i64(&mut app, "SELECT max(id) FROM t"),
+        3,
+        "the policy hides rows"
+    );
+    let (state, message, hint) = expect_error(&mut app, "SELECT snowflake_adopt('t', 'id')");
+    assert_eq!(
+        (state.as_str(), message.as_str()),
+        (
+            "42501",
+            "row-level security hides rows of public.t from this role"
+        )
+    );
+    assert!(hint.contains("BYPASSRLS"), "{hint}");
+    assert_eq!(
+        default_of(&mut admin, "t", "id"),
+        None,
+        "the refusal changed the table"
+    );
+    // The owner, without FORCE, is not subject to its policies.
+    admin
+        .batch_execute("ALTER TABLE t NO FORCE ROW LEVEL SECURITY")
+        .unwrap();
+    app.batch_execute("SELECT snowflake_adopt('t', 'id')")
+        .unwrap();
+    let new = one_i64(
+        &mut admin,
+        "INSERT INTO t (owned_by) VALUES ('app') RETURNING id",
+    );
+    assert!(new > top, "{new} is not above {top}");
+}
+
 #[test]
 fn privileges_follow_postgresql_conventions() {
     let cluster = Cluster::start_new("toolkit_roles", &[]);

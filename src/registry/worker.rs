@@ -285,7 +285,8 @@ fn call(
             return Err((
                 Problem::Held,
                 format!(
-                    "worker id {} of namespace \"{namespace}\" is leased to another cluster",
+                    "the registry refused the lease: worker id {} of namespace \"{namespace}\" is \
+                     leased to another cluster",
                     wanted.map_or("?".to_string(), |w| w.to_string())
                 ),
             ))
@@ -293,15 +294,18 @@ fn call(
         Some("full") => {
             return Err((
                 Problem::Full,
-                format!("no worker id of namespace \"{namespace}\" is free"),
+                format!(
+                    "the registry refused the lease: no worker id of namespace \"{namespace}\" \
+                     is free"
+                ),
             ))
         }
         Some("layout") => {
             return Err((
                 Problem::Layout,
                 format!(
-                    "namespace \"{namespace}\" of the registry makes ids of layout {}, and this \
-                     server's layout is {}",
+                    "the registry refused the lease: namespace \"{namespace}\" makes ids of \
+                     layout {}, and this server's layout is {}",
                     text(6).unwrap_or("?"),
                     layout.describe_fields()
                 ),

@@ -16,6 +16,7 @@ pub use postgres::{Client, NoTls};
 
 pub mod failover;
 pub mod faultfs;
+pub mod mallory;
 
 /// libfaketime's multi-threaded library, found through its Debian package so that any
 /// architecture works. A test that needs it fails when it is missing instead of running on the
@@ -367,6 +368,15 @@ impl Cluster {
 
     pub fn connect(&self) -> Client {
         self.connect_as("postgres")
+    }
+
+    /// A connection as `user` to database `db`.
+    pub fn connect_db(&self, user: &str, db: &str) -> Client {
+        let conninfo = self
+            .conninfo(user)
+            .replace("dbname=postgres", &format!("dbname={db}"));
+        Client::connect(&conninfo, NoTls)
+            .unwrap_or_else(|e| panic!("connect to {db} of {}: {e}\n{}", self.name, self.log()))
     }
 
     pub fn connect_as(&self, user: &str) -> Client {
