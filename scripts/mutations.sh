@@ -5,11 +5,106 @@
 #
 #   scripts/mutations.sh                       # every mutation, black-box suites on PostgreSQL 15
 #   scripts/mutations.sh sync_wait wal_redo    # some
+#   scripts/mutations.sh --check               # that every row applies once to the tree, no
+#                                              #   build (seconds; `make test` runs it)
+#   scripts/mutations.sh --list                # name and what it removes, one row a line
 #
 # Each mutation is a Perl substitution that must match exactly once; the source is restored
 # from git afterwards (the tree must be clean). Prints a Markdown table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# name ~ what it removes ~ file ~ perl substitution [~ file ~ substitution ...]
+MUTATIONS=(
+  "durable_mark~the mark is neither WAL-logged nor written to the state file~src/generator/lease.rs~s/self.write_mark\(layout, mark\);/self.mark.store(mark, Ordering::Release);/"
+  "wal_redo~WAL replay of marks (standbys, crash recovery)~src/wal.rs~s/Record::Mark\(mark\) => \(replay.mark\)\(mark\),/Record::Mark(_) => {}/"
+  "state_file~the state file is not read at start~src/generator/shmem.rs~s/match state_file::read\(Path::new\(\".\"\)\) \{/match Ok::<_, state_file::ReadError>(state_file::Loaded::Missing) {/"
+  "clock_rule~ids follow the clock back (no borrowing)~src/layout.rs~s/let next = Tick\(if clocked > succ \{ clocked \} else \{ succ \}\);/let next = Tick(clocked);/"
+  "cas~the tick moves by a plain load and store instead of compare-and-swap~src/generator/mod.rs~s/match self\.tick\.compare_exchange_weak\(\s*prev,\s*next\.0,\s*Ordering::AcqRel,\s*Ordering::Acquire,\s*\) \{\s*Ok\(_\) => return next,\s*Err\(current\) => prev = current,\s*\}/{ let _ = prev; self.tick.store(next.0, Ordering::Release); return next; }/"
+  "standby_refusal~a standby is not refused (and makes ids without WAL, which it cannot write)~src/generator/lease.rs~s/(fn refuse_on_standby\(\) \{.*?)if unsafe \{ pg_sys::RecoveryInProgress\(\) \} \{/\$1if false {/s~src/wal.rs~s/fn log\(mark: Mark, info: u8\) -> pg_sys::XLogRecPtr \{/fn log(mark: Mark, info: u8) -> pg_sys::XLogRecPtr {\n    if unsafe { pg_sys::RecoveryInProgress() } { return 0; }/"
+  "not_carried~a cluster made by pg_upgrade without the old mark is not refused~src/generator/lease.rs~s/if self\.not_carried\.load\(Ordering::Relaxed\) \{/if false {/"
+  "renewal_lock~renewals do not take the renewal lock~src/generator/lease.rs~s/        \/\/ SAFETY: the lock lives in shared memory set up at start\.\n        unsafe \{/        if lock != lock.wrapping_add(1) { return Some(RenewalLock(std::ptr::null_mut())); }\n        unsafe {/~src/generator/lease.rs~s/        if !std::thread::panicking\(\) \{\n            \/\/ SAFETY: this backend holds the lock./        if !std::thread::panicking() \&\& !self.0.is_null() {\n            \/\/ SAFETY: this backend holds the lock./"
+  "sync_wait~the lease does not wait for synchronous standbys~src/sync_standby.rs~s/    if acknowledged\(lsn, format\) \{\n        return;\n    \}/    return;/"
+  "sync_cancel~a cancelled wait publishes the lease~src/generator/lease.rs~s/        sync_standby::wait_for_flush\(lsn\);\n        self.publish/        let _ = std::panic::catch_unwind(|| sync_standby::wait_for_flush(lsn));\n        self.publish/"
+  "worker_unset~an unset worker id silently becomes 0~src/gucs.rs~s/pub fn requested_worker_id\(\) -> Option<u32> \{\n    u32::try_from\(WORKER_ID.get\(\)\).ok\(\)/pub fn requested_worker_id() -> Option<u32> {\n    Some(u32::try_from(WORKER_ID.get()).unwrap_or(0))/"
+  "pacing~bursts are not paced~src/generator/mod.rs~s/if !paced && pacing::applies\(layout, next, now, max_drift\) \{/if false {/"
+  "floor_durable~snowflake_advance_past() writes no durable mark~src/generator/lease.rs~s/        if units >= self.lease.load\(Ordering::Acquire\) \{\n            self.cover\(layout, units, now\);\n        \}\n//"
+  "adopt_floor~snowflake_adopt() does not move the generator above the column~src/adopt.rs~s/        generator::get\(\).advance_past\(gucs::layout\(\), top\);/        let _ = top;/"
+  "ids_counted~ids are not counted in the stats~src/next.rs~s/    stats::count_id\(\);\n//"
+  "layout_refusal~a layout change whose ids would go below the old ones is not refused~src/generator/lease.rs~s/if self.layout_differs.load\(Ordering::Acquire\) \{\n            self.settle_layout/if false {\n            self.settle_layout/"
+  "time_ranges~comparisons of snowflake_timestamp(id) are not turned into id ranges~src/lib.rs~s/    planner::init\(\);\n//"
+  "claims_worker~no background worker writes the worker id claims~src/lib.rs~s/    claims::init\(\);\n//"
+  "claims_always~the clash trigger does not fire in logical replication's apply workers~sql/claims_check.sql~s/ALTER TABLE snowflake.snowflake_claims ENABLE ALWAYS TRIGGER snowflake_claims_check;\n//"
+  "claims_trigger_path~the claims trigger searches the extension's schema before pg_catalog, its operators unqualified (0.2.0)~sql/claims_check.sql~s/SET search_path = pg_catalog, pg_temp\nAS \\\$check/SET search_path = \@extschema\@, pg_catalog, pg_temp\nAS \\\$check/~sql/claims_check.sql~s/WHERE o.worker_id OPERATOR\(pg_catalog.=\) NEW.worker_id/WHERE o.worker_id = NEW.worker_id/"
+  "text_arg~text arguments are checked as UTF-8 with a panic (XX000), as pgrx's &str does~src/text_arg.rs~s/match std::str::from_utf8\(self.0\) \{/match Ok::<_, ()>(std::str::from_utf8(self.0).expect(\"datums converted to \&str should be valid UTF-8\")) {/"
+  "worker_defaults~the claims worker keeps the database's default_transaction_read_only~src/claims.rs~s/             SET default_transaction_read_only = off;\n//"
+  "default_privileges~the grants that default privileges made are not taken back~sql/privileges.sql~s/            EXECUTE pg_catalog.format\(\x27REVOKE ALL ON %s FROM %s\x27, object_.name,/            CONTINUE; EXECUTE pg_catalog.format(\x27REVOKE ALL ON %s FROM %s\x27, object_.name,/"
+  "superuser_check~snowflake_reset_layout() and snowflake_claim() do not check for a superuser~src/privileges.rs~s/    if !unsafe \{ pg_sys::superuser\(\) \} \{/    if false {/"
+  "written_settings~a setting PostgreSQL cannot parse is replaced by its default~src/gucs.rs~s/let layout = written.check\(\).and_then\(\|\(\)\| layout_from_settings\(\)\);/let layout = { let _ = written.check(); layout_from_settings() };/"
+  "epoch_parser~an error of the timestamp parser is not caught (it ended the start with FATAL)~src/gucs.rs~s/        .catch_others\(\|_\| Err\(\(\)\)\)\n//"
+  "backtraces~Rust backtraces are not turned off~src/lib.rs~s/    no_backtraces_for_clients\(\);\n    \/\/ SAFETY/    \/\/ SAFETY/"
+  "state_file_first~the mark goes to WAL before the state file is written~src/generator/lease.rs~s/        let prepared = prepare_state_file\(mark\);\n        let lsn = wal::log_mark\(mark\);/        let lsn = wal::log_mark(mark);\n        let prepared = prepare_state_file(mark);/"
+  "claims_restart~the claims worker ends for good when it is terminated~src/claims.rs~s/            unsafe \{ pg_sys::proc_exit\(1\) \};/            break;/"
+  "pacing_slots~pacing slots are not limited to the clock's rate (every paced caller may go at once)~src/pacing.rs~s/    \(slot \+ 1, layout.units\(Tick\(slot\)\)\)/    (slot + 1, now)/"
+  "planner_keep~the hook replaces the comparison also where a table needs it (partitioning, an expression index)~src/planner.rs~s/let keep = needs_the_comparison\(relation, timestamp\);/let keep = { let _ = needs_the_comparison; false };/"
+  "planner_guards~the id ranges do not leave out the ids the layout cannot hold~src/planner.rs~s/            lower_guard: compare\(INT8_GE, id\(0\)\),/            lower_guard: compare(INT8_GE, id(i64::MIN)),/~src/planner.rs~s/upper_guard: \(max_id < i64::MAX\).then/upper_guard: (max_id < 0).then/"
+  "planner_volatile~a volatile argument is copied into the bounds~src/planner.rs~s/        if pg_sys::contain_volatile_functions\(value\) \|\| pg_sys::expression_returns_set\(value\) \{\n            return None;\n        \}\n//~src/planner.rs~s/        if !is_a\(node, pg_sys::NodeTag::T_Var\) \{\n            return None;\n        \}\n        let var = &\*node.cast::<pg_sys::Var>\(\);\n        if var.varlevelsup != 0/        if !is_a(node, pg_sys::NodeTag::T_Var) {\n            return Some(pg_sys::InvalidOid);\n        }\n        let var = \&*node.cast::<pg_sys::Var>();\n        if var.varlevelsup != 0/"
+  "planner_64bit~the hook rewrites under a 64-bit layout too~src/planner.rs~s/    if !gucs::time_ranges\(\) \|\| layout.time_bits \+ layout.worker_bits \+ layout.sequence_bits > 63 \{/    if !gucs::time_ranges() {/~src/planner.rs~s/    let max_id = layout.first_id\(layout.end_mark\(\)\) - 1;/    let max_id = (layout.first_id(layout.end_mark()) - 1).min(i64::MAX as u64);/"
+  "planner_acl~the hook looks snowflake_id_bound up with the current user's rights~src/planner.rs~s/        let namespace = pg_sys::get_func_namespace\(timestamp\);/        let namespace = pg_sys::LookupExplicitNamespace(pg_sys::get_namespace_name(pg_sys::get_func_namespace(timestamp)), false);/"
+  "state_file_sync~the new state file is renamed into place without being synced first~src/state_file.rs~s/    file.sync_data\(\)\?;\n//"
+  "state_dir_sync~the directory is not synced after the rename of the state file~src/state_file.rs~s/        File::open\(&self.dir\)\?.sync_all\(\)/        Ok(())/"
+  "publish_early~a renewal publishes the new lease before it is durable~src/generator/lease.rs~s/        let prepared = prepare_state_file\(mark\);\n        let lsn = wal::log_mark\(mark\);/        self.publish(units, layout.units_covering(HEADROOM_MS));\n        let prepared = prepare_state_file(mark);\n        let lsn = wal::log_mark(mark);/"
+  "state_file_errors~a failure to put the state file in place is ignored~src/generator/lease.rs~s/        if let Err\(e\) = prepared.replace\(\) \{\n            errors::state_file_write_failed\(&e\);\n        \}\n        self.mark.store/        let _ = prepared.replace();\n        self.mark.store/"
+  "registry_floor~a reused worker id does not start above its previous holder's coverage~src/generator/lease.rs~s/let floor = units_above\(layout, start_above_ms\);\n        if floor > self.floor/let floor = 0u64.min(start_above_ms as u64);\n        if floor > self.floor/"
+  "registry_ceiling~ids go on past the registry's lease (no ceiling)~src/generator/lease.rs~s/let ceiling = self.ceiling.load\(Ordering::Acquire\);/let ceiling = u64::MAX;/"
+  "registry_cache~the cached lease is not used at start~src/registry/mod.rs~s/                start_from_cache\(&\*ptr\);\n//"
+  "registry_exclusive~the registry takes over a worker id whose lease has not run out~sql/registry_lease.sql~s/     WHERE g.expires OPERATOR\(pg_catalog.<\) pg_catalog.now\(\)\n    RETURNING/    RETURNING/"
+  "registry_lost~a server whose worker id went to another cluster is not told~src/registry/worker.rs~s/Err\(\(Problem::Held, why\)\) if held.is_some\(\) =>/Err((Problem::Held, why)) if held.is_some() \&\& false =>/"
+  "settings_trimmed~a layout setting with a trailing space is trimmed (PostgreSQL refuses it, and runs twitter)~src/gucs.rs~s/\.any\(\|p\| p.name\(\).eq_ignore_ascii_case\(text\)\)/.any(|p| p.name().eq_ignore_ascii_case(text.trim()))/"
+  "own_schema_owner~the schema snowflake belongs to the database owner, who may rename it~sql/schema.sql~s/        CREATE SCHEMA snowflake;/        CREATE SCHEMA snowflake AUTHORIZATION pg_database_owner;/"
+  "own_schema_taken~a schema snowflake that another role made first is taken over~sql/schema.sql~s/        RAISE EXCEPTION 'schema \"snowflake\" already exists'/        RAISE NOTICE 'schema \"snowflake\" already exists'/~sql/privileges.sql~s/    IF own IS NULL THEN/    IF false THEN/~sql/privileges.sql~s/       AND COALESCE\(/       AND false AND COALESCE(/"
+  "own_schema_check~the claims worker and snowflake_claim() do not check who owns the schema snowflake~src/own_schema.rs~s/pub fn check\(\) -> Result<\(\), String> \{/pub fn check() -> Result<(), String> {\n    if true {\n        return Ok(());\n    }/"
+  "claims_trigger_owner~the claims trigger does not check who owns the schema snowflake~sql/claims_check.sql~s/    IF NOT EXISTS \(SELECT FROM pg_catalog.pg_namespace n/    IF false AND NOT EXISTS (SELECT FROM pg_catalog.pg_namespace n/"
+  "registry_owner~the lease function does not check who owns the schema snowflake~sql/registry_lease.sql~s/    IF NOT EXISTS \(SELECT FROM pg_catalog.pg_namespace n/    IF false AND NOT EXISTS (SELECT FROM pg_catalog.pg_namespace n/"
+  "member_gate~a member calls and trusts any snowflake.snowflake_registry_lease (an impostor's)~src/registry/worker.rs~s/            WHERE v.ours OFFSET 0\) l ON true/            WHERE true OFFSET 0) l ON true/~src/registry/worker.rs~s/    if text\(0\) != Some\(\"t\"\) \{/    if text(0).is_none() {/"
+  "registry_negative~the registry records a negative coverage~sql/registry_lease.sql~s/       OR covered_until_ms OPERATOR\(pg_catalog.<\) 0\n//~sql/registry_table.sql~s/ CHECK \(covered_until_ms OPERATOR\(pg_catalog.>=\) 0\)//"
+  "registry_shorten~a renewal can move a lease's expiry earlier~sql/registry_lease.sql~s/expires = GREATEST\(g.expires, pg_catalog.now\(\) OPERATOR\(pg_catalog.\+\) lease_for\),/expires = pg_catalog.now() OPERATOR(pg_catalog.+) lease_for,/"
+  "registry_holder~members are told which cluster holds a worker id~sql/registry_lease.sql~s/CASE WHEN pg_catalog.pg_has_role\(SESSION_USER, 'pg_monitor', 'USAGE'\)/CASE WHEN true/"
+  "registry_layout~a namespace leases to members of any layout~sql/registry_lease.sql~s/    IF space.epoch_ms OPERATOR\(pg_catalog.<>\) epoch_ms/    IF false AND space.epoch_ms OPERATOR(pg_catalog.<>) epoch_ms/"
+  "adopt_plan_guard~the largest id is read through the table's name, whatever it leads to~src/planner.rs~s/        if ONLY_RELATION.load\(Ordering::Relaxed\) != 0 \{/        if false {/"
+  "adopt_check~adopt's statements by name are not checked by OID afterwards~src/adopt.rs~s/    check_adopted\(tbl, attnum, next, &before\);\n//"
+  "adopt_rls~adopt takes the largest id that row-level security lets the caller see~src/adopt.rs~s/    if Spi::get_one_with_args::<bool>\(\"SELECT pg_catalog.row_security_active\(\\\$1\)\", &\[tbl.into\(\)\]\)\n        == Ok\(Some\(true\)\)/    if false/~sql/adopt.sql~s/SET row_security = off\n//"
+  "adopt_advance_grant~adopt moves the generator for a role without EXECUTE on snowflake_advance_past~src/adopt.rs~s/    \) != Ok\(Some\(true\)\)\n    \{\n        errors::adopt_needs_advance_past\(\);/    ) == Ok(Some(false)) \&\& false\n    {\n        errors::adopt_needs_advance_past();/"
+  "scripts_check~the install and upgrade scripts do not check by OID where objects ended and what they granted~sql/privileges.sql~s/    IF stray OPERATOR\(pg_catalog.<>\) '' THEN/    IF false THEN/~sql/privileges.sql~s/    IF stray IS NOT NULL THEN/    IF false THEN/"
+  "wal_flush~the mark record is not flushed before the lease is used~src/wal.rs~s/        pg_sys::XLogFlush\(lsn\);\n//"
+  "fetch_checksum~a download with the wrong sha256 falls back to the next listed release~scripts/build-postgres.sh~s/    \} >&2\n    exit 1\n  fi\n  archive=/    } >\&2\n    return 1\n  fi\n  archive=/"
+  "own_dir_owner~own-dir.sh takes a directory another user made in /tmp~scripts/own-dir.sh~s/     \|\| \{ \[ \x22\\\$owner\x22 != root \][^\n]*\n//"
+  "own_dir_mode~own-dir.sh takes a directory of root's that others may write~scripts/own-dir.sh~s/ \\\\\n     \|\| \[ \\\$\(\( 8#\\\$mode & 8#022 \)\) -ne 0 \]//"
+  "fetch_fallback~a release gone from the archive ends the build (no fallback to the next listed one)~scripts/build-postgres.sh~s/  say \x22PostgreSQL \\\$v cannot be had[^\n]*\n/  break\n/"
+)
+
+# Each row's substitutions, counted in the tree as it is: a refactor that moves or rewrites the
+# code a row mutates orphans the row (0 matches), and the full run would stop there.
+count_matches() { perl -0777 -ne "\$n = ${2}g; print \$n + 0" "$1"; }
+if [ "${1:-}" = --check ]; then
+  bad=0
+  for m in "${MUTATIONS[@]}"; do
+    IFS='~' read -r -a fields <<< "$m"
+    for ((i = 2; i < ${#fields[@]}; i += 2)); do
+      count=$(count_matches "${fields[i]}" "${fields[i + 1]}")
+      [ "$count" = 1 ] || { echo "mutation ${fields[0]} matches $count times in ${fields[i]}" >&2; bad=1; }
+    done
+  done
+  [ $bad = 0 ] && echo "mutations: each of the ${#MUTATIONS[@]} rows applies once"
+  exit $bad
+fi
+if [ "${1:-}" = --list ]; then
+  for m in "${MUTATIONS[@]}"; do
+    IFS='~' read -r -a fields <<< "$m"
+    printf '%s\t%s\n' "${fields[0]}" "${fields[1]}"
+  done
+  exit 0
+fi
+
 # What mutations change, restored from git after each (scripts/: the scripts they change, never
 # this one, which bash is still reading).
 MUTABLE=(src sql scripts/build-postgres.sh scripts/own-dir.sh)
@@ -31,62 +126,6 @@ if [ -n "${MUTATION_SUITES:-}" ]; then
   SUITES=(); for s in $MUTATION_SUITES; do SUITES+=(--test "$s"); done
 fi
 
-# name ~ what it removes ~ file ~ perl substitution [~ file ~ substitution ...]
-MUTATIONS=(
-  "durable_mark~the mark is neither WAL-logged nor written to the state file~src/generator/lease.rs~s/self.write_mark\(layout, mark\);/self.mark.store(mark, Ordering::Release);/"
-  "wal_redo~WAL replay of marks (standbys, crash recovery)~src/wal.rs~s/Record::Mark\(mark\) => \(replay.mark\)\(mark\),/Record::Mark(_) => {}/"
-  "state_file~the state file is not read at start~src/generator/shmem.rs~s/match state_file::read\(Path::new\(\".\"\)\) \{/match Ok::<_, state_file::ReadError>(state_file::Loaded::Missing) {/"
-  "clock_rule~ids follow the clock back (no borrowing)~src/layout.rs~s/let next = Tick\(if clocked > succ \{ clocked \} else \{ succ \}\);/let next = Tick(clocked);/"
-  "cas~the tick moves by a plain load and store instead of compare-and-swap~src/generator/mod.rs~s/match self\.tick\.compare_exchange_weak\(\s*prev,\s*next\.0,\s*Ordering::AcqRel,\s*Ordering::Acquire,\s*\) \{\s*Ok\(_\) => return next,\s*Err\(current\) => prev = current,\s*\}/{ let _ = prev; self.tick.store(next.0, Ordering::Release); return next; }/"
-  "standby_refusal~a standby is not refused (and makes ids without WAL, which it cannot write)~src/generator/lease.rs~s/(fn refuse_on_standby\(\) \{.*?)if unsafe \{ pg_sys::RecoveryInProgress\(\) \} \{/\$1if false {/s~src/wal.rs~s/fn log\(mark: Mark, info: u8\) -> pg_sys::XLogRecPtr \{/fn log(mark: Mark, info: u8) -> pg_sys::XLogRecPtr {\n    if unsafe { pg_sys::RecoveryInProgress() } { return 0; }/"
-  "not_carried~a cluster made by pg_upgrade without the old mark is not refused~src/generator/lease.rs~s/if self\.not_carried\.load\(Ordering::Relaxed\) \{/if false {/"
-  "renewal_lock~renewals do not take the renewal lock~src/generator/lease.rs~s/        \/\/ SAFETY: the lock lives in shared memory set up at start\.\n        unsafe \{/        if lock != lock.wrapping_add(1) { return Some(RenewalLock(std::ptr::null_mut())); }\n        unsafe {/~src/generator/lease.rs~s/        if !std::thread::panicking\(\) \{\n            \/\/ SAFETY: this backend holds the lock./        if !std::thread::panicking() \&\& !self.0.is_null() {\n            \/\/ SAFETY: this backend holds the lock./"
-  "sync_wait~the lease does not wait for synchronous standbys~src/sync_standby.rs~s/    if acknowledged\(lsn, format\) \{\n        return;\n    \}/    return;/"
-  "sync_cancel~a cancelled wait publishes the lease~src/generator/lease.rs~s/        sync_standby::wait_for_flush\(lsn\);\n        self.publish/        let _ = std::panic::catch_unwind(|| sync_standby::wait_for_flush(lsn));\n        self.publish/"
-  "worker_unset~an unset worker id silently becomes 0~src/gucs.rs~s/worker_id: u32::try_from\(WORKER_ID.get\(\)\).ok\(\),/worker_id: Some(u32::try_from(WORKER_ID.get()).unwrap_or(0)),/"
-  "pacing~bursts are not paced~src/generator/mod.rs~s/if !paced && pacing::applies\(layout, next, now, max_drift\) \{/if false {/"
-  "floor_durable~snowflake_advance_past() writes no durable mark~src/generator/lease.rs~s/        if units >= self.lease.load\(Ordering::Acquire\) \{\n            self.cover\(layout, units, now\);\n        \}\n//"
-  "adopt_floor~snowflake_adopt() does not move the generator above the column~sql/adopt.sql~s/        EXECUTE format\(\x27SELECT %I.snowflake_advance_past\(.*?USING top;/        NULL;/"
-  "ids_counted~ids are not counted in the stats~src/next.rs~s/    stats::count_id\(\);\n//"
-  "layout_refusal~a layout change whose ids would go below the old ones is not refused~src/generator/lease.rs~s/if self.layout_differs.load\(Ordering::Acquire\) \{\n            self.settle_layout/if false {\n            self.settle_layout/"
-  "time_ranges~comparisons of snowflake_timestamp(id) are not turned into id ranges~src/lib.rs~s/    planner::init\(\);\n//"
-  "claims_worker~no background worker writes the worker id claims~src/lib.rs~s/    claims::init\(\);\n//"
-  "claims_always~the clash trigger does not fire in logical replication's apply workers~sql/claims_check.sql~s/ALTER TABLE \@extschema\@.snowflake_claims ENABLE ALWAYS TRIGGER snowflake_claims_check;\n//"
-  "claims_worker_path~the claims worker calls format() unqualified, with the session's search_path (0.2.0)~src/claims.rs~s/\"SELECT pg_catalog.format\(/\"SELECT format(/~src/claims.rs~s/\"SET search_path = pg_catalog, pg_temp;\n\s*/\"/"
-  "claims_trigger_path~the claims trigger searches the extension's schema before pg_catalog, its operators unqualified (0.2.0)~sql/claims_check.sql~s/SET search_path = pg_catalog, pg_temp\nAS \\\$check/SET search_path = \@extschema\@, pg_catalog, pg_temp\nAS \\\$check/~sql/claims_check.sql~s/WHERE o.worker_id OPERATOR\(pg_catalog.=\) \\\$1/WHERE o.worker_id = \\\$1/"
-  "claims_trigger_table~the claims trigger reads snowflake_claims by the schema name of the install (0.2.0)~sql/claims_check.sql~s/        TG_RELID::pg_catalog.regclass\)/        \x27\@extschema\@.snowflake_claims\x27)/"
-  "adopt_schema~snowflake_adopt() names the extension's functions by the schema name of the install (0.2.0)~sql/adopt.sql~s/     WHERE e.extname = \x27pg_snowflake\x27;/     WHERE e.extname = \x27pg_snowflake\x27;\n    ext := \x27\@extschema\@\x27;/"
-  "text_arg~text arguments are checked as UTF-8 with a panic (XX000), as pgrx's &str does~src/text_arg.rs~s/match std::str::from_utf8\(self.0\) \{/match Ok::<_, ()>(std::str::from_utf8(self.0).expect(\"datums converted to \&str should be valid UTF-8\")) {/"
-  "worker_defaults~the claims worker keeps the database's default_transaction_read_only~src/claims.rs~s/             SET default_transaction_read_only = off;\n//"
-  "default_privileges~the grants that default privileges made are not taken back~sql/privileges.sql~s/        EXECUTE pg_catalog.format\(\x27REVOKE ALL ON %s FROM %s\x27, grant_.object,/        CONTINUE; EXECUTE pg_catalog.format(\x27REVOKE ALL ON %s FROM %s\x27, grant_.object,/"
-  "superuser_check~snowflake_reset_layout() and snowflake_claim() do not check for a superuser~src/privileges.rs~s/    if !unsafe \{ pg_sys::superuser\(\) \} \{/    if false {/"
-  "written_settings~a layout setting PostgreSQL cannot parse is replaced by its default~src/gucs.rs~s/let layout = written.and_then\(\|\(\)\| layout_from_settings\(\)\);/let layout = { let _ = written; layout_from_settings() };/"
-  "epoch_parser~an error of the timestamp parser is not caught (it ended the start with FATAL)~src/gucs.rs~s/        .catch_others\(\|_\| Err\(\(\)\)\)\n//"
-  "backtraces~Rust backtraces are not turned off~src/lib.rs~s/    no_backtraces_for_clients\(\);\n    \/\/ SAFETY/    \/\/ SAFETY/"
-  "state_file_first~the mark goes to WAL before the state file is written~src/generator/lease.rs~s/        let prepared = prepare_state_file\(mark\);\n        let lsn = wal::log_mark\(mark\);/        let lsn = wal::log_mark(mark);\n        let prepared = prepare_state_file(mark);/"
-  "claims_restart~the claims worker ends for good when it is terminated~src/claims.rs~s/            unsafe \{ pg_sys::proc_exit\(1\) \};/            break;/"
-  "pacing_slots~pacing slots are not limited to the clock's rate (every paced caller may go at once)~src/pacing.rs~s/    \(slot \+ 1, layout.units\(Tick\(slot\)\)\)/    (slot + 1, now)/"
-  "planner_keep~the hook replaces the comparison also where a table needs it (partitioning, an expression index)~src/planner.rs~s/let keep = needs_the_comparison\(relation, timestamp\);/let keep = { let _ = needs_the_comparison; false };/"
-  "planner_guards~the id ranges do not leave out the ids the layout cannot hold~src/planner.rs~s/            lower_guard: compare\(INT8_GE, id\(0\)\),/            lower_guard: compare(INT8_GE, id(i64::MIN)),/~src/planner.rs~s/upper_guard: \(max_id < i64::MAX\).then/upper_guard: (max_id < 0).then/"
-  "planner_volatile~a volatile argument is copied into the bounds~src/planner.rs~s/        if pg_sys::contain_volatile_functions\(value\) \|\| pg_sys::expression_returns_set\(value\) \{\n            return None;\n        \}\n//~src/planner.rs~s/        if !is_a\(node, pg_sys::NodeTag::T_Var\) \{\n            return None;\n        \}\n        let var = &\*node.cast::<pg_sys::Var>\(\);\n        if var.varlevelsup != 0/        if !is_a(node, pg_sys::NodeTag::T_Var) {\n            return Some(pg_sys::InvalidOid);\n        }\n        let var = \&*node.cast::<pg_sys::Var>();\n        if var.varlevelsup != 0/"
-  "planner_64bit~the hook rewrites under a 64-bit layout too~src/planner.rs~s/    if !gucs::time_ranges\(\) \|\| layout.time_bits \+ layout.worker_bits \+ layout.sequence_bits > 63 \{/    if !gucs::time_ranges() {/~src/planner.rs~s/    let max_id = layout.first_id\(layout.end_mark\(\)\) - 1;/    let max_id = (layout.first_id(layout.end_mark()) - 1).min(i64::MAX as u64);/"
-  "planner_acl~the hook looks snowflake_id_bound up with the current user's rights~src/planner.rs~s/        let namespace = pg_sys::get_func_namespace\(timestamp\);/        let namespace = pg_sys::LookupExplicitNamespace(pg_sys::get_namespace_name(pg_sys::get_func_namespace(timestamp)), false);/"
-  "state_file_sync~the new state file is renamed into place without being synced first~src/state_file.rs~s/    file.sync_data\(\)\?;\n//"
-  "state_dir_sync~the directory is not synced after the rename of the state file~src/state_file.rs~s/        File::open\(&self.dir\)\?.sync_all\(\)/        Ok(())/"
-  "publish_early~a renewal publishes the new lease before it is durable~src/generator/lease.rs~s/        let prepared = prepare_state_file\(mark\);\n        let lsn = wal::log_mark\(mark\);/        self.publish(units, layout.units_covering(HEADROOM_MS));\n        let prepared = prepare_state_file(mark);\n        let lsn = wal::log_mark(mark);/"
-  "state_file_errors~a failure to put the state file in place is ignored~src/generator/lease.rs~s/        if let Err\(e\) = prepared.replace\(\) \{\n            errors::state_file_write_failed\(&e\);\n        \}\n        self.mark.store/        let _ = prepared.replace();\n        self.mark.store/"
-  "registry_floor~a reused worker id does not start above its previous holder's coverage~src/generator/lease.rs~s/let floor = units_above\(layout, start_above_ms\);\n        if floor > self.floor/let floor = 0u64.min(start_above_ms as u64);\n        if floor > self.floor/"
-  "registry_ceiling~ids go on past the registry's lease (no ceiling)~src/generator/lease.rs~s/let ceiling = self.ceiling.load\(Ordering::Acquire\);/let ceiling = u64::MAX;/"
-  "registry_cache~the cached lease is not used at start~src/registry/mod.rs~s/                start_from_cache\(&\*ptr\);\n//"
-  "registry_exclusive~the registry takes over a worker id whose lease has not run out~sql/registry.sql~s/         WHERE g.expires OPERATOR\(pg_catalog.<\) pg_catalog.now\(\)\n        RETURNING/        RETURNING/"
-  "registry_table~the lease function writes the table by the schema name of the install~sql/registry.sql~s/    lease_for := pg_catalog.make_interval/    registry := \x27\@extschema\@.snowflake_registry\x27;\n    lease_for := pg_catalog.make_interval/"
-  "registry_lost~a server whose worker id went to another cluster is not told~src/registry/worker.rs~s/Some\(\x2255000\x22\) && held.is_some\(\) =>/Some(\x2255000\x22) \&\& held.is_some() \&\& false =>/"
-  "wal_flush~the mark record is not flushed before the lease is used~src/wal.rs~s/        pg_sys::XLogFlush\(lsn\);\n//"
-  "fetch_checksum~a download with the wrong sha256 falls back to the next listed release~scripts/build-postgres.sh~s/    \} >&2\n    exit 1\n  fi\n  archive=/    } >\&2\n    return 1\n  fi\n  archive=/"
-  "own_dir_owner~own-dir.sh takes a directory another user made in /tmp~scripts/own-dir.sh~s/     \|\| \{ \[ \x22\\\$owner\x22 != root \][^\n]*\n//"
-  "own_dir_mode~own-dir.sh takes a directory of root's that others may write~scripts/own-dir.sh~s/ \\\\\n     \|\| \[ \\\$\(\( 8#\\\$mode & 8#022 \)\) -ne 0 \]//"
-  "fetch_fallback~a release gone from the archive ends the build (no fallback to the next listed one)~scripts/build-postgres.sh~s/  say \x22PostgreSQL \\\$v cannot be had[^\n]*\n/  break\n/"
-)
 
 only=" $* "
 rows=()
@@ -98,7 +137,7 @@ for m in "${MUTATIONS[@]}"; do
   git checkout -q -- "${MUTABLE[@]}"
   for ((i = 2; i < ${#fields[@]}; i += 2)); do
     file=${fields[i]}; subst=${fields[i + 1]}
-    count=$(perl -0777 -ne "\$n = ${subst}g; print \$n + 0" "$file")
+    count=$(count_matches "$file" "$subst")
     [ "$count" = 1 ] || { echo "mutation $name matches $count times in $file" >&2; exit 1; }
     perl -0777 -pi -e "$subst" "$file"
   done

@@ -5,6 +5,7 @@
 #![cfg(not(feature = "pg_test"))]
 
 mod common;
+use common::mallory::Mallory;
 use common::*;
 use postgres::Client;
 use std::collections::{BTreeMap, BTreeSet};
@@ -818,4 +819,55 @@ fn a_namespace_is_one_id_space_of_one_layout_known_by_its_fields() {
         1,
         "exactly one layout takes the new namespace: {results:?}"
     );
+}
+
+/// The registry's database may belong to a role that is not the fleet's administrator. Where
+/// its pg_snowflake is 0.3.0 (or missing), nothing keeps that role from making a schema named
+/// `snowflake` with a lease function of its own, which would answer every member "worker id 0
+/// for a day": members take no lease from it, and do not even call it (the statement that would
+/// checks first that the function is pg_snowflake's, in a schema a superuser owns). Against the
+/// same registry without it, members say that it runs 0.3.0 and must be updated first.
+#[test]
+fn members_take_no_lease_from_an_impostor_and_ask_a_0_3_0_registry_to_update() {
+    let hub = Cluster::start_new("reg_hub_impostor", &[]);
+    let mallory = Mallory::new(&hub, "reg");
+    let mut su = mallory.connect_admin();
+    su.batch_execute(
+        "CREATE EXTENSION pg_snowflake VERSION '0.3.0';
+         CREATE ROLE fleet LOGIN;
+         GRANT EXECUTE ON FUNCTION snowflake_registry_lease TO fleet;",
+    )
+    .unwrap();
+    let setting = format!(
+        "snowflake.registry = 'host=127.0.0.1 port={} user=fleet dbname=reg'",
+        hub.port
+    );
+    let old = Cluster::init("reg_impostor_old", &["snowflake.worker_id = -1", &setting, LEASE]);
+    old.start();
+    let (_, detail) = wait_for_refusal(&mut old.connect_ext(), "0.3.0", Duration::from_secs(30));
+    assert!(detail.contains("update it there first"), "{detail}");
+
+    mallory
+        .connect()
+        .batch_execute("CREATE SCHEMA snowflake")
+        .unwrap();
+    mallory.plant_in("snowflake");
+    let members: Vec<Cluster> = (0..2)
+        .map(|i| {
+            Cluster::init(
+                &format!("reg_impostor_{i}"),
+                &["snowflake.worker_id = -1", &setting, LEASE],
+            )
+        })
+        .collect();
+    for m in &members {
+        m.start();
+        let (message, detail) =
+            wait_for_refusal(&mut m.connect_ext(), "not pg_snowflake's own", Duration::from_secs(30));
+        assert!(message.contains("holds no worker id lease"), "{message}");
+        assert!(detail.contains("no lease is taken from it"), "{detail}");
+    }
+    let (what, superuser) = mallory.caught();
+    assert_eq!(what, Vec::<String>::new(), "the impostor was called");
+    assert!(!superuser);
 }

@@ -275,7 +275,9 @@ fn call(
     let number = |i: usize| -> Option<i64> { text(i)?.parse().ok() };
     if text(0) != Some("t") {
         return Err(refused(
-            "the registry's snowflake.snowflake_registry_lease() is not pg_snowflake's own (a              member of the extension, in the schema snowflake owned by a superuser): no lease              is taken from it"
+            "the registry's snowflake.snowflake_registry_lease() is not pg_snowflake's own (a \
+             member of the extension, in the schema snowflake owned by a superuser): no lease \
+             is taken from it"
                 .into(),
         ));
     }
