@@ -279,12 +279,18 @@ fn privileges_follow_postgresql_conventions() {
         .unwrap()
         .get(0);
     assert_eq!(worker, 1);
-    // Granted EXECUTE, the table's owner can adopt its column.
+    // Adopting moves the generator, as snowflake_advance_past() does: both are needed.
     admin
-        .batch_execute(
-            "GRANT EXECUTE ON FUNCTION snowflake_adopt(regclass, name) TO app;
-             GRANT EXECUTE ON FUNCTION snowflake_advance_past(bigint) TO app;",
-        )
+        .batch_execute("GRANT EXECUTE ON FUNCTION snowflake_adopt(regclass, name) TO app")
+        .unwrap();
+    let (state, message, _) = expect_error(&mut app, "SELECT snowflake_adopt('t', 'id')");
+    assert_eq!(
+        (state.as_str(), message.as_str()),
+        ("42501", "permission denied for function snowflake_advance_past")
+    );
+    // Granted EXECUTE on both, the table's owner can adopt its column.
+    admin
+        .batch_execute("GRANT EXECUTE ON FUNCTION snowflake_advance_past(bigint) TO app")
         .unwrap();
     app.batch_execute("SELECT snowflake_adopt('t', 'id')")
         .unwrap();
