@@ -137,8 +137,9 @@ BEGIN
                   HINT = 'Was a schema renamed while the script ran? Run the script again.';
     END IF;
 
-    -- Every object of the extension in its schema or in its own: a CREATE that a rename sent
-    -- into another schema would leave it where another role may replace it.
+    -- Every object of the extension in its schema or in a schema of its own (one it created,
+    -- that a superuser owns: `snowflake`, and in the test build `tests`): a CREATE that a rename
+    -- sent into another schema would leave it where another role may replace it.
     SELECT pg_catalog.string_agg(pg_catalog.pg_describe_object(d.classid, d.objid, 0), ', ')
       INTO stray
       FROM pg_catalog.pg_depend d
@@ -154,7 +155,15 @@ BEGIN
              (SELECT t.typnamespace FROM pg_catalog.pg_type t
                WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_type'::pg_catalog.regclass
                  AND t.oid OPERATOR(pg_catalog.=) d.objid),
-             home) OPERATOR(pg_catalog.<>) ALL (ARRAY[home, own]);
+             home) OPERATOR(pg_catalog.<>) ALL (ARRAY[home] OPERATOR(pg_catalog.||) ARRAY(
+                 SELECT n.oid FROM pg_catalog.pg_namespace n
+                   JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) n.nspowner
+                   JOIN pg_catalog.pg_depend m ON m.objid OPERATOR(pg_catalog.=) n.oid
+                  WHERE m.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_namespace'::pg_catalog.regclass
+                    AND m.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+                    AND m.refobjid OPERATOR(pg_catalog.=) ext
+                    AND m.deptype OPERATOR(pg_catalog.=) 'e'
+                    AND r.rolsuper));
     IF stray IS NOT NULL THEN
         RAISE EXCEPTION 'pg_snowflake''s objects are outside its schemas: %', stray
             USING ERRCODE = '42501',
