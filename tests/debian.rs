@@ -15,8 +15,8 @@ use common::debian_root::*;
 use common::*;
 
 fn deb(major: &str) -> PathBuf {
-    let toml = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
-        .unwrap();
+    let toml =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")).unwrap();
     let version = toml
         .lines()
         .find_map(|l| l.strip_prefix("version = \""))
@@ -39,7 +39,11 @@ fn package_in_debians_own_postgresql_makes_ids_across_a_restart_and_a_promotion(
         return;
     };
     let deb = deb(&major);
-    assert!(deb.exists(), "{} is missing: run `make package`", deb.display());
+    assert!(
+        deb.exists(),
+        "{} is missing: run `make package`",
+        deb.display()
+    );
     let root = DebianRoot::copy(suite, "debian_package");
     assert_eq!(root.major, major);
     let server = root.installed(&format!("postgresql-{major}"));
@@ -50,7 +54,14 @@ fn package_in_debians_own_postgresql_makes_ids_across_a_restart_and_a_promotion(
 
     // apt, not dpkg: the package's dependencies come from Debian's archive.
     let inside = root.put(&deb);
-    root.run(&["apt-get", "install", "-y", "-qq", "--no-install-recommends", &inside]);
+    root.run(&[
+        "apt-get",
+        "install",
+        "-y",
+        "-qq",
+        "--no-install-recommends",
+        &inside,
+    ]);
     assert!(
         root.installed(&format!("postgresql-{major}-pg-snowflake"))
             .ends_with("-1"),
@@ -94,7 +105,10 @@ fn package_in_debians_own_postgresql_makes_ids_across_a_restart_and_a_promotion(
     primary.stop("immediate");
     primary.start(-30.0);
     let mut c = primary.connect();
-    let after = ids(&mut c, "SELECT snowflake_next() FROM generate_series(1, 1000)");
+    let after = ids(
+        &mut c,
+        "SELECT snowflake_next() FROM generate_series(1, 1000)",
+    );
     assert!(
         after[0] > *first.last().unwrap(),
         "{} after the restart is not above {}",
@@ -124,7 +138,10 @@ fn package_in_debians_own_postgresql_makes_ids_across_a_restart_and_a_promotion(
     primary.stop("immediate");
     standby.promote();
     let mut s = standby.connect();
-    let promoted = ids(&mut s, "SELECT snowflake_next() FROM generate_series(1, 100)");
+    let promoted = ids(
+        &mut s,
+        "SELECT snowflake_next() FROM generate_series(1, 100)",
+    );
     let top = last.iter().chain(&before_failover).max().unwrap();
     assert!(
         promoted[0] > *top,
@@ -135,7 +152,13 @@ fn package_in_debians_own_postgresql_makes_ids_across_a_restart_and_a_promotion(
     standby.stop("fast");
 
     // Removed by apt: none of its files is left in Debian's directories.
-    root.run(&["apt-get", "remove", "-y", "-qq", &format!("postgresql-{major}-pg-snowflake")]);
+    root.run(&[
+        "apt-get",
+        "remove",
+        "-y",
+        "-qq",
+        &format!("postgresql-{major}-pg-snowflake"),
+    ]);
     assert!(!root
         .path(&format!("/usr/lib/postgresql/{major}/lib/pg_snowflake.so"))
         .exists());

@@ -95,7 +95,13 @@ impl Served {
     fn start(dir: &Path, log: &Path) -> Served {
         let port = free_port();
         let server = Command::new("python3")
-            .args(["-m", "http.server", &port.to_string(), "--bind", "127.0.0.1"])
+            .args([
+                "-m",
+                "http.server",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+            ])
             .arg("--directory")
             .arg(dir)
             .stdout(Stdio::null())
@@ -131,7 +137,11 @@ fn package_repository_installs_by_name_upgrades_with_apt_and_removes() {
         return;
     };
     let new = deb(&major, &version());
-    assert!(new.exists(), "{} is missing: run `make package`", new.display());
+    assert!(
+        new.exists(),
+        "{} is missing: run `make package`",
+        new.display()
+    );
     let old = package_of_0_3_0(&major);
     let root = DebianRoot::copy(suite, "repo");
     let package = format!("postgresql-{major}-pg-snowflake");
@@ -164,7 +174,14 @@ fn package_repository_installs_by_name_upgrades_with_apt_and_removes() {
         requests.contains("GET /dists/pg-snowflake/InRelease HTTP/1.1\" 200"),
         "{requests}"
     );
-    root.run(&["apt-get", "install", "-y", "-qq", "--no-install-recommends", &package]);
+    root.run(&[
+        "apt-get",
+        "install",
+        "-y",
+        "-qq",
+        "--no-install-recommends",
+        &package,
+    ]);
     assert_eq!(root.installed(&package), "0.3.0-1");
 
     let server = RootCluster::init(&root, "repo", &[]);
@@ -223,7 +240,10 @@ fn package_repository_installs_by_name_upgrades_with_apt_and_removes() {
         .unwrap();
     assert_eq!(extversion(&mut c), version());
     let id: i64 = c
-        .query_one("INSERT INTO orders (item) VALUES ('after') RETURNING id", &[])
+        .query_one(
+            "INSERT INTO orders (item) VALUES ('after') RETURNING id",
+            &[],
+        )
         .unwrap()
         .get(0);
     assert!(id > old_max, "{id} is not above {old_max}");
@@ -236,7 +256,10 @@ fn package_repository_installs_by_name_upgrades_with_apt_and_removes() {
         .filter(|f| root.path(f).is_file())
         .map(str::to_string)
         .collect();
-    assert!(files.iter().any(|f| f.ends_with("/pg_snowflake.so")), "{files:?}");
+    assert!(
+        files.iter().any(|f| f.ends_with("/pg_snowflake.so")),
+        "{files:?}"
+    );
     root.run(&["apt-get", "remove", "-y", "-qq", &package]);
     let left: Vec<&String> = files.iter().filter(|f| root.path(f).exists()).collect();
     assert!(left.is_empty(), "apt-get remove left {left:?}");

@@ -334,7 +334,11 @@ fn pg_n_never_replaces_a_postgresql_this_project_did_not_install() {
     // A PostgreSQL 18 from a source install: files, no package.
     let bin18 = root.path("/usr/lib/postgresql/18/bin");
     fs::create_dir_all(&bin18).unwrap();
-    fs::copy(root.path("/usr/lib/postgresql/17/bin/postgres"), bin18.join("postgres")).unwrap();
+    fs::copy(
+        root.path("/usr/lib/postgresql/17/bin/postgres"),
+        bin18.join("postgres"),
+    )
+    .unwrap();
     // Any download would go to a port nothing listens on, and fail differently.
     let nowhere = format!("http://127.0.0.1:{}", free_port());
     let debians = root.installed("postgresql-17");
@@ -351,7 +355,13 @@ fn pg_n_never_replaces_a_postgresql_this_project_did_not_install() {
         ),
     ] {
         let mirror = format!("PG_SNOWFLAKE_DEBIAN_MIRROR={nowhere}");
-        let out = root.try_run(&["env", &mirror, "bash", "/tmp/src/scripts/build-postgres.sh", major]);
+        let out = root.try_run(&[
+            "env",
+            &mirror,
+            "bash",
+            "/tmp/src/scripts/build-postgres.sh",
+            major,
+        ]);
         let err = String::from_utf8_lossy(&out.stderr);
         let all = format!("{}{err}", String::from_utf8_lossy(&out.stdout));
         assert_eq!(out.status.code(), Some(1), "{all}");

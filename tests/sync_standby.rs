@@ -30,7 +30,11 @@ fn check_flag_format(c: &mut Client) {
         17 => 170_005,
         _ => 0,
     };
-    let format = if version >= bits_since { "bits" } else { "bool" };
+    let format = if version >= bits_since {
+        "bits"
+    } else {
+        "bool"
+    };
     eprintln!("server {version}: the synchronous-standby flag is a {format}");
     if let Ok(wanted) = std::env::var("SNOWFLAKE_FLAG_FORMAT") {
         assert_eq!(format, wanted, "server {version} has the other flag format");

@@ -104,7 +104,10 @@ impl DebianRoot {
     /// `args` run inside the root as root; fails the test unless it succeeds.
     pub fn run(&self, args: &[&str]) -> String {
         let out = self.try_run(args);
-        let out = check(out, &format!("{} (in the {} root)", args.join(" "), self.suite));
+        let out = check(
+            out,
+            &format!("{} (in the {} root)", args.join(" "), self.suite),
+        );
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
@@ -148,7 +151,10 @@ impl DebianRoot {
 impl Drop for DebianRoot {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            eprintln!("the Debian root of the failed test is in {}", self.dir.display());
+            eprintln!(
+                "the Debian root of the failed test is in {}",
+                self.dir.display()
+            );
         } else {
             let _ = fs::remove_dir_all(&self.scratch);
         }
@@ -171,8 +177,11 @@ impl<'a> RootCluster<'a> {
     }
 
     fn log(&self) -> String {
-        fs::read_to_string(self.root.path(&format!("/var/lib/postgresql/{}.log", self.name)))
-            .unwrap_or_default()
+        fs::read_to_string(
+            self.root
+                .path(&format!("/var/lib/postgresql/{}.log", self.name)),
+        )
+        .unwrap_or_default()
     }
 
     /// A command as the root's postgres user, with the fake clock in its environment.
@@ -257,8 +266,19 @@ impl<'a> RootCluster<'a> {
             self.as_postgres(
                 "pg_basebackup",
                 &[
-                    "-h", "127.0.0.1", "-p", &port, "-U", "postgres", "-R", "-X", "stream", "-c",
-                    "fast", "-D", &data,
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    &port,
+                    "-U",
+                    "postgres",
+                    "-R",
+                    "-X",
+                    "stream",
+                    "-c",
+                    "fast",
+                    "-D",
+                    &data,
                 ],
             ),
             "pg_basebackup in the Debian root",
@@ -281,7 +301,10 @@ impl<'a> RootCluster<'a> {
         self.set_clock_file(clock_offset_s);
         let data = self.data();
         let log = format!("/var/lib/postgresql/{}.log", self.name);
-        let out = self.as_postgres("pg_ctl", &["start", "-w", "-t", "60", "-D", &data, "-l", &log]);
+        let out = self.as_postgres(
+            "pg_ctl",
+            &["start", "-w", "-t", "60", "-D", &data, "-l", &log],
+        );
         assert!(
             out.status.success(),
             "pg_ctl start in the Debian root failed:\n{}\n--- server log ---\n{}",
@@ -295,7 +318,10 @@ impl<'a> RootCluster<'a> {
     pub fn stop(&self, mode: &str) {
         let data = self.data();
         check(
-            self.as_postgres("pg_ctl", &["stop", "-w", "-t", "60", "-m", mode, "-D", &data]),
+            self.as_postgres(
+                "pg_ctl",
+                &["stop", "-w", "-t", "60", "-m", mode, "-D", &data],
+            ),
             "pg_ctl stop in the Debian root",
         );
     }
