@@ -1,6 +1,6 @@
 //! The signed apt repository of `make repo` (scripts/repo.sh), used as a Debian user would use
-//! it, in a copy of the Debian root whose own PostgreSQL is the major under test (trixie's 17,
-//! sid's 18; see tests/debian.rs):
+//! it, in a copy of the Debian 13 root with Debian's own PostgreSQL 17 (see tests/debian.rs),
+//! when 17 is the major under test:
 //! - the repository is an apt source with `signed-by` its own key, served over HTTP;
 //! - `apt-get install postgresql-N-pg-snowflake`, by name, installs the previous release
 //!   (0.3.0) while the repository holds only that, and a server uses it;
@@ -129,13 +129,14 @@ impl Drop for Served {
 
 #[test]
 fn package_repository_installs_by_name_upgrades_with_apt_and_removes() {
+    // On Debian 13, the stable release, with its 17: the repository and apt behave alike for
+    // every major, and the package of 0.3.0 costs minutes to build for each.
     let major = major_under_test();
-    let Some(suite) = suite_of(&major) else {
-        eprintln!(
-            "Debian builds no PostgreSQL {major} in trixie or sid: the repository is tested with Debian's own 17 and 18"
-        );
+    if major != "17" {
+        eprintln!("the apt repository is tested on PostgreSQL 17, Debian 13's own");
         return;
-    };
+    }
+    let suite = suite_of(&major).unwrap();
     let new = deb(&major, &version());
     assert!(
         new.exists(),

@@ -383,3 +383,30 @@ fn pg_n_never_replaces_a_postgresql_this_project_did_not_install() {
     assert!(root.path("/usr/lib/postgresql/17/bin/postgres").exists());
     assert!(bin18.join("postgres").exists());
 }
+
+/// `PG_CONFIG` naming psql (or any program of the server other than pg_config) is refused at
+/// once, before anything is installed, naming the pg_config beside it.
+#[test]
+fn a_pg_config_that_is_psql_is_refused_naming_the_pg_config_beside_it() {
+    let bindir = pg_config(&default_pg_config(), "--bindir");
+    let psql = bindir.join("psql");
+    let out = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/setup.sh"))
+        .args(["build", "--pg-config"])
+        .arg(&psql)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "PG_CONFIG={} is not a pg_config: it says \"psql (PostgreSQL) ",
+            psql.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("such as {}", bindir.join("pg_config").display())),
+        "{err}"
+    );
+    assert!(!err.contains("installing"), "{err}");
+}
