@@ -119,11 +119,15 @@ test-package: package
 	@$(MAKE) --no-print-directory install
 	cargo test --test debian --test repo -- --test-threads=2
 
-# 16.2, the one server with the synchronous-standby flag format from before May 2025, gets the
-# 16 build and runs tests/sync_standby.rs (scripts/build-postgres.sh 16-old installed it).
+# 16.2, the one server with the synchronous-standby flag format from before May 2025
+# (scripts/build-postgres.sh 16-old unpacked it), gets the files `make install` put into 16, as a
+# package built for 16 runs on any 16.x (the library reads the flag by the running server's
+# version), and runs tests/sync_standby.rs. Copied, not built again: pgrx would rebuild its
+# bindings for another pg_config, and again for 16 at the next run.
 OLD_FLAG_PG_CONFIG = $(shell scripts/pg-config.sh 16-old)
 test-old-flag:
-	@$(MAKE) --no-print-directory install PG=16 PG_CONFIG="$(OLD_FLAG_PG_CONFIG)"
+	cp "$$($(PG_CONFIG) --pkglibdir)/pg_snowflake.so" "$$($(OLD_FLAG_PG_CONFIG) --pkglibdir)/"
+	cp "$$($(PG_CONFIG) --sharedir)"/extension/pg_snowflake* "$$($(OLD_FLAG_PG_CONFIG) --sharedir)/extension/"
 	PG_CONFIG="$(OLD_FLAG_PG_CONFIG)" SNOWFLAKE_FLAG_FORMAT=bool cargo test --test sync_standby -- --test-threads=2
 
 # A signed apt repository of this release's package for every major, in target/repo (see
@@ -131,6 +135,7 @@ test-old-flag:
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 repo:
 	@for v in $(REPO_MAJORS); do \
+	  scripts/setup.sh run $$v && \
 	  $(MAKE) --no-print-directory package PG=$$v PG_CONFIG="$$(scripts/pg-config.sh $$v)" || exit 1; \
 	done
 	scripts/repo.sh target/repo $(foreach v,$(REPO_MAJORS),target/package/postgresql-$(v)-pg-snowflake_$(VERSION)-1_amd64.deb)
