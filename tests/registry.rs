@@ -981,3 +981,85 @@ fn a_member_stops_at_once_while_its_registry_is_silent() {
         );
     }
 }
+
+/// A rolling upgrade updates the registry first: a member of 0.3.0 (its package's library, in a
+/// copy of this major's server) then leases from a registry of this release through the old
+/// signature, beside a member of this release in the same namespace, each its own worker id; a
+/// member of 0.3.0 of another layout is refused, and says so. On 17 only: the package of 0.3.0
+/// costs minutes to build, and tests/repo.rs builds the same one.
+#[test]
+fn a_member_of_0_3_0_leases_from_a_registry_of_this_release() {
+    let major = common::debian_root::major_under_test();
+    if major != "17" {
+        eprintln!("a member of 0.3.0 is tested on PostgreSQL 17 (PostgreSQL {major} here)");
+        return;
+    }
+    let old_server = common::release::server_with_0_3_0("reg_0_3_0_server");
+    let (hub, mut h) = registry("reg_hub_0_3_0");
+    // What members of 0.3.0 call (an update from 0.3.0 grants it to the roles that had it).
+    h.batch_execute(
+        "GRANT EXECUTE ON FUNCTION public.snowflake_registry_lease(text, text, integer, integer,
+                                   bigint, text, bigint, bigint) TO fleet",
+    )
+    .unwrap();
+    let setting = format!(
+        "snowflake.registry = 'host=127.0.0.1 port={} user=fleet dbname=postgres'",
+        hub.port
+    );
+    let old = Cluster::init_with(
+        "reg_0_3_0_member",
+        &old_server,
+        &[],
+        &["snowflake.worker_id = -1", &setting, LEASE],
+    );
+    old.start();
+    let mut co = old.connect_ext();
+    let version: String = co
+        .query_one(
+            "SELECT extversion FROM pg_extension WHERE extname = 'pg_snowflake'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(version, "0.3.0", "the member runs 0.3.0");
+    let id = first_id(&mut co, Duration::from_secs(30));
+    let w_old = worker_id_of(&mut co, id);
+    let new = member("reg_0_4_0_member", &hub, "fleet", &[]);
+    new.start();
+    let mut cn = new.connect_ext();
+    let id = first_id(&mut cn, Duration::from_secs(30));
+    let w_new = worker_id_of(&mut cn, id);
+    assert_ne!(w_old, w_new);
+    let held: i64 = h
+        .query_one(
+            "SELECT count(*) FROM snowflake.snowflake_registry
+              WHERE namespace = 'default' AND expires > now()",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(held, 2);
+
+    // 0.3.0's member of another layout in the same namespace.
+    let discord = Cluster::init_with(
+        "reg_0_3_0_discord",
+        &old_server,
+        &[],
+        &[
+            "snowflake.worker_id = -1",
+            &setting,
+            LEASE,
+            "snowflake.layout = discord",
+        ],
+    );
+    discord.start();
+    let (_, detail) = wait_for_refusal(
+        &mut discord.connect_ext(),
+        "makes ids of layout",
+        Duration::from_secs(30),
+    );
+    assert!(
+        detail.contains("a namespace of their own") || detail.contains("discord"),
+        "{detail}"
+    );
+}

@@ -13,64 +13,12 @@
 
 mod common;
 use common::debian_root::*;
+use common::release::{deb, package_of_0_3_0, root_dir, version};
 use common::*;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
-
-/// The commit of the 0.3.0 release (the history of main has it).
-const RELEASE_0_3_0: &str = "ee29060";
-
-fn root_dir() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn version() -> String {
-    let toml = fs::read_to_string(root_dir().join("Cargo.toml")).unwrap();
-    toml.lines()
-        .find_map(|l| l.strip_prefix("version = \""))
-        .unwrap()
-        .trim_end_matches('"')
-        .to_string()
-}
-
-fn deb(major: &str, version: &str) -> PathBuf {
-    root_dir().join(format!(
-        "target/package/postgresql-{major}-pg-snowflake_{version}-1_amd64.deb"
-    ))
-}
-
-/// The package of 0.3.0 for `major`, built from that release's commit once and kept in
-/// target/package (a few minutes the first time).
-fn package_of_0_3_0(major: &str) -> PathBuf {
-    let deb = deb(major, "0.3.0");
-    if deb.exists() {
-        return deb;
-    }
-    let old = root_dir().join("target/package/release-0.3.0");
-    if !old.join("Cargo.toml").exists() {
-        check(
-            Command::new("git")
-                .current_dir(root_dir())
-                .args(["worktree", "add", "--force", "--detach"])
-                .arg(&old)
-                .arg(RELEASE_0_3_0)
-                .output()
-                .unwrap(),
-            "git worktree add of the 0.3.0 release (is the history of main cloned?)",
-        );
-    }
-    check(
-        Command::new(root_dir().join("scripts/package.sh"))
-            .arg(default_pg_config())
-            .arg(&old)
-            .output()
-            .unwrap(),
-        "scripts/package.sh of 0.3.0",
-    );
-    deb
-}
 
 /// scripts/repo.sh OUT DEBS, signing with the key in `key_home` (made there the first time).
 fn publish(out: &Path, key_home: &Path, debs: &[&Path]) {

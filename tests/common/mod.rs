@@ -18,6 +18,7 @@ pub mod debian_root;
 pub mod failover;
 pub mod faultfs;
 pub mod mallory;
+pub mod release;
 
 /// libfaketime's multi-threaded library, found through its Debian package so that any
 /// architecture works. A test that needs it fails when it is missing instead of running on the
