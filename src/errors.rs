@@ -29,7 +29,7 @@ pub fn not_preloaded() -> ! {
         .set_detail("The id generator lives in shared memory, which is set up at server start.")
         .set_hint(
             "Add pg_snowflake to shared_preload_libraries in postgresql.conf, set \
-             snowflake.worker_id, and restart the server.",
+             snowflake.worker_id (or snowflake.registry, to lease one), and restart the server.",
         ),
     )
 }
