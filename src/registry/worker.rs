@@ -168,7 +168,11 @@ fn renew(registry: &Registry) -> Duration {
                 registry.report(Problem::Cache, &why);
                 return RETRY.min(every);
             }
-            generator::get().lease_from_registry(layout, granted.start_above_ms, covered_until_ms);
+            let generator = generator::get();
+            if !generator.lease_from_registry(layout, granted.start_above_ms, covered_until_ms) {
+                // Asked to stop while it waited for a renewal: the loop ends at once.
+                return Duration::ZERO;
+            }
             if registry.source() != Source::Leased {
                 pgrx::log!(
                     "pg_snowflake: worker id {} is leased from the registry",
