@@ -415,6 +415,8 @@ fn an_unwritable_state_file_fails_each_call_without_writing_wal() {
     // Not one of those bytes is a mark: pg_waldump lists the records between the two positions,
     // none of pg_snowflake's resource manager (id 147).
     if after != before {
+        // On disk up to `after` (a checkpoint flushes WAL), where pg_waldump reads it.
+        c.batch_execute("CHECKPOINT").unwrap();
         let out = cluster
             .server_cmd("pg_waldump", &cluster.data())
             .args(["-p", "pg_wal", "-s", &before, "-e", &after])

@@ -390,7 +390,7 @@ fn the_registry_worker_leaves_a_wait_for_a_stalled_renewal_when_told_to_stop() {
     let mut h = hub.connect_ext();
     h.batch_execute(
         "CREATE ROLE fleet LOGIN;
-         GRANT EXECUTE ON FUNCTION snowflake_registry_lease TO fleet;",
+         GRANT EXECUTE ON FUNCTION snowflake.snowflake_registry_lease TO fleet;",
     )
     .unwrap();
     let registry = format!(
@@ -413,7 +413,7 @@ fn the_registry_worker_leaves_a_wait_for_a_stalled_renewal_when_told_to_stop() {
     // renewal lock, so it waits for the stalled renewal.
     let raised_at: f64 = h
         .query_one(
-            "WITH u AS (UPDATE snowflake_registry
+            "WITH u AS (UPDATE snowflake.snowflake_registry
                            SET start_above_ms = (extract(epoch FROM clock_timestamp()) * 1000)::bigint
                                                 + 2000
                          RETURNING 1)
@@ -438,7 +438,7 @@ fn the_registry_worker_leaves_a_wait_for_a_stalled_renewal_when_told_to_stop() {
     poll(Duration::from_secs(30), Duration::from_millis(10), || {
         let answered: bool = h
             .query_one(
-                "SELECT bool_and(renewed > to_timestamp($1)) FROM snowflake_registry",
+                "SELECT bool_and(renewed > to_timestamp($1)) FROM snowflake.snowflake_registry",
                 &[&raised_at],
             )
             .unwrap()
