@@ -36,8 +36,9 @@ impl Generator {
     ///
     /// If `units` is still inside the lease, the caller renews early, but only if no other
     /// backend is renewing: it never waits for the renewal lock, though once it holds the lock
-    /// it writes the mark (a WAL flush and four fsyncs, well under a millisecond on a healthy
-    /// disk) and waits for the synchronous standbys like any renewer. If `units` is past the
+    /// it writes the mark (a WAL flush and four fsyncs: 14 ms on the ext4 disk of the 2-core
+    /// test machine, 300 forced renewals in 4.23 s) and waits for the synchronous standbys like
+    /// any renewer. If `units` is past the
     /// lease, the caller waits for the lock, in a wait that a cancel or a terminate ends (see
     /// `renewal_lock`), and for the renewal.
     #[cold]
