@@ -3,7 +3,8 @@
 //! start above every id ever handed out, whatever the clock says.
 //!
 //! A renewal writes a mark `LEASE_AHEAD_MS` past the ids being handed out, to WAL (flushed, and
-//! acknowledged by synchronous standbys when they are configured) and to the state file. It
+//! acknowledged by synchronous standbys when they are configured) and to the state file and its
+//! copy. It
 //! starts `HEADROOM_MS` before the lease runs out. The renewer takes a lock that only renewers
 //! take, so other backends keep generating under the current lease while one renews. Under
 //! steady load that is one durable write per second, whatever the id rate.
