@@ -447,7 +447,7 @@ fn the_registry_worker_leaves_a_wait_for_a_stalled_renewal_when_told_to_stop() {
             .then_some(())
             .ok_or("the worker did not ask the registry again".into())
     });
-    let renewed_ms: f64 = m
+    let renewed_s: f64 = m
         .query_one(
             "SELECT extract(epoch FROM (snowflake_stats() -> 'registry' ->> 'renewed')::timestamptz)
                     ::float8",
@@ -456,7 +456,7 @@ fn the_registry_worker_leaves_a_wait_for_a_stalled_renewal_when_told_to_stop() {
         .unwrap()
         .get(0);
     assert!(
-        renewed_ms < raised_at,
+        renewed_s < raised_at,
         "the worker got past the stalled renewal"
     );
     let began = Instant::now();
