@@ -47,6 +47,9 @@ DECLARE
     max_worker integer;
     lease_for pg_catalog.interval;
     asked bigint;
+    -- Worker ids whose row another transaction holds locked (a member's call still open): tried
+    -- once, then passed over, so that no caller waits on another for long.
+    skipped integer[] := '{}';
 BEGIN
     IF NOT EXISTS (SELECT FROM pg_catalog.pg_namespace n
                      JOIN pg_catalog.pg_roles o ON o.oid OPERATOR(pg_catalog.=) n.nspowner
@@ -122,6 +125,9 @@ BEGIN
 
     lease_for := pg_catalog.make_interval(secs => lease_ms::pg_catalog.float8
                                                   OPERATOR(pg_catalog./) 1000);
+    -- No wait for another member's open transaction lasts: a member's role may hold one open
+    -- on purpose. Local to this call's transaction.
+    PERFORM pg_catalog.set_config('lock_timeout', '200ms', true);
     asked := LEAST(covered_until_ms,
         (pg_catalog.date_part('epoch', pg_catalog.now()) OPERATOR(pg_catalog.*) 1000)::pg_catalog.int8
         OPERATOR(pg_catalog.+) lease_ms OPERATOR(pg_catalog.+) 60000);
@@ -158,15 +164,25 @@ BEGIN
                 UNION ALL
                 SELECT g.worker_id OPERATOR(pg_catalog.+) 1 FROM snowflake.snowflake_registry g
                  WHERE g.namespace OPERATOR(pg_catalog.=) namespace
-                   AND g.worker_id OPERATOR(pg_catalog.<) max_worker) c
+                   AND g.worker_id OPERATOR(pg_catalog.<) max_worker
+                UNION ALL
+                -- One past a worker id passed over: its row, not committed, is not seen.
+                SELECT k OPERATOR(pg_catalog.+) 1 FROM pg_catalog.unnest(skipped) k
+                 WHERE k OPERATOR(pg_catalog.<) max_worker) c
              WHERE NOT EXISTS (
                    SELECT FROM snowflake.snowflake_registry g
                     WHERE g.namespace OPERATOR(pg_catalog.=) namespace
                       AND g.worker_id OPERATOR(pg_catalog.=) c.id)
+               AND c.id OPERATOR(pg_catalog.<>) ALL (skipped)
              ORDER BY c.id LIMIT 1;
             EXIT WHEN candidate IS NULL;
-            r := snowflake.snowflake_registry_take(namespace, candidate, system_identifier,
-                                                   node_name, lease_for, asked);
+            BEGIN
+                r := snowflake.snowflake_registry_take(namespace, candidate, system_identifier,
+                                                       node_name, lease_for, asked);
+            EXCEPTION WHEN lock_not_available THEN
+                r := NULL;
+            END;
+            skipped := skipped OPERATOR(pg_catalog.||) candidate;
             IF r IS NOT NULL THEN
                 RETURN QUERY SELECT 'granted'::pg_catalog.text, r.worker_id, r.expires,
                                     r.start_above_ms, r.covered_until_ms, NULL::pg_catalog.text,
@@ -187,8 +203,13 @@ BEGIN
                     WHERE g.namespace OPERATOR(pg_catalog.=) namespace
                       AND g.worker_id OPERATOR(pg_catalog.=) c.w) NULLS FIRST, c.w
     LOOP
-        r := snowflake.snowflake_registry_take(namespace, candidate, system_identifier, node_name,
-                                               lease_for, asked);
+        CONTINUE WHEN candidate OPERATOR(pg_catalog.=) ANY (skipped);
+        BEGIN
+            r := snowflake.snowflake_registry_take(namespace, candidate, system_identifier,
+                                                   node_name, lease_for, asked);
+        EXCEPTION WHEN lock_not_available THEN
+            r := NULL;
+        END;
         IF r IS NOT NULL THEN
             RETURN QUERY SELECT 'granted'::pg_catalog.text, r.worker_id, r.expires,
                                 r.start_above_ms, r.covered_until_ms, NULL::pg_catalog.text,
@@ -218,9 +239,12 @@ BEGIN
 END
 $lease$;
 
--- Takes `candidate` for a cluster if it was never leased or its lease ran out: a new row, or the
--- expired row with its row lock, its expiry checked again under it. NULL when another cluster
--- holds it. Called by snowflake_registry_lease() alone (it runs as the same owner).
+-- Takes `candidate` for a cluster if it was never leased or its lease ran out: the expired row,
+-- updated under its row lock with the expiry checked again, or a new row. NULL when another
+-- cluster holds it. A held row is never locked: an UPDATE locks only the rows its condition
+-- selects (the expired ones), and an insert that finds the row there does nothing, so that no
+-- member's call, however long its transaction stays open, leaves another's worker id locked.
+-- Called by snowflake_registry_lease() alone (it runs as the same owner).
 CREATE FUNCTION snowflake.snowflake_registry_take(
     namespace text,
     candidate integer,
@@ -237,20 +261,28 @@ SET search_path = pg_catalog, pg_temp
 AS $take$
 #variable_conflict use_variable
 BEGIN
+    UPDATE snowflake.snowflake_registry g
+       SET system_identifier = system_identifier,
+           node_name = node_name,
+           since = pg_catalog.now(),
+           renewed = pg_catalog.now(),
+           expires = pg_catalog.now() OPERATOR(pg_catalog.+) lease_for,
+           start_above_ms = g.covered_until_ms,
+           covered_until_ms = GREATEST(g.covered_until_ms, asked)
+     WHERE g.namespace OPERATOR(pg_catalog.=) namespace
+       AND g.worker_id OPERATOR(pg_catalog.=) candidate
+       AND g.expires OPERATOR(pg_catalog.<) pg_catalog.now()
+    RETURNING g.worker_id, g.expires, g.start_above_ms, g.covered_until_ms
+         INTO worker_id, expires, start_above_ms, covered_until_ms;
+    IF FOUND THEN
+        RETURN;
+    END IF;
     INSERT INTO snowflake.snowflake_registry AS g
            (namespace, worker_id, system_identifier, node_name, since, renewed, expires,
             covered_until_ms, start_above_ms)
     VALUES (namespace, candidate, system_identifier, node_name, pg_catalog.now(),
             pg_catalog.now(), pg_catalog.now() OPERATOR(pg_catalog.+) lease_for, asked, 0)
-    ON CONFLICT ON CONSTRAINT snowflake_registry_pkey DO UPDATE
-       SET system_identifier = excluded.system_identifier,
-           node_name = excluded.node_name,
-           since = excluded.since,
-           renewed = excluded.renewed,
-           expires = excluded.expires,
-           start_above_ms = g.covered_until_ms,
-           covered_until_ms = GREATEST(g.covered_until_ms, excluded.covered_until_ms)
-     WHERE g.expires OPERATOR(pg_catalog.<) pg_catalog.now()
+    ON CONFLICT DO NOTHING
     RETURNING g.worker_id, g.expires, g.start_above_ms, g.covered_until_ms
          INTO worker_id, expires, start_above_ms, covered_until_ms;
 END

@@ -18,9 +18,10 @@
 //!   elsewhere, the check fails and everything rolls back;
 //! - the query for the column's largest value may plan nothing but a scan of that very table
 //!   (`planner::only_relation`): a view or another table put under the table's name fails before
-//!   anything of it runs. It runs with `row_security = off`, so that rows the caller's policies
-//!   hide are never silently left out: a table whose row-level security applies to the caller is
-//!   refused.
+//!   anything of it runs. It runs with the rights of the table's owner, as a security-restricted
+//!   operation (planning it may run the owner's code, in an index expression), with a fresh
+//!   snapshot, and with `row_security = off`, so that rows that policies hide are never silently
+//!   left out: a table whose row-level security applies to its owner is refused.
 
 use crate::{errors, generator, gucs, planner};
 use pgrx::datum::DatumWithOid;
@@ -262,13 +263,21 @@ fn check_adopted(tbl: pg_sys::Oid, attnum: i16, next: pg_sys::Oid, before: &Befo
     }
 }
 
-/// The largest value of the column over every row (NULL for an empty table).
+/// The largest value of the column over every row (NULL for an empty table), read with the
+/// rights of the table's owner as a security-restricted operation, as VACUUM and REINDEX run a
+/// table's index expressions: planning the query may run code of the table's owner (an index
+/// expression that calls an immutable function of theirs is folded while planning), and that
+/// code must not run with the caller's rights, a superuser's perhaps. And with a snapshot taken
+/// now, under the ALTER TABLE's lock: a REPEATABLE READ caller's older snapshot would miss rows
+/// committed since, and the generator would advance past too small a value.
 fn largest(tbl: pg_sys::Oid, attnum: i16, table: &str) -> Option<i64> {
-    if Spi::get_one_with_args::<bool>("SELECT pg_catalog.row_security_active($1)", &[tbl.into()])
-        == Ok(Some(true))
-    {
-        errors::adopt_row_security(table);
-    }
+    let owner = Spi::get_one_with_args::<pg_sys::Oid>(
+        "SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $1",
+        &[tbl.into()],
+    )
+    .ok()
+    .flatten()
+    .unwrap_or_else(|| errors::adopt_not_a_table(table));
     let query = built(
         &format!(
             "pg_catalog.format('SELECT pg_catalog.max(t.%I) FROM %s t', {ATTNAME},
@@ -276,23 +285,70 @@ fn largest(tbl: pg_sys::Oid, attnum: i16, table: &str) -> Option<i64> {
         ),
         &[tbl.into(), attnum.into()],
     );
-    // row_security = off (sql/adopt.sql): a policy that applies makes this query fail instead
-    // of hiding rows, should one appear after the check above (it cannot while the ALTER TABLE's
-    // lock is held).
-    Spi::connect_mut(|_| {
-        planner::only_relation(tbl, || {
-            // SAFETY: a NUL-terminated statement; SPI is connected (this closure); the result is
-            // read at once from SPI_tuptable, which stays valid until the next SPI call.
-            unsafe {
-                let rc = pg_sys::SPI_execute(query.as_ptr(), false, 1);
-                assert_eq!(rc, pg_sys::SPI_OK_SELECT as i32, "SPI_execute of the max");
-                let table = pg_sys::SPI_tuptable;
-                let mut null = false;
-                let datum = pg_sys::SPI_getbinval(*(*table).vals, (*table).tupdesc, 1, &mut null);
-                (!null).then(|| datum.value() as i64)
-            }
+    as_owner(owner, || {
+        // row_security = off (sql/adopt.sql): a policy that applies makes the query fail
+        // instead of hiding rows; this says so first, with a hint.
+        if Spi::get_one_with_args::<bool>(
+            "SELECT pg_catalog.row_security_active($1)",
+            &[tbl.into()],
+        ) == Ok(Some(true))
+        {
+            errors::adopt_row_security(table);
+        }
+        Spi::connect_mut(|_| {
+            planner::only_relation(tbl, || {
+                // SAFETY: a snapshot pushed and popped around one read-only SPI statement
+                // (SPI is connected: this closure); the result is read at once from
+                // SPI_tuptable, which stays valid until the next SPI call.
+                unsafe {
+                    pg_sys::PushActiveSnapshot(pg_sys::GetLatestSnapshot());
+                    struct Pop;
+                    impl Drop for Pop {
+                        fn drop(&mut self) {
+                            // SAFETY: the snapshot pushed above.
+                            unsafe { pg_sys::PopActiveSnapshot() };
+                        }
+                    }
+                    let _pop = Pop;
+                    let rc = pg_sys::SPI_execute(query.as_ptr(), true, 1);
+                    assert_eq!(rc, pg_sys::SPI_OK_SELECT as i32, "SPI_execute of the max");
+                    let table = pg_sys::SPI_tuptable;
+                    let mut null = false;
+                    let datum =
+                        pg_sys::SPI_getbinval(*(*table).vals, (*table).tupdesc, 1, &mut null);
+                    (!null).then(|| datum.value() as i64)
+                }
+            })
         })
     })
+}
+
+/// Runs `f` as role `owner`, in a security-restricted operation (no SET ROLE, no temporary
+/// objects, no changes of session state), as PostgreSQL runs a table's expressions for its
+/// owner; the caller's identity comes back afterwards, also when `f` raises an error.
+fn as_owner<T>(owner: pg_sys::Oid, f: impl FnOnce() -> T) -> T {
+    let (mut user, mut context) = (pg_sys::InvalidOid, 0);
+    // SAFETY: reading and setting this backend's current user, as SECURITY DEFINER calls do;
+    // Restore sets it back when `f` returns or unwinds (an error passes through Rust frames as a
+    // panic, see pgrx's pg_guard).
+    unsafe {
+        pg_sys::GetUserIdAndSecContext(&mut user, &mut context);
+        pg_sys::SetUserIdAndSecContext(
+            owner,
+            context
+                | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32
+                | pg_sys::SECURITY_RESTRICTED_OPERATION as i32,
+        );
+    }
+    struct Restore(pg_sys::Oid, i32);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            // SAFETY: the identity saved above.
+            unsafe { pg_sys::SetUserIdAndSecContext(self.0, self.1) };
+        }
+    }
+    let _restore = Restore(user, context);
+    f()
 }
 
 /// `ALTER TABLE tbl ALTER COLUMN col <action>`, by the table's and the column's names as they

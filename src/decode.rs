@@ -21,8 +21,11 @@ CREATE TYPE @extschema@.snowflake_parts AS (
 COMMENT ON TYPE @extschema@.snowflake_parts IS 'The fields of a snowflake id, as returned by snowflake_decode()';
 "#,
     name = "snowflake_parts",
-    bootstrap
+    requires = ["pin_schema"]
 );
+
+// First of the install script, before anything is created in the extension's schema.
+extension_sql_file!("../sql/pin_schema.sql", name = "pin_schema", bootstrap);
 
 /// Splits an id of this server's layout into its time, worker id and sequence.
 ///
@@ -30,7 +33,7 @@ COMMENT ON TYPE @extschema@.snowflake_parts IS 'The fields of a snowflake id, as
 /// `(snowflake_decode(id)).ts` can go into an expression index and `.worker_id` into a WHERE.
 /// IMMUTABLE holds while the server keeps its layout (a change needs a restart, and is refused
 /// while it would make ids below the old ones): after a change, REINDEX what depends on it.
-#[pg_extern(immutable, strict, parallel_safe)]
+#[pg_extern(immutable, strict, parallel_safe, requires = ["snowflake_parts"])]
 fn snowflake_decode(
     id: i64,
     fcinfo: pg_sys::FunctionCallInfo,
@@ -40,7 +43,7 @@ fn snowflake_decode(
 
 /// Splits an id of the named layout: for ids that come from another system (a Discord id, a
 /// Sonyflake id) or from a server with another layout.
-#[pg_extern(immutable, strict, parallel_safe, name = "snowflake_decode")]
+#[pg_extern(immutable, strict, parallel_safe, name = "snowflake_decode", requires = ["snowflake_parts"])]
 fn snowflake_decode_layout(
     id: i64,
     layout: TextArg,

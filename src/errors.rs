@@ -901,15 +901,16 @@ pub fn adopt_row_security(table: &str) -> ! {
     raise(
         report(
             PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
-            format!("row-level security hides rows of {table} from this role"),
+            format!("row-level security hides rows of {table} from its owner"),
         )
         .set_detail(
-            "snowflake_adopt() moves the generator above the largest id of every row; it would \
-             miss the ids of the rows it cannot see.",
+            "snowflake_adopt() reads the largest id of every row with the rights of the table's \
+             owner, and moves the generator above it; it would miss the ids of the rows the \
+             owner cannot see.",
         )
         .set_hint(
-            "Run it as a superuser or a role with BYPASSRLS, or as the table's owner while the \
-             table has no FORCE ROW LEVEL SECURITY.",
+            "ALTER TABLE ... NO FORCE ROW LEVEL SECURITY while adopting, or give the table's \
+             owner BYPASSRLS.",
         ),
     )
 }

@@ -583,3 +583,35 @@ fn a_script_that_leaves_an_object_outside_the_extensions_schemas_fails() {
         .get(0);
     assert_eq!(version, "0.3.0");
 }
+
+/// A superuser adopting a table that another role owns runs none of that role's code with a
+/// superuser's rights: planning the query for the largest id folds an immutable function of an
+/// expression index, which is the owner's (as a plain SELECT by a superuser would); adopt reads
+/// it with the owner's rights, as a security-restricted operation, as VACUUM runs index
+/// expressions.
+#[test]
+fn adopting_another_roles_table_runs_its_code_with_its_own_rights() {
+    let cluster = Cluster::start_new("hostile_adopt_owner", &[]);
+    let mallory = Mallory::new(&cluster, "shop");
+    let mut su = mallory.connect_admin();
+    su.batch_execute("CREATE EXTENSION pg_snowflake").unwrap();
+    mallory
+        .connect()
+        .batch_execute(
+            "CREATE TABLE m.orders (id bigserial PRIMARY KEY);
+             INSERT INTO m.orders SELECT FROM generate_series(1, 10);
+             CREATE FUNCTION m.folded() RETURNS bigint LANGUAGE plpgsql IMMUTABLE AS $f$
+             BEGIN PERFORM m.trap('function folded() of an index'); RETURN 1; END $f$;
+             CREATE INDEX ON m.orders ((id + m.folded()));
+             GRANT ALL ON SCHEMA m TO PUBLIC;",
+        )
+        .unwrap();
+    su.batch_execute("SELECT public.snowflake_adopt('m.orders', 'id')")
+        .unwrap();
+    let (what, superuser) = mallory.caught();
+    assert!(
+        what.iter().all(|w| !w.ends_with("run by postgres")),
+        "her code ran as the superuser: {what:?}"
+    );
+    assert!(!superuser, "Mallory became a superuser");
+}

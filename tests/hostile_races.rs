@@ -268,9 +268,12 @@ fn the_registry_lease_function_and_its_members_follow_no_renamed_schema() {
     mallory.assert_nothing_caught(swaps, MIN_SWAPS);
 }
 
-/// The install and upgrade scripts, run by a superuser in a loop in her database: every run
-/// either ends with every object of the extension in its own two schemas and the privileges it
-/// sets, checked here by OID, or fails; nothing of hers runs.
+/// The install and upgrade scripts, run by a superuser in a loop in her database while she
+/// swaps `public` away for a moment now and then: every run either ends with every object of
+/// the extension in its own schemas and exactly the privileges it sets, checked here by OID,
+/// or fails; nothing of hers runs. (On 16 and later a schema can be renamed while a transaction
+/// that created objects in it is open: without the script's pin on its schema, one install in
+/// five here left the administrators' functions open to PUBLIC.)
 #[test]
 fn install_and_upgrade_scripts_follow_no_renamed_schema() {
     let cluster = Cluster::start_new("race_scripts", &[]);
@@ -299,7 +302,9 @@ fn install_and_upgrade_scripts_follow_no_renamed_schema() {
                     AND d.refobjid = e.oid AND e.extname = 'pg_snowflake'
                     AND p.proname IN ('snowflake_stats', 'snowflake_advance_past',
                                       'snowflake_reset_layout', 'snowflake_claim',
-                                      'snowflake_adopt', 'snowflake_registry_lease')
+                                      'snowflake_adopt', 'snowflake_registry_lease',
+                                      'snowflake_registry_take', 'snowflake_claims_check',
+                                      'snowflake_registry_layout_fields')
                     AND has_function_privilege('public', p.oid, 'EXECUTE')",
                 &[],
             )
@@ -309,7 +314,7 @@ fn install_and_upgrade_scripts_follow_no_renamed_schema() {
             .collect();
         assert_eq!(stray, Vec::<String>::new(), "objects out of place or open");
     };
-    let race = mallory.race(RACE_S);
+    let race = mallory.pulse(RACE_S, 0.005);
     let mut round = 0;
     let (done, errors) = while_racing(&race, || {
         round += 1;
@@ -325,6 +330,6 @@ fn install_and_upgrade_scripts_follow_no_renamed_schema() {
     });
     let swaps = race.join().unwrap();
     eprintln!("{swaps} swaps; {done} installs went through; {errors:?}");
-    assert!(done >= 5, "{done} installs went through: {errors:?}");
-    mallory.assert_nothing_caught(swaps, MIN_SWAPS);
+    assert!(done >= 50, "{done} installs went through: {errors:?}");
+    mallory.assert_nothing_caught(swaps, 200);
 }

@@ -1063,3 +1063,147 @@ fn a_member_of_0_3_0_leases_from_a_registry_of_this_release() {
         "{detail}"
     );
 }
+
+/// A holder of the members' role can keep a transaction open in the registry's database after
+/// its calls: asking for worker ids that others hold (which takes no lock on their rows), and
+/// taking a free one (whose new row stays uncommitted). No member waits on it: the members
+/// renew through it and keep making ids past their first lease, and a new member leases a
+/// worker id at once, passing over the one that transaction holds. (0.3.0 locked the held rows
+/// it was asked for, and every member's renewal then failed on its lock timeout.)
+#[test]
+fn an_open_transaction_of_the_members_role_holds_no_member_up() {
+    let (hub, _h) = registry("reg_hub_locks");
+    let a = member("reg_locks_a", &hub, "fleet", &[]);
+    a.start();
+    let mut ca = a.connect_ext();
+    let id = first_id(&mut ca, Duration::from_secs(30));
+    let wa = worker_id_of(&mut ca, id);
+    let mut attacker = hub.connect_as("fleet_b");
+    let mut tx = attacker.transaction().unwrap();
+    let now_ms = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    };
+    let lease = |tx: &mut postgres::Transaction, wanted: Option<i32>| -> (String, Option<i32>) {
+        let row = tx
+            .query_one(
+                "SELECT outcome, worker_id FROM snowflake.snowflake_registry_lease('default',
+                     'twitter', 1288834974657, 1, 41, 10, 12, false, $1, 424242, 'attacker',
+                     60000, $2)",
+                &[&wanted, &now_ms()],
+            )
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    assert_eq!(lease(&mut tx, Some(wa)).0, "held");
+    let (outcome, taken) = lease(&mut tx, None);
+    assert_eq!(outcome, "granted");
+    // While the transaction stays open: A renews past its first lease (10 s).
+    let renewed = |c: &mut Client| {
+        registry_stats(c)["renewed"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let first = renewed(&mut ca);
+    let started = std::time::Instant::now();
+    let mut seen = std::collections::BTreeSet::from([first]);
+    poll(Duration::from_secs(25), Duration::from_millis(200), || {
+        seen.insert(renewed(&mut ca));
+        (seen.len() >= 4)
+            .then_some(())
+            .ok_or(format!("A renewed {} times", seen.len() - 1))
+    });
+    assert!(started.elapsed() > Duration::from_secs(9));
+    ca.query_one("SELECT snowflake_next()", &[]).unwrap();
+    // A new member leases at once, another worker id than the one left uncommitted.
+    let c = member("reg_locks_c", &hub, "fleet", &[]);
+    let t = std::time::Instant::now();
+    c.start();
+    let mut cc = c.connect_ext();
+    let id = first_id(&mut cc, Duration::from_secs(4));
+    let wc = worker_id_of(&mut cc, id);
+    eprintln!(
+        "a new member leased worker id {wc} {:?} after its start",
+        t.elapsed()
+    );
+    assert_ne!(Some(wc), taken);
+    assert_ne!(wc, wa);
+    tx.rollback().unwrap();
+}
+
+/// A registry dumped at 0.3.0 keeps its coverage when restored where this release is installed,
+/// the way the guide says: create the extension at 0.3.0 in the new database first (pg_dump's
+/// CREATE EXTENSION then changes nothing, and its data goes into 0.3.0's table), then update.
+#[test]
+fn a_registry_dumped_at_0_3_0_is_restored_at_0_3_0_and_updated() {
+    let hub = Cluster::start_new("reg_dump_0_3_0", &[]);
+    let mut c = hub.connect();
+    c.batch_execute("CREATE DATABASE old").unwrap();
+    c.batch_execute("CREATE DATABASE new").unwrap();
+    let mut old = hub.connect_db("postgres", "old");
+    old.batch_execute(
+        "CREATE EXTENSION pg_snowflake VERSION '0.3.0';
+         SELECT snowflake_registry_lease('default', 'twitter', 1023, NULL, 1, 'a', 60000, 1700000000000);
+         SELECT snowflake_registry_lease('default', 'twitter', 1023, NULL, 2, 'b', 60000, 1700000000001);",
+    )
+    .unwrap();
+    let dump = scratch_dir("reg_dump_0_3_0_file").join("old.sql");
+    check(
+        as_postgres(&hub.bin("pg_dump"), &[])
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &hub.port.to_string(),
+                "-U",
+                "postgres",
+                "-f",
+            ])
+            .arg(&dump)
+            .arg("old")
+            .output()
+            .unwrap(),
+        "pg_dump",
+    );
+    let mut new = hub.connect_db("postgres", "new");
+    new.batch_execute("CREATE EXTENSION pg_snowflake VERSION '0.3.0'")
+        .unwrap();
+    check(
+        as_postgres(&hub.bin("psql"), &[])
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &hub.port.to_string(),
+                "-U",
+                "postgres",
+                "-X",
+                "-q",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-d",
+                "new",
+                "-f",
+            ])
+            .arg(&dump)
+            .output()
+            .unwrap(),
+        "psql -f of the dump",
+    );
+    new.batch_execute("ALTER EXTENSION pg_snowflake UPDATE")
+        .unwrap();
+    let rows: Vec<String> = new
+        .query(
+            "SELECT namespace || ' ' || worker_id || ' ' || covered_until_ms
+               FROM snowflake.snowflake_registry ORDER BY worker_id",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(rows, ["default 0 1700000000000", "default 1 1700000000001"]);
+}

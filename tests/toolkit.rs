@@ -240,6 +240,49 @@ fn adopt_never_misses_the_ids_that_row_level_security_hides() {
     assert!(new > top, "{new} is not above {top}");
 }
 
+/// A caller in a REPEATABLE READ transaction holds a snapshot from before rows that others
+/// committed since: adopt reads the largest id with a snapshot of its own, taken under its lock,
+/// so that it moves the generator above those too (with the caller's snapshot it advanced past
+/// 10, and inserts through the new default then hit duplicate keys).
+#[test]
+fn adopt_sees_rows_committed_after_a_repeatable_read_callers_snapshot() {
+    let cluster = Cluster::start_new("adopt_rr", &[]);
+    let mut admin = cluster.connect_ext();
+    admin
+        .batch_execute(
+            "CREATE TABLE imported (id bigint PRIMARY KEY);
+             INSERT INTO imported SELECT generate_series(1, 10);",
+        )
+        .unwrap();
+    let mut tx = admin.transaction().unwrap();
+    tx.batch_execute(
+        "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM imported",
+    )
+    .unwrap();
+    // Another session commits ids of this layout from a server 2 s ahead.
+    let mut other = cluster.connect();
+    other
+        .batch_execute(
+            "INSERT INTO imported
+             SELECT ((((extract(epoch FROM clock_timestamp())::numeric * 1000)::bigint
+                       + 2000 - 1288834974657) << 22) | (1 << 12)) + g
+               FROM generate_series(1, 2000) g",
+        )
+        .unwrap();
+    let top = one_i64(&mut other, "SELECT max(id) FROM imported");
+    tx.batch_execute("SELECT snowflake_adopt('imported', 'id')")
+        .unwrap();
+    tx.commit().unwrap();
+    let new = one_i64(
+        &mut admin,
+        "INSERT INTO imported DEFAULT VALUES RETURNING id",
+    );
+    assert!(
+        new > top,
+        "{new} is not above {top}, committed after the caller's snapshot"
+    );
+}
+
 #[test]
 fn privileges_follow_postgresql_conventions() {
     let cluster = Cluster::start_new("toolkit_roles", &[]);

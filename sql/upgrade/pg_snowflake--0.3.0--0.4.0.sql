@@ -13,6 +13,7 @@
 --
 -- A template: `make install` writes the script with every \ir and \generated line replaced by
 -- the object's one definition (see scripts/sql-upgrades.py).
+\ir ../pin_schema.sql
 \ir ../schema.sql
 
 -- The roles that members of 0.3.0 lease as: they keep their grant on the old signature, and get

@@ -73,6 +73,8 @@ pub enum Problem {
     Settings = 7,
     /// The namespace makes ids of another layout.
     Layout = 8,
+    /// A transaction in the registry's database held what the call needed for too long.
+    Busy = 9,
 }
 
 impl Problem {
@@ -87,6 +89,7 @@ impl Problem {
             Problem::Cache,
             Problem::Settings,
             Problem::Layout,
+            Problem::Busy,
         ]
         .get(n as usize)
         .copied()
@@ -123,6 +126,11 @@ impl Problem {
             Problem::Layout => {
                 "A namespace is one id space, of one layout: give the servers of each layout a \
                  namespace of their own (snowflake.registry_namespace), and restart this one."
+            }
+            Problem::Busy => {
+                "A transaction in the registry's database held the rows or tables the call needed \
+                 (pg_locks there says which); ids go on under the lease in force, and the worker \
+                 tries again."
             }
             Problem::Settings => {
                 "Correct snowflake.registry in postgresql.conf and restart the server (libpq5 must \

@@ -234,6 +234,8 @@ fn failure(e: libpq::Error) -> (Problem, String) {
             )
         }
         Some("42704" | "42883" | "3F000") => Problem::NotInstalled,
+        // A lock or statement timeout: another transaction there held what the call needed.
+        Some("55P03" | "57014") => Problem::Busy,
         Some(_) => Problem::Refused,
     };
     let code = e.sqlstate.clone().unwrap_or_default();
@@ -252,8 +254,9 @@ fn refused(message: String) -> (Problem, String) {
 /// (`ours`, a one-time filter of the subquery that calls it): the registry's database may belong
 /// to a role that would plant a look-alike answering every member "worker id 0 for a day". Any
 /// other owner is told apart from a superuser's schema by the name alone only while it is not
-/// renamed, and only a superuser can rename a superuser's schema. Every parameter typed: an
-/// overload with untyped parameters (text where this passes text) could be preferred otherwise.
+/// renamed, and only a superuser can rename a superuser's schema. Every parameter typed, and
+/// every type named by schema (the registry's owner may set its database's search_path, with a
+/// domain named `text` on it): an overload with untyped parameters could be preferred otherwise.
 const LEASE: &str = "
     SELECT v.ours, l.outcome, l.worker_id,
            (pg_catalog.date_part('epoch', l.expires) OPERATOR(pg_catalog.*) 1000)::pg_catalog.int8,
@@ -265,8 +268,10 @@ const LEASE: &str = "
                   JOIN pg_catalog.pg_depend d ON d.objid OPERATOR(pg_catalog.=) p.oid
                   JOIN pg_catalog.pg_extension e ON e.oid OPERATOR(pg_catalog.=) d.refobjid
                  WHERE p.oid OPERATOR(pg_catalog.=) pg_catalog.to_regprocedure(
-                           'snowflake.snowflake_registry_lease(text, text, bigint, integer, integer, '
-                           'integer, integer, boolean, integer, bigint, text, bigint, bigint)')
+                           'snowflake.snowflake_registry_lease(pg_catalog.text, pg_catalog.text, '
+                           'pg_catalog.int8, pg_catalog.int4, pg_catalog.int4, pg_catalog.int4, '
+                           'pg_catalog.int4, pg_catalog.bool, pg_catalog.int4, pg_catalog.int8, '
+                           'pg_catalog.text, pg_catalog.int8, pg_catalog.int8)')
                    AND d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
                    AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
                    AND d.deptype OPERATOR(pg_catalog.=) 'e'

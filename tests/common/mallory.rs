@@ -187,6 +187,32 @@ impl Mallory {
                  INSERT INTO m.swaps VALUES (n);
                  COMMIT;
              END $f$;
+             -- Swaps `public` with `evil` for a moment, then back, at random moments `gap` s
+             -- apart on average: most statements then find the real names, and one of a
+             -- script's statements now and then finds hers.
+             CREATE PROCEDURE m.pulse(seconds float8, gap float8) LANGUAGE plpgsql AS $f$
+             DECLARE
+                 stop timestamptz := clock_timestamp() + seconds * interval '1 second';
+                 n bigint := 0;
+             BEGIN
+                 WHILE clock_timestamp() < stop LOOP
+                     PERFORM pg_sleep(2 * gap * random());
+                     BEGIN
+                         ALTER SCHEMA public RENAME TO swap_tmp;
+                         ALTER SCHEMA evil RENAME TO public;
+                         ALTER SCHEMA swap_tmp RENAME TO evil;
+                     EXCEPTION WHEN OTHERS THEN CONTINUE;
+                     END;
+                     COMMIT;
+                     ALTER SCHEMA public RENAME TO swap_tmp;
+                     ALTER SCHEMA evil RENAME TO public;
+                     ALTER SCHEMA swap_tmp RENAME TO evil;
+                     COMMIT;
+                     n := n + 1;
+                 END LOOP;
+                 INSERT INTO m.swaps VALUES (n);
+                 COMMIT;
+             END $f$;
              CREATE SCHEMA evil;
              CREATE SCHEMA evil_snowflake;",
         )
@@ -225,6 +251,20 @@ impl Mallory {
         std::thread::spawn(move || {
             let mut c = Client::connect(&conninfo, NoTls).unwrap();
             c.batch_execute(&format!("CALL m.swap({seconds})")).unwrap();
+            c.query_one("SELECT max(n) FROM m.swaps", &[])
+                .unwrap()
+                .get(0)
+        })
+    }
+
+    /// Swaps the schemas for a moment and back, `gap` s apart on average, for `seconds`, in a
+    /// thread of its own; `join` returns how many times.
+    pub fn pulse(&self, seconds: f64, gap: f64) -> std::thread::JoinHandle<i64> {
+        let conninfo = self.conninfo.clone();
+        std::thread::spawn(move || {
+            let mut c = Client::connect(&conninfo, NoTls).unwrap();
+            c.batch_execute(&format!("CALL m.pulse({seconds}, {gap})"))
+                .unwrap();
             c.query_one("SELECT max(n) FROM m.swaps", &[])
                 .unwrap()
                 .get(0)
