@@ -1207,3 +1207,36 @@ fn a_registry_dumped_at_0_3_0_is_restored_at_0_3_0_and_updated() {
         .collect();
     assert_eq!(rows, ["default 0 1700000000000", "default 1 1700000000001"]);
 }
+
+/// The registry's database may belong to a role that sets its search_path, with a type of its
+/// own named `text` on it: the member's check of the lease function names every type by schema,
+/// so it still knows pg_snowflake's own function (and leases), instead of taking it for another
+/// and refusing ids with a false reason.
+#[test]
+fn a_registry_owners_search_path_does_not_fool_the_members_check() {
+    let hub = Cluster::start_new("reg_hub_path", &[]);
+    let mallory = Mallory::new(&hub, "reg");
+    mallory
+        .connect_admin()
+        .batch_execute(
+            "CREATE EXTENSION pg_snowflake;
+             CREATE ROLE fleet LOGIN;
+             GRANT EXECUTE ON FUNCTION snowflake.snowflake_registry_lease TO fleet;",
+        )
+        .unwrap();
+    mallory
+        .connect()
+        .batch_execute(
+            "CREATE DOMAIN m.text AS pg_catalog.text;
+             CREATE DOMAIN m.int8 AS pg_catalog.int8;
+             ALTER DATABASE reg SET search_path = m, pg_catalog;",
+        )
+        .unwrap();
+    let setting = format!(
+        "snowflake.registry = 'host=127.0.0.1 port={} user=fleet dbname=reg'",
+        hub.port
+    );
+    let m = Cluster::init("reg_path_member", &["snowflake.worker_id = -1", &setting, LEASE]);
+    m.start();
+    first_id(&mut m.connect_ext(), Duration::from_secs(30));
+}
