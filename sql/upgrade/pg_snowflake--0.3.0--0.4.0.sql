@@ -48,7 +48,8 @@ BEGIN
     SELECT n.oid INTO own FROM pg_catalog.pg_namespace n
      WHERE n.nspname OPERATOR(pg_catalog.=) 'snowflake';
     FOR o IN
-        SELECT c.oid, CASE c.relkind WHEN 'v' THEN 'VIEW' ELSE 'TABLE' END AS kind,
+        SELECT c.oid,
+               CASE WHEN c.relkind OPERATOR(pg_catalog.=) 'v' THEN 'VIEW' ELSE 'TABLE' END AS kind,
                c.oid::pg_catalog.regclass::pg_catalog.text AS name, true AS relation
           FROM pg_catalog.pg_class c
           JOIN pg_catalog.pg_depend d ON d.objid OPERATOR(pg_catalog.=) c.oid
@@ -76,7 +77,7 @@ BEGIN
             SELECT p.pronamespace INTO now_in FROM pg_catalog.pg_proc p
              WHERE p.oid OPERATOR(pg_catalog.=) o.oid;
         END IF;
-        IF now_in IS DISTINCT FROM own THEN
+        IF now_in IS NULL OR now_in OPERATOR(pg_catalog.<>) own THEN
             RAISE EXCEPTION 'pg_snowflake''s % % was not moved into the schema snowflake', o.kind, o.name
                 USING ERRCODE = '42501',
                       HINT = 'Was a schema renamed while the script ran? Run ALTER EXTENSION pg_snowflake UPDATE again.';
@@ -130,7 +131,7 @@ BEGIN
     LOOP
         UPDATE snowflake.snowflake_registry g SET namespace = moved.to_namespace
          WHERE g.ctid OPERATOR(pg_catalog.=) moved.row_id;
-        CONTINUE WHEN moved.to_namespace IS NOT DISTINCT FROM said;
+        CONTINUE WHEN moved.to_namespace OPERATOR(pg_catalog.=) said;
         said := moved.to_namespace;
         RAISE NOTICE 'the registry''s worker ids of layout % in namespace "%" are now in namespace "%"',
                 moved.layout, moved.namespace, moved.to_namespace
