@@ -109,9 +109,8 @@ COMMENT ON FUNCTION @extschema@.snowflake_registry_lease(text, text, integer, in
 
 -- Who may call them: only those the administrator grants. Taken back from everyone else,
 -- whatever default privileges granted, as they are created (an update from 0.3.0 grants the
--- members' roles again). The old signature lives in the extension's schema, which its owner
--- could rename while this runs: it is found by its membership in the extension, and
--- privileges.sql checks by OID that PUBLIC cannot call it.
+-- members' roles again). The old signature lives in the extension's schema, found here by its
+-- membership in the extension; the script pinned that schema's name (pin_schema.sql).
 DO $privileges$
 DECLARE
     grant_ record;
