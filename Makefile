@@ -62,9 +62,12 @@ run-cluster: install
 stop:
 	@scripts/run.sh stop
 
-# Each major in turn, every layer; the first failure stops the run. Then pg_upgrade from 17 to
-# 18, when both are tested.
+# First, in seconds and without a build, that every mutation row still applies to the code and
+# that docs/testing.md lists the rows (scripts/mutations.sh --check). Then each major in turn,
+# every layer; the first failure stops the run. Then pg_upgrade from 17 to 18, when both are
+# tested.
 test:
+	@scripts/mutations.sh --check
 	@scripts/setup.sh test $(TEST_MAJORS)
 	@for v in $(TEST_MAJORS); do \
 	  printf '\033[1m==> PostgreSQL %s\033[0m\n' "$$v"; \
