@@ -5,7 +5,8 @@
 #   make package the Debian package postgresql-N-pg-snowflake in target/package/
 #   make run-cluster  three shards and a hub that subscribes to them (logical replication)
 #   make stop    stop the demo clusters
-#   make bench   snowflake_next() against nextval(), bigserial and uuids in one cluster (~6 min)
+#   make bench   snowflake_next() against nextval(), bigserial and uuids in one cluster, written
+#                to docs/benchmarks.json (its duration is there too: duration_s)
 #   make bench-hotpath  instructions per id of 0.2.0 and of this tree, by callgrind, in one run
 #
 # PG=17 picks a major for any target (`make test PG=18`, `make run PG=17`, `make bench PG=18`);
@@ -31,7 +32,7 @@ else
 INSTALL_SETUP := run $(ONE_MAJOR)
 endif
 
-.PHONY: setup install package tools run run-cluster stop test test-major test-unit test-sql test-pgrx test-blackbox test-package test-upgrade bench bench-hotpath fmt lint
+.PHONY: setup install package tools run run-cluster stop test test-major test-unit test-sql test-pgrx test-blackbox test-package test-upgrade test-hotpath bench bench-hotpath fmt lint
 
 setup:
 	@scripts/setup.sh $(INSTALL_SETUP)
@@ -84,11 +85,17 @@ endif
 # is installed after it, once (make runs `install` once), for test-sql and test-blackbox. The
 # package test comes last: it installs and removes the package, and then the release build is
 # installed again.
-test-major: test-unit test-pgrx test-sql test-blackbox test-package
+test-major: test-unit test-pgrx test-sql $(if $(filter 15,$(ONE_MAJOR)),test-hotpath) test-blackbox test-package
 
 # pgspot on every install and upgrade script as installed (see scripts/install-sql.sh).
 test-sql: install
 	@scripts/install-sql.sh "$$(command -v $(PG_CONFIG))" --lint
+
+# The hot path's cost budget (scripts/hotpath-budget): instructions per id of the installed
+# build, counted by callgrind on 15 (exact, in seconds; the other majors' builds differ a little
+# and have no budget of their own).
+test-hotpath: install
+	@scripts/callgrind.sh --budget
 
 # The bit layout, the advance rule and the state file, without PostgreSQL (but built against
 # this major's pgrx bindings, as everything else).
@@ -123,14 +130,17 @@ test-upgrade:
 	PG_CONFIG="$$(scripts/pg-config.sh 18)" PG_UPGRADE_FROM_CONFIG="$$(scripts/pg-config.sh 17)" \
 	  cargo test --test upgrade -- --test-threads=2
 
-# Not part of `make test`: speed is judged as ratios in one run, not by timed tests.
+# Not part of `make test`: speed is judged as ratios in one run, not by timed tests. The run
+# goes into docs/benchmarks.json, the one set of figures the pages quote (tests/readme.rs checks
+# every one against it), and the tables of docs/benchmarks.md are rendered from it.
 bench: install
 	cargo run --example bench
 
 # Instructions per snowflake_next() of 0.2.0 and of this tree, counted by callgrind in one run
-# (exact, so a change of a few instructions shows; see scripts/callgrind.sh).
+# (exact, so a change of a few instructions shows; see scripts/callgrind.sh), with random() and
+# nextval() for scale, written to docs/benchmarks.json.
 bench-hotpath: install
-	BASELINE=0.2.0 scripts/callgrind.sh
+	BASELINE=0.2.0 scripts/callgrind.sh --record
 
 fmt:
 	cargo fmt --all

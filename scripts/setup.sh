@@ -22,7 +22,8 @@
 #          packages of tests/js and the Python clients of tests/clients (the decoder and client
 #          tests), pg_auto_failover for 15 (the failover test), pgspot in target/venv (the SQL
 #          scripts' lint), fuse3 (the power-loss tests' file system), lintian (the package
-#          tests), etcd and Patroni (the Patroni failover test)
+#          tests), etcd and Patroni (the Patroni failover test), valgrind (the hot path's cost
+#          budget, scripts/callgrind.sh)
 #
 # On a system without apt-get it installs nothing: it names what is missing and stops.
 set -euo pipefail
@@ -80,7 +81,7 @@ if [ "$PURPOSE" != build ]; then
   ! has 15 || PACKAGES+=(postgresql-15)
 fi
 if [ "$PURPOSE" = test ]; then
-  PACKAGES+=(sudo faketime libfaketime nodejs npm python3-venv fuse3 lintian etcd-server)
+  PACKAGES+=(sudo faketime libfaketime nodejs npm python3-venv fuse3 lintian etcd-server valgrind)
   ! has 15 || PACKAGES+=(postgresql-15-auto-failover pg-auto-failover-cli)
 fi
 

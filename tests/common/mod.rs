@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 pub use postgres::{Client, NoTls};
 
+pub mod benchmarks;
 pub mod failover;
 pub mod faultfs;
 pub mod mallory;
