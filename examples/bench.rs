@@ -721,7 +721,21 @@ fn commit() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
+/// Renders the tables of docs/benchmarks.md from docs/benchmarks.json.
+fn render_page() -> Result<(), String> {
+    let page = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/benchmarks.md");
+    let markdown = std::fs::read_to_string(&page).map_err(|e| e.to_string())?;
+    let rendered = benchmarks::render(&markdown, &benchmarks::load())?;
+    std::fs::write(&page, rendered).map_err(|e| e.to_string())
+}
+
 fn main() {
+    // `cargo run --example bench -- --render`: the tables of docs/benchmarks.md anew from
+    // docs/benchmarks.json, measuring nothing (after adding a table to the page).
+    if std::env::args().nth(1).as_deref() == Some("--render") {
+        render_page().unwrap_or_else(|e| panic!("docs/benchmarks.md: {e}"));
+        return;
+    }
     let started = Instant::now();
     let load_at_start = load_average();
     let reps = env_or("BENCH_REPS", 7) as usize;
@@ -817,11 +831,8 @@ fn main() {
     )
     .unwrap();
     // The tables of docs/benchmarks.md, from the data (tests/readme.rs checks them equal).
-    let page = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/benchmarks.md");
-    let markdown = std::fs::read_to_string(&page).unwrap();
-    match benchmarks::render(&markdown, &data) {
-        Ok(rendered) => std::fs::write(&page, rendered).unwrap(),
-        Err(e) => eprintln!("docs/benchmarks.md not rendered: {e}"),
+    if let Err(e) = render_page() {
+        eprintln!("docs/benchmarks.md not rendered: {e}");
     }
     let chart = svg(&goals, &machine);
     std::fs::write(out.join(format!("ratios-pg{major}.svg")), &chart).unwrap();

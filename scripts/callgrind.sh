@@ -84,7 +84,7 @@ if [ "$MODE" = --record ]; then
   per_id "random()" "$(count random 'random()')" "$empty"
   per_id "nextval('s')" "$(count nextval "nextval('s')")" "$empty"
   # docs/benchmarks.json's hotpath, which the pages quote (tests/readme.rs checks them).
-  python3 - "$dir/results" "$("$BIN/postgres" --version | sed 's/.* //')" "$(git describe --always --dirty)" "$N" <<'PY'
+  python3 - "$dir/results" "$("$BIN/postgres" --version | sed -E 's/^[^0-9]*([0-9.]+).*/\1/')" "$(git describe --always --dirty)" "$N" <<'PY'
 import json, sys, datetime
 results, server, commit, n = sys.argv[1:]
 path = "docs/benchmarks.json"

@@ -258,8 +258,9 @@ pub fn budget() -> Option<f64> {
 
 /// The figures quoted in `text` (a page, a comment) that are no figure of the data file, rounded
 /// as they are written: `file:line: 41.7 ns`. A figure is a number followed by one of the units
-/// of `Figure`, or on a line that names `make bench` (not bench-hotpath), a duration in
-/// minutes (`about 9 minutes`, `~9 min`).
+/// of `Figure` (a ratio, `0.15x` or `0.15×`, and a size in MB with a decimal point), or on a
+/// line that names `make bench` (not bench-hotpath), a duration in minutes (`8 min`,
+/// `~9 minutes`).
 pub fn unmatched(file: &str, text: &str, figures: &[Figure]) -> Vec<String> {
     let mut bad = Vec::new();
     for (n, line) in text.lines().enumerate() {
@@ -299,6 +300,9 @@ fn quoted(line: &str) -> Vec<(String, &'static str)> {
         let rest = &line[i + number.len()..];
         let after = rest.trim_start_matches(' ');
         let spaced = rest.len() != after.len();
+        // Ratios and index sizes are measured to a decimal; `{:08x}` and `512MB` are not
+        // figures.
+        let decimal = number.contains('.');
         let word_end = |s: &str, unit: &str| {
             s.strip_prefix(unit)
                 .is_some_and(|r| !r.starts_with(|ch: char| ch.is_ascii_alphanumeric()))
@@ -307,11 +311,11 @@ fn quoted(line: &str) -> Vec<(String, &'static str)> {
             Some("ns")
         } else if word_end(after, "µs") {
             Some("µs")
-        } else if !spaced && (word_end(after, "x") || after.starts_with('×')) {
+        } else if decimal && !spaced && (word_end(after, "x") || after.starts_with('×')) {
             Some("x")
         } else if word_end(after, "M ids/s") {
             Some("M ids/s")
-        } else if word_end(after, "MB") {
+        } else if decimal && word_end(after, "MB") {
             Some("MB")
         } else if after.starts_with("instructions") {
             Some("instructions")
