@@ -26,7 +26,6 @@ fn marks_are_written_under_the_built_id_and_a_standby_replays_them() {
     let id = built_id();
     let primary = Cluster::start_new("rmgr_primary", &["snowflake.max_drift = '5min'"]);
     let mut p = primary.connect_ext();
-    let start = lsn(&mut p, "pg_current_wal_insert_lsn");
     let mut old = ids(
         &mut p,
         "SELECT snowflake_next() FROM generate_series(1, 10000)",
@@ -34,6 +33,8 @@ fn marks_are_written_under_the_built_id_and_a_standby_replays_them() {
     let (standby, _clock) = primary.basebackup_with_clock("rmgr_standby", -30.0);
     standby.start();
     let mut s = standby.connect();
+    // From here on: the base backup's checkpoint may have recycled the WAL before it.
+    let start = lsn(&mut p, "pg_current_wal_insert_lsn");
     old.extend(ids_through_renewals(&mut p, 2));
     wait_for_replay(&mut p, &mut s);
     let end = lsn(&mut p, "pg_current_wal_flush_lsn");
@@ -52,8 +53,8 @@ fn marks_are_written_under_the_built_id_and_a_standby_replays_them() {
     let name = format!("rmgr: custom{id:03} ");
     let marks = wal.lines().filter(|l| l.contains(&name)).count();
     assert!(
-        marks >= 3,
-        "{marks} records of {name:?} between {start} and {end} (the first lease and two renewals):\n{wal}"
+        marks >= 2,
+        "{marks} records of {name:?} between {start} and {end} (two renewals):\n{wal}"
     );
     let others: Vec<&str> = wal
         .lines()

@@ -744,8 +744,9 @@ pub fn poll(within: Duration, every: Duration, mut step: impl FnMut() -> Result<
 /// waits until its one standby is synchronous.
 pub fn make_synchronous(primary: &mut Client) {
     primary
-        .batch_execute("ALTER SYSTEM SET synchronous_standby_names = '*'; SELECT pg_reload_conf()")
+        .batch_execute("ALTER SYSTEM SET synchronous_standby_names = '*'")
         .unwrap();
+    primary.batch_execute("SELECT pg_reload_conf()").unwrap();
     poll(Duration::from_secs(60), Duration::from_millis(50), || {
         let sync: i64 = primary
             .query_one(
