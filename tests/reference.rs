@@ -147,12 +147,17 @@ fn reference_cluster() -> Cluster {
     cluster
 }
 
+/// The extension's members. From PostgreSQL 17 on, a table's row type and every array type are
+/// members too: they come with their table or type, and are left out.
 const EXTENSION_OBJECTS: &str = "
     SELECT d.classid::regclass::text, d.objid::int8, (pg_identify_object(d.classid, d.objid, 0)).*
     FROM pg_depend d
     WHERE d.refclassid = 'pg_extension'::regclass
       AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'pg_snowflake')
       AND d.deptype = 'e'
+      AND NOT EXISTS (SELECT FROM pg_type t LEFT JOIN pg_class r ON r.oid = t.typrelid
+                      WHERE d.classid = 'pg_type'::regclass AND t.oid = d.objid
+                        AND (t.typcategory = 'A' OR r.relkind <> 'c'))
     ORDER BY 4";
 
 #[test]
