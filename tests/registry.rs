@@ -842,10 +842,7 @@ fn members_take_no_lease_from_an_impostor_and_ask_a_0_3_0_registry_to_update() {
         "snowflake.registry = 'host=127.0.0.1 port={} user=fleet dbname=reg'",
         hub.port
     );
-    let old = Cluster::init(
-        "reg_impostor_old",
-        &["snowflake.worker_id = -1", &setting, LEASE],
-    );
+    let old = Cluster::init("reg_impostor_old", &["snowflake.worker_id = -1", &setting, LEASE]);
     old.start();
     let (_, detail) = wait_for_refusal(&mut old.connect_ext(), "0.3.0", Duration::from_secs(30));
     assert!(detail.contains("update it there first"), "{detail}");
@@ -865,11 +862,8 @@ fn members_take_no_lease_from_an_impostor_and_ask_a_0_3_0_registry_to_update() {
         .collect();
     for m in &members {
         m.start();
-        let (message, detail) = wait_for_refusal(
-            &mut m.connect_ext(),
-            "not pg_snowflake's own",
-            Duration::from_secs(30),
-        );
+        let (message, detail) =
+            wait_for_refusal(&mut m.connect_ext(), "not pg_snowflake's own", Duration::from_secs(30));
         assert!(message.contains("holds no worker id lease"), "{message}");
         assert!(detail.contains("no lease is taken from it"), "{detail}");
     }
