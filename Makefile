@@ -3,6 +3,7 @@
 #   make test    every test layer on every supported major (15, 16, 17 with assertions, 18)
 #   make install build and install into the PostgreSQL that PG_CONFIG names
 #   make package the Debian package postgresql-N-pg-snowflake in target/package/
+#   make repo    a signed apt repository of every major's package in target/repo/
 #   make run-cluster  three shards and a hub that subscribes to them (logical replication)
 #   make stop    stop the demo clusters
 #   make bench   snowflake_next() against nextval(), bigserial and uuids in one cluster, written
@@ -15,6 +16,7 @@ PG_MAJORS := 15 16 17 18
 PG ?=
 # test: every major unless PG names some; the other targets: one major, 15 unless PG names one.
 TEST_MAJORS := $(or $(PG),$(PG_MAJORS))
+REPO_MAJORS := $(or $(PG),$(PG_MAJORS))
 ONE_MAJOR := $(or $(firstword $(PG)),15)
 PG_CONFIG ?= $(shell scripts/pg-config.sh $(ONE_MAJOR))
 # cargo pgrx test's data directory: its parent becomes the socket directory, so keep it short,
@@ -32,7 +34,7 @@ else
 INSTALL_SETUP := run $(ONE_MAJOR)
 endif
 
-.PHONY: setup install package tools run run-cluster stop test test-major test-unit test-sql test-pgrx test-blackbox test-package test-upgrade test-hotpath test-rmgr-id bench bench-hotpath fmt lint
+.PHONY: setup install package repo tools run run-cluster stop test test-major test-unit test-sql test-pgrx test-blackbox test-package test-old-flag test-upgrade test-hotpath test-rmgr-id bench bench-hotpath fmt lint
 
 setup:
 	@scripts/setup.sh $(INSTALL_SETUP)
@@ -85,7 +87,7 @@ endif
 # is installed after it, once (make runs `install` once), for test-sql and test-blackbox. The
 # package test comes last: it installs and removes the package, and then the release build is
 # installed again.
-test-major: test-unit test-pgrx test-sql $(if $(filter 15,$(ONE_MAJOR)),test-hotpath) test-blackbox $(if $(filter 15,$(ONE_MAJOR)),test-rmgr-id) test-package
+test-major: test-unit test-pgrx test-sql $(if $(filter 15,$(ONE_MAJOR)),test-hotpath) test-blackbox $(if $(filter 15,$(ONE_MAJOR)),test-rmgr-id) test-package $(if $(filter 16,$(ONE_MAJOR)),test-old-flag)
 
 # pgspot on every install and upgrade script as installed (see scripts/install-sql.sh).
 test-sql: install
@@ -128,10 +130,34 @@ test-rmgr-id: install
 	PG_SNOWFLAKE_RMGR_ID=200 cargo test --test wal_rmgr -- --test-threads=2
 	@$(MAKE) --no-print-directory install
 
-# Installs and removes the package, so alone; then the release build goes back in.
+# Installs and removes the package, so alone; then the release build goes back in. Then the
+# package in Debian's own PostgreSQL of this major (17: Debian 13's, 18: sid's), and the signed
+# apt repository, each in a copy of a Debian root (scripts/debian-root.sh), never on this host.
 test-package: package
 	cargo test --test package -- --test-threads=1
 	@$(MAKE) --no-print-directory install
+	cargo test --test debian --test repo -- --test-threads=2
+
+# 16.2, the one server with the synchronous-standby flag format from before May 2025
+# (scripts/build-postgres.sh 16-old unpacked it), gets the files `make install` put into 16, as a
+# package built for 16 runs on any 16.x (the library reads the flag by the running server's
+# version), and runs tests/sync_standby.rs. Copied, not built again: pgrx would rebuild its
+# bindings for another pg_config, and again for 16 at the next run.
+OLD_FLAG_PG_CONFIG = $(shell scripts/pg-config.sh 16-old)
+test-old-flag:
+	cp "$$($(PG_CONFIG) --pkglibdir)/pg_snowflake.so" "$$($(OLD_FLAG_PG_CONFIG) --pkglibdir)/"
+	cp "$$($(PG_CONFIG) --sharedir)"/extension/pg_snowflake* "$$($(OLD_FLAG_PG_CONFIG) --sharedir)/extension/"
+	PG_CONFIG="$(OLD_FLAG_PG_CONFIG)" SNOWFLAKE_FLAG_FORMAT=bool cargo test --test sync_standby -- --test-threads=2
+
+# A signed apt repository of this release's package for every major, in target/repo (see
+# scripts/repo.sh; its key is made once into target/repo-key).
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+repo:
+	@for v in $(REPO_MAJORS); do \
+	  scripts/setup.sh run $$v && \
+	  $(MAKE) --no-print-directory package PG=$$v PG_CONFIG="$$(scripts/pg-config.sh $$v)" || exit 1; \
+	done
+	scripts/repo.sh target/repo $(foreach v,$(REPO_MAJORS),target/package/postgresql-$(v)-pg-snowflake_$(VERSION)-1_amd64.deb)
 
 test-upgrade:
 	@$(MAKE) --no-print-directory install PG=17 PG_CONFIG="$$(scripts/pg-config.sh 17)"

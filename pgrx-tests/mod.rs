@@ -8,6 +8,7 @@ mod claims;
 mod compose;
 mod decode;
 mod next;
+mod registry;
 mod settings;
 mod time;
 mod toolkit;

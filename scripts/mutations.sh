@@ -16,14 +16,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # name ~ what it removes ~ file ~ perl substitution [~ file ~ substitution ...]
 MUTATIONS=(
-  "durable_mark~the mark is neither WAL-logged nor written to the state file~src/generator/lease.rs~s/self.write_mark\(layout, mark\);/self.mark.store(mark, Ordering::Release);/"
+  "durable_mark~the mark is neither WAL-logged nor written to the state file~src/generator/lease.rs~s/self.write_mark\(layout, mark\).err\(\)/{ self.mark.store(mark, Ordering::Release); None }/"
   "wal_redo~WAL replay of marks (standbys, crash recovery)~src/wal.rs~s/Record::Mark\(mark\) => \(replay.mark\)\(mark\),/Record::Mark(_) => {}/"
-  "state_file~the state file is not read at start~src/generator/shmem.rs~s/match state_file::read\(Path::new\(\".\"\)\) \{/match Ok::<_, state_file::ReadError>(state_file::Loaded::Missing) {/"
+  "state_file~the state file is not read at start~src/generator/shmem.rs~s/match state_file::recover\(Path::new\(\".\"\)\) \{/match state_file::recover(Path::new(\"\/nonexistent\")) {/"
   "clock_rule~ids follow the clock back (no borrowing)~src/layout.rs~s/let next = Tick\(if clocked > succ \{ clocked \} else \{ succ \}\);/let next = Tick(clocked);/"
   "cas~the tick moves by a plain load and store instead of compare-and-swap~src/generator/mod.rs~s/match self\.tick\.compare_exchange_weak\(\s*prev,\s*next\.0,\s*Ordering::AcqRel,\s*Ordering::Acquire,\s*\) \{\s*Ok\(_\) => return next,\s*Err\(current\) => prev = current,\s*\}/{ let _ = prev; self.tick.store(next.0, Ordering::Release); return next; }/"
   "standby_refusal~a standby is not refused (and makes ids without WAL, which it cannot write)~src/generator/lease.rs~s/(fn refuse_on_standby\(\) \{.*?)if unsafe \{ pg_sys::RecoveryInProgress\(\) \} \{/\$1if false {/s~src/wal.rs~s/fn log\(mark: Mark, info: u8\) -> pg_sys::XLogRecPtr \{/fn log(mark: Mark, info: u8) -> pg_sys::XLogRecPtr {\n    if unsafe { pg_sys::RecoveryInProgress() } { return 0; }/"
   "not_carried~a cluster made by pg_upgrade without the old mark is not refused~src/generator/lease.rs~s/if self\.not_carried\.load\(Ordering::Relaxed\) \{/if false {/"
-  "renewal_lock~renewals do not take the renewal lock~src/generator/lease.rs~s/        \/\/ SAFETY: the lock lives in shared memory set up at start\.\n        unsafe \{/        if lock != lock.wrapping_add(1) { return Some(RenewalLock(std::ptr::null_mut())); }\n        unsafe {/~src/generator/lease.rs~s/        if !std::thread::panicking\(\) \{\n            \/\/ SAFETY: this backend holds the lock./        if !std::thread::panicking() \&\& !self.0.is_null() {\n            \/\/ SAFETY: this backend holds the lock./"
+  "renewal_lock~renewals do not take the renewal lock~src/generator/renewal_lock.rs~s/        \/\/ SAFETY: the lock lives in shared memory set up at start\.\n        if !unsafe/        if lock != lock.wrapping_add(1) { return Some(RenewalLock(std::ptr::null_mut())); }\n        if !unsafe/~src/generator/renewal_lock.rs~s/        if !std::thread::panicking\(\) \{\n            \/\/ SAFETY: this backend holds the lock;/        if !std::thread::panicking() \&\& !self.0.is_null() {\n            \/\/ SAFETY: this backend holds the lock;/"
   "sync_wait~the lease does not wait for synchronous standbys~src/sync_standby.rs~s/    if acknowledged\(lsn, format\) \{\n        return;\n    \}/    return;/"
   "sync_cancel~a cancelled wait publishes the lease~src/generator/lease.rs~s/        sync_standby::wait_for_flush\(lsn\);\n        self.publish/        let _ = std::panic::catch_unwind(|| sync_standby::wait_for_flush(lsn));\n        self.publish/"
   "worker_unset~an unset worker id silently becomes 0~src/gucs.rs~s/pub fn requested_worker_id\(\) -> Option<u32> \{\n    u32::try_from\(WORKER_ID.get\(\)\).ok\(\)/pub fn requested_worker_id() -> Option<u32> {\n    Some(u32::try_from(WORKER_ID.get()).unwrap_or(0))/"
@@ -43,7 +43,7 @@ MUTATIONS=(
   "written_settings~a setting PostgreSQL cannot parse is replaced by its default~src/gucs.rs~s/let layout = written.check\(\).and_then\(\|\(\)\| layout_from_settings\(\)\);/let layout = { let _ = written.check(); layout_from_settings() };/"
   "epoch_parser~an error of the timestamp parser is not caught (it ended the start with FATAL)~src/gucs.rs~s/        .catch_others\(\|_\| Err\(\(\)\)\)\n//"
   "backtraces~Rust backtraces are not turned off~src/lib.rs~s/    no_backtraces_for_clients\(\);\n    \/\/ SAFETY/    \/\/ SAFETY/"
-  "state_file_first~the mark goes to WAL before the state file is written~src/generator/lease.rs~s/        let prepared = prepare_state_file\(mark\);\n        let lsn = wal::log_mark\(mark\);/        let lsn = wal::log_mark(mark);\n        let prepared = prepare_state_file(mark);/"
+  "state_file_first~the mark goes to WAL before the state file is written~src/generator/lease.rs~s/    let prepared = state_file::prepare\(Path::new\(\".\"\), Loaded::Mark\(mark\)\)\?;\n    let lsn = wal::log_mark\(mark\);/    let lsn = wal::log_mark(mark);\n    let prepared = state_file::prepare(Path::new(\".\"), Loaded::Mark(mark))?;/"
   "claims_restart~the claims worker ends for good when it is terminated~src/claims.rs~s/            unsafe \{ pg_sys::proc_exit\(1\) \};/            break;/"
   "pacing_slots~pacing slots are not limited to the clock's rate (every paced caller may go at once)~src/pacing.rs~s/    \(slot \+ 1, layout.units\(Tick\(slot\)\)\)/    (slot + 1, now)/"
   "planner_keep~the hook replaces the comparison also where a table needs it (partitioning, an expression index)~src/planner.rs~s/let keep = needs_the_comparison\(relation, timestamp\);/let keep = { let _ = needs_the_comparison; false };/"
@@ -52,9 +52,9 @@ MUTATIONS=(
   "planner_64bit~the hook rewrites under a 64-bit layout too~src/planner.rs~s/    if !gucs::time_ranges\(\) \|\| layout.time_bits \+ layout.worker_bits \+ layout.sequence_bits > 63 \{/    if !gucs::time_ranges() {/~src/planner.rs~s/    let max_id = layout.first_id\(layout.end_mark\(\)\) - 1;/    let max_id = (layout.first_id(layout.end_mark()) - 1).min(i64::MAX as u64);/"
   "planner_acl~the hook looks snowflake_id_bound up with the current user's rights~src/planner.rs~s/        let namespace = pg_sys::get_func_namespace\(timestamp\);/        let namespace = pg_sys::LookupExplicitNamespace(pg_sys::get_namespace_name(pg_sys::get_func_namespace(timestamp)), false);/"
   "state_file_sync~the new state file is renamed into place without being synced first~src/state_file.rs~s/    file.sync_data\(\)\?;\n//"
-  "state_dir_sync~the directory is not synced after the rename of the state file~src/state_file.rs~s/        File::open\(&self.dir\)\?.sync_all\(\)/        Ok(())/"
-  "publish_early~a renewal publishes the new lease before it is durable~src/generator/lease.rs~s/        let prepared = prepare_state_file\(mark\);\n        let lsn = wal::log_mark\(mark\);/        self.publish(units, layout.units_covering(HEADROOM_MS));\n        let prepared = prepare_state_file(mark);\n        let lsn = wal::log_mark(mark);/"
-  "state_file_errors~a failure to put the state file in place is ignored~src/generator/lease.rs~s/        if let Err\(e\) = prepared.replace\(\) \{\n            errors::state_file_write_failed\(&e\);\n        \}\n        self.mark.store/        let _ = prepared.replace();\n        self.mark.store/"
+  "state_dir_sync~the directory is not synced after the rename of the state file~src/state_file.rs~s/    File::open\(dir\)\?.sync_all\(\)\n\}/    Ok(())\n}/"
+  "publish_early~a renewal publishes the new lease before it is durable~src/generator/lease.rs~s/        self.write_failure.may_write\(\)\?;/        self.publish(units, layout.units_covering(HEADROOM_MS));\n        self.write_failure.may_write()?;/"
+  "state_file_errors~a failure to put the state file in place is ignored~src/generator/lease.rs~s/    prepared.replace\(\)\?;/    let _ = prepared.replace();/"
   "registry_floor~a reused worker id does not start above its previous holder's coverage~src/generator/lease.rs~s/let floor = units_above\(layout, start_above_ms\);\n        if floor > self.floor/let floor = 0u64.min(start_above_ms as u64);\n        if floor > self.floor/"
   "registry_ceiling~ids go on past the registry's lease (no ceiling)~src/generator/lease.rs~s/let ceiling = self.ceiling.load\(Ordering::Acquire\);/let ceiling = u64::MAX;/"
   "registry_cache~the cached lease is not used at start~src/registry/mod.rs~s/                start_from_cache\(&\*ptr\);\n//"
@@ -75,11 +75,21 @@ MUTATIONS=(
   "adopt_check~adopt's statements by name are not checked by OID afterwards~src/adopt.rs~s/    check_adopted\(tbl, attnum, next, &before\);\n//"
   "adopt_rls~adopt takes the largest id that row-level security lets the caller see~src/adopt.rs~s/    if Spi::get_one_with_args::<bool>\(\"SELECT pg_catalog.row_security_active\(\\\$1\)\", &\[tbl.into\(\)\]\)\n        == Ok\(Some\(true\)\)/    if false/~sql/adopt.sql~s/SET row_security = off\n//"
   "adopt_advance_grant~adopt moves the generator for a role without EXECUTE on snowflake_advance_past~src/adopt.rs~s/    \) != Ok\(Some\(true\)\)\n    \{\n        errors::adopt_needs_advance_past\(\);/    ) == Ok(Some(false)) \&\& false\n    {\n        errors::adopt_needs_advance_past();/"
-  "scripts_check~the install and upgrade scripts do not check by OID where objects ended and what they granted~sql/privileges.sql~s/    IF stray OPERATOR\(pg_catalog.<>\) '' THEN/    IF false THEN/~sql/privileges.sql~s/    IF stray IS NOT NULL THEN/    IF false THEN/"
+  "scripts_check~the install and upgrade scripts do not check by OID that every object ended in the extension's schemas~sql/privileges.sql~s/    IF stray IS NOT NULL THEN/    IF false THEN/"
+  "registry_wait_latch~the member's wait for the registry does not end at a shutdown~src/registry/worker.rs~s/        if BackgroundWorker::sigterm_received\(\) \{\n            \/\/ SAFETY: proc_exit/        if false {\n            \/\/ SAFETY: proc_exit/"
   "wal_flush~the mark record is not flushed before the lease is used~src/wal.rs~s/        pg_sys::XLogFlush\(lsn\);\n//"
+  "renewal_wait~callers that need the next lease wait for the renewal lock in LWLockAcquire, where interrupts are held (0.3.0)~src/generator/renewal_lock.rs~s/        if let Some\(held\) = RenewalLock::try_take\(\) \{\n            return Ok\(held\);\n        \}/        unsafe { pg_sys::LWLockAcquire(shmem::renewal_lock(), pg_sys::LWLockMode::LW_EXCLUSIVE) };\n        return Ok(RenewalLock(shmem::renewal_lock()));/"
+  "worker_leaves~a background worker asked to stop keeps waiting for a renewal~src/generator/renewal_lock.rs~s/if unsafe \{ pg_sys::ShutdownRequestPending \} != 0 \{/if false {/"
+  "write_retry~every call that needs a lease tries the failing disk again (no failure is remembered)~src/generator/write_failure.rs~s/        if errno == 0 \|\| now >= retry_at \{/        if true {/"
+  "state_copy~the mark is not written to its copy~src/state_file.rs~s/    let copy = matches!\(state, Loaded::Mark\(_\)\);/    let copy = false;/"
+  "copy_read~the copy of the mark is not read at start~src/state_file.rs~s/    let copy = match std::fs::read\(dir.join\(COPY_PATH\)\) \{/    let copy = match std::fs::read(dir.join(\"pg_snowflake\/none\")) {/"
+  "lost_refusal~an empty state file without a copy is taken for a data directory that never made an id (0.3.0)~src/state_file.rs~s/        _ => \(Loaded::Lost, Source::Neither\),/        _ => (Loaded::Missing, Source::Neither),/"
   "fetch_checksum~a download with the wrong sha256 falls back to the next listed release~scripts/build-postgres.sh~s/    \} >&2\n    exit 1\n  fi\n  archive=/    } >\&2\n    return 1\n  fi\n  archive=/"
   "own_dir_owner~own-dir.sh takes a directory another user made in /tmp~scripts/own-dir.sh~s/     \|\| \{ \[ \x22\\\$owner\x22 != root \][^\n]*\n//"
   "own_dir_mode~own-dir.sh takes a directory of root's that others may write~scripts/own-dir.sh~s/ \\\\\n     \|\| \[ \\\$\(\( 8#\\\$mode & 8#022 \)\) -ne 0 \]//"
+  "foreign_postgres~PG=N replaces a postgresql-N that this project did not install~scripts/build-postgres.sh~s/\nif \[ -n \x22\\\$foreign\x22 \]; then/\nif false; then/"
+  "repo_signature~the apt repository's Release is signed neither inline (InRelease) nor apart (Release.gpg)~scripts/repo.sh~s/gpg_ --local-user \x22\\\$fingerprint\x22 --clearsign[^\n]*\ngpg_ --local-user[^\n]*\n//"
+  "flag_format_bool~the synchronous-standby flag of servers from before May 2025 is read as the later bits~src/sync_standby.rs~s/FlagFormat::Bool => flag != 0,/FlagFormat::Bool => flag \& SYNC_STANDBY_DEFINED != 0,/"
   "fetch_fallback~a release gone from the archive ends the build (no fallback to the next listed one)~scripts/build-postgres.sh~s/  say \x22PostgreSQL \\\$v cannot be had[^\n]*\n/  break\n/"
 )
 
@@ -126,7 +136,7 @@ fi
 
 # What mutations change, restored from git after each (scripts/: the scripts they change, never
 # this one, which bash is still reading).
-MUTABLE=(src sql scripts/build-postgres.sh scripts/own-dir.sh)
+MUTABLE=(src sql scripts/build-postgres.sh scripts/own-dir.sh scripts/repo.sh)
 [ -z "$(git status --porcelain "${MUTABLE[@]}")" ] || { echo "${MUTABLE[*]} have uncommitted changes" >&2; exit 2; }
 
 PG=${PG:-15}
@@ -138,7 +148,7 @@ SUITES=(--test restart --test crash --test clock --test standby --test sync_stan
         --test configuration --test concurrency --test burst --test pacing --test toolkit
         --test extension_upgrade --test layouts --test readme --test multinode --test hostile
         --test time_ranges --test power_loss --test patroni --test registry --test hostile_races
-        --test setup_scripts)
+        --test setup_scripts --test stalled_disk --test lost_state_file)
 # pg_auto_failover is packaged for 15 only.
 [ "$PG" != 15 ] || SUITES+=(--test auto_failover)
 # MUTATION_SUITES="power_loss crash" runs only those, to check a new row quickly.

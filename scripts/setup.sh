@@ -20,10 +20,13 @@
 #          cores, the first time; seconds for 16)
 #   test   sudo (cargo pgrx test --runas), libfaketime (clock tests), node and npm with the
 #          packages of tests/js and the Python clients of tests/clients (the decoder and client
-#          tests), pg_auto_failover for 15 (the failover test), pgspot in target/venv (the SQL
-#          scripts' lint), fuse3 (the power-loss tests' file system), lintian (the package
-#          tests), etcd and Patroni (the Patroni failover test), valgrind (the hot path's cost
-#          budget, scripts/callgrind.sh)
+#          tests), Ruby's ActiveRecord, Go with pgx and Java's JDBC driver from Debian (the
+#          client tests), pg_auto_failover for 15 (the failover test), pgspot in target/venv
+#          (the SQL scripts' lint), fuse3 (the power-loss tests' file system), lintian (the
+#          package tests), etcd and Patroni (the Patroni failover test), 16.2 beside 16 (the
+#          old synchronous-standby flag), debootstrap and the Debian roots of
+#          scripts/debian-root.sh, gnupg and dpkg-dev (the apt repository's test), valgrind
+#          (the hot path's cost budget, scripts/callgrind.sh)
 #
 # On a system without apt-get it installs nothing: it names what is missing and stops.
 set -euo pipefail
@@ -55,7 +58,8 @@ if [ -n "$PG_CONFIG_GIVEN" ]; then
     die "PG_CONFIG=$PG_CONFIG_GIVEN is not an executable pg_config (give the full path to the pg_config of the PostgreSQL to install into)"
   version=$("$path" --version 2>/dev/null) || die "$path --version failed: is it a pg_config?"
   major=$(sed -nE 's/^PostgreSQL ([0-9]+).*/\1/p' <<< "$version")
-  [ -n "$major" ] || die "$path says \"$version\", not a PostgreSQL version"
+  # psql, postgres and pg_ctl answer --version too ("psql (PostgreSQL) 16.2"): say what to name.
+  [ -n "$major" ] || die "PG_CONFIG=$PG_CONFIG_GIVEN is not a pg_config: it says \"$version\". Name the pg_config of the server (pg_config --version says \"PostgreSQL 16.2\"), such as $(dirname "$path")/pg_config"
   printf '%s\n' "${SUPPORTED[@]}" | grep -qx "$major" ||
     die "$path is PostgreSQL $major; pg_snowflake supports ${SUPPORTED[*]}"
   MAJORS=("$major")
@@ -82,6 +86,11 @@ if [ "$PURPOSE" != build ]; then
 fi
 if [ "$PURPOSE" = test ]; then
   PACKAGES+=(sudo faketime libfaketime nodejs npm python3-venv fuse3 lintian etcd-server valgrind)
+  # The Debian roots of tests/debian.rs and tests/repo.rs, and the repository of scripts/repo.sh.
+  PACKAGES+=(debootstrap gnupg dpkg-dev)
+  # The clients of docs/clients.md that Debian packages: ActiveRecord, Go with pgx, JDBC.
+  PACKAGES+=(ruby-activerecord ruby-pg golang-go golang-github-jackc-pgx-v4-dev
+             default-jdk-headless libpostgresql-jdbc-java)
   ! has 15 || PACKAGES+=(postgresql-15-auto-failover pg-auto-failover-cli)
 fi
 
@@ -131,6 +140,14 @@ if [ -z "$PG_CONFIG_GIVEN" ]; then
   for v in "${MAJORS[@]}"; do
     [ "$v" = 15 ] || scripts/build-postgres.sh "$v"
   done
+fi
+if [ "$PURPOSE" = test ]; then
+  # 16.2 beside 16, for the synchronous-standby flag format from before May 2025 (make test-old-flag).
+  ! has 16 || scripts/build-postgres.sh 16-old
+  # Debian's own PostgreSQL in Debian roots, made once per machine: trixie (Debian 13) for 17,
+  # and for the setup scripts' test on every major; sid for 18.
+  scripts/debian-root.sh make trixie >/dev/null
+  ! has 18 || scripts/debian-root.sh make sid >/dev/null
 fi
 
 if ! cargo pgrx --version 2>/dev/null | grep -q " $PGRX_VERSION\$"; then

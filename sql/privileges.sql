@@ -5,9 +5,12 @@
 -- Every object is found by its membership in the extension (pg_depend, by OID), never through a
 -- schema's name: the owner of the extension's schema (on 15 and later the database owner owns
 -- `public`) can rename it while this script runs, and a statement that names `public` would then
--- reach objects of theirs. GRANT and REVOKE take names, so after them every privilege is checked
--- again by OID, and so is the schema of every object the scripts created: a rename that sent a
--- CREATE or a GRANT elsewhere fails the script, and with it the whole CREATE EXTENSION or ALTER
+-- reach objects of theirs. GRANT and REVOKE take names (printed here from the OIDs): by now this
+-- transaction has created or replaced objects in the extension's schema, and PostgreSQL lets
+-- nobody rename a schema while another transaction that created objects in it is open, so the
+-- names lead where the OIDs do. What a rename before that could do, send the script's first
+-- CREATEs into another schema, is checked at the end, by OID: every object of the extension must
+-- be in one of its schemas, or the script fails, and with it the whole CREATE EXTENSION or ALTER
 -- EXTENSION.
 --
 -- First every grant of the administrators' objects to anyone but their owner is taken back:
@@ -87,58 +90,9 @@ BEGIN
         END IF;
     END LOOP;
 
-    -- The same, checked by OID: exactly these grants, on exactly the extension's objects.
-    SELECT pg_catalog.string_agg(x.name, ', ') INTO stray FROM (
-        SELECT p.oid::pg_catalog.regprocedure::pg_catalog.text AS name
-          FROM pg_catalog.pg_proc p
-          JOIN pg_catalog.pg_depend d ON d.objid OPERATOR(pg_catalog.=) p.oid
-         WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
-           AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
-           AND d.refobjid OPERATOR(pg_catalog.=) ext AND d.deptype OPERATOR(pg_catalog.=) 'e'
-           AND p.proname OPERATOR(pg_catalog.=) ANY (ARRAY['snowflake_stats',
-                   'snowflake_advance_past', 'snowflake_reset_layout', 'snowflake_claim',
-                   'snowflake_adopt', 'snowflake_claims_check']::pg_catalog.name[])
-           AND (p.proacl IS NULL OR EXISTS (
-                SELECT FROM pg_catalog.aclexplode(p.proacl) a
-                 WHERE a.grantee OPERATOR(pg_catalog.<>) p.proowner
-                   AND NOT (p.proname OPERATOR(pg_catalog.=) 'snowflake_stats'
-                            AND a.grantee OPERATOR(pg_catalog.=) 'pg_monitor'::pg_catalog.regrole
-                            AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE')))
-        UNION ALL
-        SELECT c.oid::pg_catalog.regclass::pg_catalog.text
-          FROM pg_catalog.pg_class c
-          JOIN pg_catalog.pg_depend d ON d.objid OPERATOR(pg_catalog.=) c.oid
-         WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
-           AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
-           AND d.refobjid OPERATOR(pg_catalog.=) ext AND d.deptype OPERATOR(pg_catalog.=) 'e'
-           AND c.relname OPERATOR(pg_catalog.=) ANY (ARRAY['snowflake_claims',
-                   'snowflake_clashes']::pg_catalog.name[])
-           AND EXISTS (SELECT FROM pg_catalog.aclexplode(c.relacl) a
-                        WHERE a.grantee OPERATOR(pg_catalog.<>) c.relowner
-                          AND NOT (a.grantee OPERATOR(pg_catalog.=) 'pg_monitor'::pg_catalog.regrole
-                                   AND a.privilege_type OPERATOR(pg_catalog.=) 'SELECT'))) x;
-    -- The registry's functions: whom the administrator granted, never PUBLIC.
-    SELECT pg_catalog.concat_ws(', ', stray,
-               pg_catalog.string_agg(p.oid::pg_catalog.regprocedure::pg_catalog.text, ', '))
-      INTO stray
-      FROM pg_catalog.pg_proc p
-      JOIN pg_catalog.pg_depend d ON d.objid OPERATOR(pg_catalog.=) p.oid
-     WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
-       AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
-       AND d.refobjid OPERATOR(pg_catalog.=) ext AND d.deptype OPERATOR(pg_catalog.=) 'e'
-       AND p.proname OPERATOR(pg_catalog.=) ANY (ARRAY['snowflake_registry_lease',
-               'snowflake_registry_take', 'snowflake_registry_layout_fields']::pg_catalog.name[])
-       AND (p.proacl IS NULL OR EXISTS (
-            SELECT FROM pg_catalog.aclexplode(p.proacl) a
-             WHERE a.grantee OPERATOR(pg_catalog.=) 0));
-    IF stray OPERATOR(pg_catalog.<>) '' THEN
-        RAISE EXCEPTION 'privileges of pg_snowflake''s objects are not as this script set them: %', stray
-            USING ERRCODE = '42501',
-                  HINT = 'Was a schema renamed while the script ran? Run the script again.';
-    END IF;
-
-    -- Every object of the extension in its schema or in its own: a CREATE that a rename sent
-    -- into another schema would leave it where another role may replace it.
+    -- Every object of the extension in its schema or in a schema of its own (one it created,
+    -- that a superuser owns: `snowflake`, and in the test build `tests`): a CREATE that a rename
+    -- sent into another schema would leave it where another role may replace it.
     SELECT pg_catalog.string_agg(pg_catalog.pg_describe_object(d.classid, d.objid, 0), ', ')
       INTO stray
       FROM pg_catalog.pg_depend d
@@ -154,7 +108,15 @@ BEGIN
              (SELECT t.typnamespace FROM pg_catalog.pg_type t
                WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_type'::pg_catalog.regclass
                  AND t.oid OPERATOR(pg_catalog.=) d.objid),
-             home) OPERATOR(pg_catalog.<>) ALL (ARRAY[home, own]);
+             home) OPERATOR(pg_catalog.<>) ALL (ARRAY[home] OPERATOR(pg_catalog.||) ARRAY(
+                 SELECT n.oid FROM pg_catalog.pg_namespace n
+                   JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) n.nspowner
+                   JOIN pg_catalog.pg_depend m ON m.objid OPERATOR(pg_catalog.=) n.oid
+                  WHERE m.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_namespace'::pg_catalog.regclass
+                    AND m.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+                    AND m.refobjid OPERATOR(pg_catalog.=) ext
+                    AND m.deptype OPERATOR(pg_catalog.=) 'e'
+                    AND r.rolsuper));
     IF stray IS NOT NULL THEN
         RAISE EXCEPTION 'pg_snowflake''s objects are outside its schemas: %', stray
             USING ERRCODE = '42501',

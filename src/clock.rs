@@ -1,4 +1,4 @@
-//! The wall clock, in milliseconds since the Unix epoch.
+//! The wall clock, in milliseconds since the Unix epoch (and a monotonic clock for intervals).
 //!
 //! `clock_gettime(CLOCK_REALTIME)`, which Linux answers from the vDSO without a system call. It
 //! is the clock that NTP steps and that libfaketime intercepts, which is what the clock-step
@@ -23,6 +23,19 @@ pub fn now_unix_ms() -> i64 {
     unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
     // tv_nsec is in 0..1e9 also before 1970 (tv_sec is then negative): this floors.
     ts.tv_sec * 1000 + ts.tv_nsec / 1_000_000
+}
+
+/// Milliseconds of `CLOCK_MONOTONIC`, for intervals that clock steps must not stretch or cut
+/// (how long a renewal has waited for the disk, when a failed disk is tried again). The same
+/// clock in every process of the machine, so its readings may be kept in shared memory.
+pub fn monotonic_ms() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid out-pointer; CLOCK_MONOTONIC always exists, so the call cannot fail.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
 }
 
 /// 2000-01-01 00:00:00 UTC, PostgreSQL's timestamp epoch, in Unix milliseconds.

@@ -3,6 +3,8 @@
 
 use crate::gucs;
 use crate::layout::Layout;
+use crate::mark::Mark;
+use crate::state_file::{Found, Loaded, Recovered, Source, WriteError, COPY_PATH, FILE_NAME};
 use crate::text::{iso_unix, sentence};
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
@@ -29,7 +31,7 @@ pub fn not_preloaded() -> ! {
         .set_detail("The id generator lives in shared memory, which is set up at server start.")
         .set_hint(
             "Add pg_snowflake to shared_preload_libraries in postgresql.conf, set \
-             snowflake.worker_id, and restart the server.",
+             snowflake.worker_id (or snowflake.registry, to lease one), and restart the server.",
         ),
     )
 }
@@ -476,7 +478,7 @@ pub fn upgrade_mark_not_carried() -> ! {
             "Copy {0} from the old cluster's data directory over this cluster's {0} and \
              restart. If the old cluster never generated ids, or the clock is known to be ahead \
              of all of them, delete this cluster's {0} and restart.",
-            crate::state_file::FILE_NAME
+            FILE_NAME
         )),
     )
 }
@@ -490,46 +492,178 @@ pub fn state_file_unreadable(why: &str, corrupt: bool) -> ! {
         } else {
             PgSqlErrorCode::ERRCODE_IO_ERROR
         },
-        format!(
-            "could not read the snowflake state file \"{}\": {why}",
-            crate::state_file::FILE_NAME
-        ),
+        format!("could not read the snowflake state file \"{FILE_NAME}\": {why}"),
     )
     .set_detail(
         "The file records a time that every id this server handed out is below; without it, \
          new ids could repeat old ones if the clock is behind.",
     )
-    .set_hint(
-        "Restore the file from a backup of this data directory. If the system clock is known to \
-         be ahead of every id this server handed out, delete the file to start from the clock.",
-    )
+    .set_hint(format!(
+        "Restore the file from a backup of this data directory, or delete it: the server then \
+         goes on above the copy of its mark in \"{COPY_PATH}\", or, if that is gone too, \
+         starts from the clock, which is safe only if the clock is ahead of every id this \
+         server handed out."
+    ))
     .report(PgLogLevel::FATAL);
     unreachable!("FATAL does not return")
 }
 
+/// In the postmaster at start (and after a crash reset shared memory): where the generator
+/// goes on from, in the server log. A warning when a file was lost or damaged.
 #[cold]
-#[track_caller]
-pub fn state_file_write_failed(e: &std::io::Error) -> ! {
-    raise(
-        report(
-            PgSqlErrorCode::ERRCODE_IO_ERROR,
+pub fn starting_state(r: &Recovered) {
+    let at = |m: &Mark| {
+        format!(
+            "{}, {} layout",
+            iso_unix(m.layout.unix_ms(m.units)),
+            m.layout.describe()
+        )
+    };
+    let what = |f: &Found| match f {
+        Found::Missing => "missing".to_string(),
+        Found::Empty => "empty".to_string(),
+        Found::Damaged(why) => format!("damaged ({why})"),
+        Found::Good(_) => "readable".to_string(),
+    };
+    let log = |message: String, detail: Option<String>| {
+        let mut r = report(PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION, message);
+        if let Some(detail) = detail {
+            r = r.set_detail(detail);
+        }
+        r.report(PgLogLevel::LOG);
+    };
+    let lost_hint = lost_state_hint();
+    match (r.state, r.source) {
+        (Loaded::Mark(m), Source::StateFile) => log(
             format!(
-                "could not write the snowflake state file \"{}\": {e}",
-                crate::state_file::FILE_NAME
+                "snowflake ids continue above the mark in \"{FILE_NAME}\" ({})",
+                at(&m)
+            ),
+            match &r.copy {
+                Found::Good(_) => None,
+                other => Some(format!(
+                    "Its copy \"{COPY_PATH}\" is {}; the next renewal writes it again.",
+                    what(other)
+                )),
+            },
+        ),
+        (Loaded::Mark(m), Source::Copy) if matches!(r.file, Found::Good(_)) => log(
+            format!(
+                "snowflake ids continue above the copy of the mark in \"{COPY_PATH}\" ({}), \
+                 which is ahead of \"{FILE_NAME}\"",
+                at(&m)
+            ),
+            None,
+        ),
+        (Loaded::Mark(m), _) => report(
+            PgSqlErrorCode::ERRCODE_WARNING,
+            format!(
+                "the snowflake state file \"{FILE_NAME}\" is {}: ids continue above the copy of \
+                 its mark in \"{COPY_PATH}\" ({})",
+                what(&r.file),
+                at(&m)
             ),
         )
-        .set_hint("Check the free space and permissions of the data directory."),
+        .set_detail(
+            "A restore or a copy of the data directory that skipped the file, a cleanup script \
+             or a disk error may have lost it. The next renewal writes it again.",
+        )
+        .report(PgLogLevel::WARNING),
+        (Loaded::NotCarried, _) => log(
+            format!(
+                "the snowflake state file \"{FILE_NAME}\" says that pg_upgrade made this \
+                 cluster without the old cluster's mark: ids are refused until it is settled"
+            ),
+            None,
+        ),
+        (Loaded::Missing, _) => log(
+            "no snowflake state file and no copy of it: this data directory has handed out no \
+             ids, and they start from the clock"
+                .into(),
+            None,
+        ),
+        (Loaded::Lost, _) => report(
+            PgSqlErrorCode::ERRCODE_WARNING,
+            format!(
+                "the snowflake state file \"{FILE_NAME}\" is {} and its copy \"{COPY_PATH}\" is \
+                 {}: ids are refused",
+                what(&r.file),
+                what(&r.copy)
+            ),
+        )
+        .set_detail(
+            "This data directory has handed out ids, and neither file says where they ended: new \
+             ids could repeat them if the clock is behind them.",
+        )
+        .set_hint(lost_hint)
+        .report(PgLogLevel::WARNING),
+    }
+}
+
+fn lost_state_hint() -> String {
+    format!(
+        "Restore {FILE_NAME} from a backup of this data directory and restart the server, or, \
+         with an id known to be at least as high as every id this server handed out (the \
+         largest id in the tables it fills), run SELECT snowflake_advance_past(<that id>);"
     )
+}
+
+/// The state file and its copy were lost (see `starting_state`): no lease until an operator
+/// says where ids may go on.
+#[cold]
+#[track_caller]
+pub fn state_file_lost() -> ! {
+    raise(
+        report(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            "the ids this server handed out before its last start are not known".into(),
+        )
+        .set_detail(format!(
+            "At server start the snowflake state file \"{FILE_NAME}\" was missing or empty, and \
+             its copy \"{COPY_PATH}\" missing or damaged (the server log says which), although \
+             this data directory has handed out ids: new ids could repeat them if the clock is \
+             behind them."
+        ))
+        .set_hint(lost_state_hint()),
+    )
+}
+
+/// A durable write of the mark failed: `retry_in_ms` says when the disk is tried again, for the
+/// calls that renew the lease (see `generator::write_failure`).
+#[cold]
+#[track_caller]
+pub fn state_file_write_failed(e: &WriteError, retry_in_ms: Option<u64>) -> ! {
+    let mut r = report(
+        PgSqlErrorCode::ERRCODE_IO_ERROR,
+        format!(
+            "could not write the snowflake state file \"{}\": {}",
+            e.place.path(),
+            e.error
+        ),
+    )
+    .set_hint(
+        "Check the free space and permissions of the data directory, and that neither \
+         pg_snowflake.state nor pg_snowflake/mark is immutable (lsattr).",
+    );
+    if let Some(ms) = retry_in_ms {
+        r = r.set_detail(format!(
+            "No id is handed out under a new lease until the file can be written. The disk is \
+             tried again in {ms} ms, and at most once a second after that; the calls in between \
+             fail at once, without writing to WAL."
+        ));
+    }
+    raise(r)
 }
 
 /// In WAL redo: recovery stops rather than go on without the record's mark in the state file.
 #[cold]
-pub fn state_file_write_failed_in_recovery(e: &std::io::Error) -> ! {
+pub fn state_file_write_failed_in_recovery(e: &WriteError) -> ! {
     report(
         PgSqlErrorCode::ERRCODE_IO_ERROR,
         format!(
-            "could not write the snowflake state file \"{}\" during recovery: {e}",
-            crate::state_file::FILE_NAME
+            "could not write the snowflake state file \"{}\" during recovery: {}",
+            e.place.path(),
+            e.error
         ),
     )
     .set_detail(
@@ -542,6 +676,40 @@ pub fn state_file_write_failed_in_recovery(e: &std::io::Error) -> ! {
     )
     .report(PgLogLevel::FATAL);
     unreachable!("FATAL does not return")
+}
+
+/// A cancel or `statement_timeout` while the call waited for another session's renewal.
+#[cold]
+#[track_caller]
+pub fn renewal_wait_cancelled(why: &str, renewing_ms: u64) -> ! {
+    raise(
+        report(
+            PgSqlErrorCode::ERRCODE_QUERY_CANCELED,
+            "canceling the wait for another session's renewal of the snowflake lease".into(),
+        )
+        .set_detail(format!(
+            "{} The renewing session has been making the next lease durable (the state file \
+             and WAL) for {renewing_ms} ms; no id was handed out to this call.",
+            sentence(why)
+        ))
+        .set_hint(
+            "A renewal waits for the disk of the data directory: check it for a stalled or \
+             failing device.",
+        ),
+    )
+}
+
+/// A background worker asked to stop while it waited for a renewal (a backend's wait ends
+/// through its interrupts instead).
+#[cold]
+#[track_caller]
+pub fn renewal_wait_stopped() -> ! {
+    raise(report(
+        PgSqlErrorCode::ERRCODE_ADMIN_SHUTDOWN,
+        "terminating the wait for the renewal of the snowflake lease: this process was asked \
+         to stop"
+            .into(),
+    ))
 }
 
 #[cold]

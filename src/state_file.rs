@@ -1,21 +1,36 @@
-//! `$PGDATA/pg_snowflake.state`: the durable mark and the layout it counts in, in plain Rust (no
-//! PostgreSQL needed to test).
+//! `$PGDATA/pg_snowflake.state` and its copy `$PGDATA/pg_snowflake/mark`: the durable mark and
+//! the layout it counts in, in plain Rust (no PostgreSQL needed to test).
 //!
 //! The mark is a time unit that no id handed out so far has reached. After a restart or crash
 //! the generator starts at the mark, whatever the clock says. WAL carries the same mark to
 //! standbys and through crash recovery (see `wal`), but recovery only replays WAL written after
-//! the last checkpoint, so a mark older than that must come from this file.
+//! the last checkpoint, and a clean shutdown leaves none to replay: a mark older than that must
+//! come from these files.
 //!
 //! 40 bytes: magic (8), the mark as `Mark` writes it (its time units since the layout's epoch,
 //! 8 bytes little endian, then the layout, 16), CRC-32C of the first 32 bytes (4), zero (4).
 //! Replaced whole: written to a temporary file, synced, renamed over the old one, and the
 //! directory synced (`prepare`, `Prepared::replace`). The CRC catches damage.
 //!
+//! **The copy.** Every mark is written twice, with the same bytes: to the state file and to
+//! `mark` in a directory of its own, `pg_snowflake/`. A state file lost after a clean shutdown
+//! would otherwise make the data directory look new, and its ids start from the clock, below the
+//! old ones if the clock is behind them. What loses the state file is rarely what loses the
+//! copy: a restore or a copy that skips the file by its name or by a pattern
+//! (`pg_snowflake.state*`, `*.state`), a cleanup of the data directory's top level, a disk
+//! error in one file or one directory. So the copy has another name, another directory and
+//! another inode, and each is put in place by a rename of its own. It is not in one of
+//! PostgreSQL's directories: a foreign file in `global/` or `base/` breaks `pg_checksums`, and
+//! `pg_basebackup` would check its checksums. What removes both (`rm -r` of everything named
+//! `pg_snowflake*`, a restore of PostgreSQL's own directories alone) still leaves a data
+//! directory that looks new.
+//!
 //! pg_snowflake 0.1.0 wrote 24 bytes (magic `PGSNOW01`, the mark in Twitter's milliseconds, CRC,
 //! zero): such a file still reads, as a mark of the Twitter layout. A second magic of that size
 //! marks a cluster made by `pg_upgrade` to which the old cluster's mark was not carried (see
 //! `upgrade`): the generator refuses until an operator settles it. 0.1.0 refuses to start on
-//! either newer form, which is just as safe.
+//! either newer form, which is just as safe. Versions before 0.4.0 wrote no copy: their data
+//! directory gets one with the first renewal.
 
 use crate::layout::TWITTER;
 use crate::mark::Mark;
@@ -26,6 +41,10 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 pub const FILE_NAME: &str = "pg_snowflake.state";
+/// The copy of the mark, in a directory of its own under another name (see above).
+pub const COPY_DIR: &str = "pg_snowflake";
+const COPY_NAME: &str = "mark";
+pub const COPY_PATH: &str = "pg_snowflake/mark";
 const MAGIC_V1: [u8; 8] = *b"PGSNOW01";
 const MAGIC: [u8; 8] = *b"PGSNOW02";
 const MAGIC_NOT_CARRIED: [u8; 8] = *b"PGSNOWUP";
@@ -34,11 +53,14 @@ const LEN: usize = 40;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Loaded {
-    /// No file: this data directory never handed out an id (or the file was deleted).
+    /// Neither the state file nor its copy: this data directory never handed out an id.
     Missing,
     Mark(Mark),
     /// Made by pg_upgrade, and the old cluster's mark did not arrive.
     NotCarried,
+    /// This data directory handed out ids, and neither file says where they ended (see
+    /// `recover`).
+    Lost,
 }
 
 #[derive(Debug)]
@@ -69,7 +91,7 @@ pub fn encode(state: Loaded) -> Vec<u8> {
             buf[..8].copy_from_slice(&MAGIC_NOT_CARRIED);
             buf
         }
-        Loaded::Missing => unreachable!("a missing file is not written"),
+        Loaded::Missing | Loaded::Lost => unreachable!("only a mark or a marker is written"),
     };
     let body = buf.len() - 8;
     let crc = crc32c(&buf[..body]);
@@ -109,58 +131,198 @@ pub fn decode(bytes: &[u8]) -> Result<Loaded, String> {
     }
 }
 
-/// The state in `dir`. A missing file, or an empty one, is a data directory that never handed
-/// out an id. pg_snowflake 0.2.0 wrote the file in place and could leave it empty when it
-/// crashed during the file's very first write, before any id was handed out under it (and the
-/// mark it was writing was already in WAL, which crash recovery replays); 0.3.0 replaces the
-/// file whole and never leaves it empty.
+/// What one of the two files held at start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Found {
+    Missing,
+    Empty,
+    /// The copy could not be read or holds no mark (why). A damaged state file stops the start
+    /// instead (`ReadError`).
+    Damaged(String),
+    Good(Loaded),
+}
+
+/// Which of the two files the starting state came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    StateFile,
+    Copy,
+    /// Neither: a data directory that never handed out an id, or one whose ids are unknown
+    /// (`Loaded::Lost`).
+    Neither,
+}
+
+/// The state a start goes on from, where it came from, and what each file held (for the server
+/// log).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Recovered {
+    pub state: Loaded,
+    pub source: Source,
+    pub file: Found,
+    pub copy: Found,
+}
+
+/// The state in `dir`: the state file's, or its copy's where the copy holds a higher mark or
+/// the state file is missing or empty (what a restore that skipped it, a cleanup script or a
+/// disk error leaves). Neither file is a data directory that never handed out an id. An empty
+/// state file without a usable copy, or a missing one beside a damaged copy, is `Lost`: ids
+/// were handed out (0.3.0 and later never leave the file empty, and the copy is written only
+/// with marks), and where they ended is unknown. A state file that is unreadable or corrupt is
+/// an error, whatever its copy holds (the start stops: see `errors::state_file_unreadable`).
+pub fn recover(dir: &Path) -> Result<Recovered, ReadError> {
+    let file = match std::fs::read(dir.join(FILE_NAME)) {
+        Ok(bytes) if bytes.is_empty() => Found::Empty,
+        Ok(bytes) => Found::Good(decode(&bytes).map_err(ReadError::Corrupt)?),
+        Err(e) if e.kind() == ErrorKind::NotFound => Found::Missing,
+        Err(e) => return Err(ReadError::Io(e)),
+    };
+    let copy = match std::fs::read(dir.join(COPY_PATH)) {
+        Ok(bytes) if bytes.is_empty() => Found::Damaged("it is empty".into()),
+        Ok(bytes) => match decode(&bytes) {
+            Ok(mark @ Loaded::Mark(_)) => Found::Good(mark),
+            Ok(_) => Found::Damaged("it holds no mark".into()),
+            Err(why) => Found::Damaged(why),
+        },
+        Err(e) if e.kind() == ErrorKind::NotFound => Found::Missing,
+        Err(e) => Found::Damaged(e.to_string()),
+    };
+    let (state, source) = match (&file, &copy) {
+        (Found::Good(Loaded::Mark(mine)), Found::Good(Loaded::Mark(copied)))
+            if copied.bound() > mine.bound() =>
+        {
+            (Loaded::Mark(*copied), Source::Copy)
+        }
+        (Found::Good(state), _) => (*state, Source::StateFile),
+        (_, Found::Good(state)) => (*state, Source::Copy),
+        (Found::Missing, Found::Missing) => (Loaded::Missing, Source::Neither),
+        _ => (Loaded::Lost, Source::Neither),
+    };
+    Ok(Recovered {
+        state,
+        source,
+        file,
+        copy,
+    })
+}
+
+/// The state in `dir`, as `recover` finds it.
 pub fn read(dir: &Path) -> Result<Loaded, ReadError> {
-    match std::fs::read(dir.join(FILE_NAME)) {
-        Ok(bytes) if bytes.is_empty() => Ok(Loaded::Missing),
-        Ok(bytes) => decode(&bytes).map_err(ReadError::Corrupt),
-        Err(e) if e.kind() == ErrorKind::NotFound => Ok(Loaded::Missing),
-        Err(e) => Err(ReadError::Io(e)),
+    recover(dir).map(|r| r.state)
+}
+
+/// Which of the two files a write failed on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Place {
+    StateFile,
+    Copy,
+}
+
+impl Place {
+    /// Its path in the data directory.
+    pub const fn path(self) -> &'static str {
+        match self {
+            Place::StateFile => FILE_NAME,
+            Place::Copy => COPY_PATH,
+        }
     }
 }
 
-/// A new state, durable in a temporary file of its own, not yet in place: the caller can still
-/// give up without having changed anything (see `Prepared::replace`).
+/// A write of the state that failed, and on which file.
+#[derive(Debug)]
+pub struct WriteError {
+    pub place: Place,
+    pub error: io::Error,
+}
+
+impl std::fmt::Display for WriteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.place.path(), self.error)
+    }
+}
+
+fn failed_on(place: Place) -> impl FnOnce(io::Error) -> WriteError {
+    move |error| WriteError { place, error }
+}
+
+/// A new state, durable in temporary files of its own beside the state file (and beside its
+/// copy, for a mark), not yet in place: the caller can still give up without having changed
+/// anything (see `Prepared::replace`).
 #[must_use = "the state is in place only once replaced"]
 pub struct Prepared {
     dir: PathBuf,
+    copy: bool,
 }
 
-/// The temporary file's name: written whole and synced before it is renamed over the state
-/// file, so that a crash leaves either the old state or the new one, never a mix or nothing.
-/// One left behind by a crash is overwritten by the next write and never read.
+/// The temporary files' names: written whole and synced before they are renamed over the state
+/// file and its copy, so that a crash leaves either the old state or the new one, never a mix or
+/// nothing. One left behind by a crash is overwritten by the next write and never read.
 const TEMP_NAME: &str = "pg_snowflake.state.tmp";
+const COPY_TEMP_NAME: &str = "mark.tmp";
 
-/// Writes `state` to the temporary file and syncs it. Nothing is in place yet.
-pub fn prepare(dir: &Path, state: Loaded) -> io::Result<Prepared> {
+/// Writes `state` to the temporary files and syncs them: the state file's, and for a mark its
+/// copy's (the first time, after creating the copy's directory durably). Nothing is in place
+/// yet. The marker of a pg_upgrade that carried no mark goes into the state file alone: deleting
+/// that file is how an operator settles it.
+pub fn prepare(dir: &Path, state: Loaded) -> Result<Prepared, WriteError> {
+    let bytes = encode(state);
+    write_synced(&dir.join(TEMP_NAME), &bytes).map_err(failed_on(Place::StateFile))?;
+    let copy = matches!(state, Loaded::Mark(_));
+    if copy {
+        let copy_dir = dir.join(COPY_DIR);
+        if !copy_dir.is_dir() {
+            make_dir(dir, &copy_dir).map_err(failed_on(Place::Copy))?;
+        }
+        write_synced(&copy_dir.join(COPY_TEMP_NAME), &bytes).map_err(failed_on(Place::Copy))?;
+    }
+    Ok(Prepared {
+        dir: dir.to_path_buf(),
+        copy,
+    })
+}
+
+fn write_synced(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let file = OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
-        .open(dir.join(TEMP_NAME))?;
-    file.write_all_at(&encode(state), 0)?;
+        .open(path)?;
+    file.write_all_at(bytes, 0)?;
     file.sync_data()?;
-    Ok(Prepared {
-        dir: dir.to_path_buf(),
-    })
+    Ok(())
+}
+
+/// The copy's directory, mode 0700 as the data directory, its name made durable by a sync of
+/// the data directory.
+fn make_dir(parent: &Path, dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Err(e) if e.kind() != ErrorKind::AlreadyExists => return Err(e),
+        _ => {}
+    }
+    File::open(parent)?.sync_all()
 }
 
 impl Prepared {
-    /// Puts the prepared state in place, durably: a rename over the state file, then a sync of
-    /// the directory, without which a power cut could bring the old name back (and with it the
-    /// old mark).
-    pub fn replace(self) -> io::Result<()> {
-        std::fs::rename(self.dir.join(TEMP_NAME), self.dir.join(FILE_NAME))?;
-        File::open(&self.dir)?.sync_all()
+    /// Puts the prepared state in place, durably: the state file, then its copy. Each is a
+    /// rename over the old file, then a sync of its directory, without which a power cut could
+    /// bring the old name back (and with it the old mark).
+    pub fn replace(self) -> Result<(), WriteError> {
+        put_in_place(&self.dir, TEMP_NAME, FILE_NAME).map_err(failed_on(Place::StateFile))?;
+        if self.copy {
+            let copy_dir = self.dir.join(COPY_DIR);
+            put_in_place(&copy_dir, COPY_TEMP_NAME, COPY_NAME).map_err(failed_on(Place::Copy))?;
+        }
+        Ok(())
     }
 }
 
-/// Writes the state durably, replacing the file whole.
-pub fn write(dir: &Path, state: Loaded) -> io::Result<()> {
+fn put_in_place(dir: &Path, temp: &str, name: &str) -> io::Result<()> {
+    std::fs::rename(dir.join(temp), dir.join(name))?;
+    File::open(dir)?.sync_all()
+}
+
+/// Writes the state durably, replacing the files whole.
+pub fn write(dir: &Path, state: Loaded) -> Result<(), WriteError> {
     prepare(dir, state)?.replace()
 }
 
@@ -263,8 +425,7 @@ mod tests {
 
     #[test]
     fn write_then_read_in_a_directory() {
-        let dir = std::env::temp_dir().join(format!("pg_snowflake_state_{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = scratch("state");
         assert_eq!(read(&dir).unwrap(), Loaded::Missing);
         write(&dir, twitter(42)).unwrap();
         assert_eq!(read(&dir).unwrap(), twitter(42));
@@ -283,23 +444,122 @@ mod tests {
         prepare(&dir, twitter(11)).unwrap().replace().unwrap();
         assert_eq!(read(&dir).unwrap(), twitter(11));
         assert!(!dir.join(TEMP_NAME).exists());
+        assert!(!dir.join(COPY_DIR).join(COPY_TEMP_NAME).exists());
+        // A damaged state file stops the start, whatever its copy holds.
         std::fs::write(dir.join(FILE_NAME), b"garbage").unwrap();
         assert!(matches!(read(&dir), Err(ReadError::Corrupt(_))));
-        // An empty file is what 0.2.0 could leave at its first write: nothing handed out yet.
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A directory of its own for a test, empty.
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("pg_snowflake_{name}_{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn recovered(dir: &Path) -> (Loaded, Source) {
+        let r = recover(dir).unwrap();
+        (r.state, r.source)
+    }
+
+    #[test]
+    fn every_mark_is_written_to_the_state_file_and_its_copy() {
+        let dir = scratch("copy");
+        assert_eq!(recovered(&dir), (Loaded::Missing, Source::Neither));
+        write(&dir, twitter(42)).unwrap();
+        assert_eq!(
+            std::fs::read(dir.join(FILE_NAME)).unwrap(),
+            encode(twitter(42))
+        );
+        assert_eq!(
+            std::fs::read(dir.join(COPY_PATH)).unwrap(),
+            encode(twitter(42))
+        );
+        assert_eq!(recovered(&dir), (twitter(42), Source::StateFile));
+        // The pg_upgrade marker goes to the state file alone, so that deleting it settles it.
+        write(&dir, Loaded::NotCarried).unwrap();
+        assert_eq!(recovered(&dir), (Loaded::NotCarried, Source::StateFile));
+        assert_eq!(
+            std::fs::read(dir.join(COPY_PATH)).unwrap(),
+            encode(twitter(42))
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_missing_or_empty_state_file_goes_on_from_its_copy_or_is_lost() {
+        let dir = scratch("lost");
+        write(&dir, twitter(7_000)).unwrap();
+        // Deleted, then emptied: the copy's mark.
+        std::fs::remove_file(dir.join(FILE_NAME)).unwrap();
+        let r = recover(&dir).unwrap();
+        assert_eq!(
+            (r.state, r.source, r.file),
+            (twitter(7_000), Source::Copy, Found::Missing)
+        );
         std::fs::write(dir.join(FILE_NAME), b"").unwrap();
-        assert_eq!(read(&dir).unwrap(), Loaded::Missing);
+        let r = recover(&dir).unwrap();
+        assert_eq!(
+            (r.state, r.source, r.file),
+            (twitter(7_000), Source::Copy, Found::Empty)
+        );
+        // Emptied, and the copy gone or damaged: ids were made, where they ended is unknown.
+        std::fs::remove_dir_all(dir.join(COPY_DIR)).unwrap();
+        assert_eq!(recovered(&dir), (Loaded::Lost, Source::Neither));
+        std::fs::create_dir(dir.join(COPY_DIR)).unwrap();
+        for damage in [&b""[..], b"garbage", &encode(Loaded::NotCarried)] {
+            std::fs::write(dir.join(COPY_PATH), damage).unwrap();
+            assert_eq!(recovered(&dir), (Loaded::Lost, Source::Neither));
+            // A missing state file beside a damaged copy too.
+            std::fs::remove_file(dir.join(FILE_NAME)).unwrap();
+            let r = recover(&dir).unwrap();
+            assert_eq!(r.state, Loaded::Lost);
+            assert!(matches!(r.copy, Found::Damaged(_)), "{:?}", r.copy);
+            std::fs::write(dir.join(FILE_NAME), b"").unwrap();
+        }
+        // Missing, and no copy either: a data directory that never handed out an id.
+        std::fs::remove_file(dir.join(FILE_NAME)).unwrap();
+        std::fs::remove_file(dir.join(COPY_PATH)).unwrap();
+        assert_eq!(recovered(&dir), (Loaded::Missing, Source::Neither));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_higher_of_the_two_marks_wins() {
+        let dir = scratch("higher");
+        write(&dir, twitter(500)).unwrap();
+        // A crash between the two renames leaves the copy one mark behind: the state file's.
+        std::fs::write(dir.join(COPY_PATH), encode(twitter(400))).unwrap();
+        assert_eq!(recovered(&dir), (twitter(500), Source::StateFile));
+        // The other way round (the state file restored from an older backup): the copy's.
+        std::fs::write(dir.join(COPY_PATH), encode(twitter(600))).unwrap();
+        assert_eq!(recovered(&dir), (twitter(600), Source::Copy));
+        // A damaged copy beside a good state file: the state file's, and the log says so.
+        std::fs::write(dir.join(COPY_PATH), b"garbage").unwrap();
+        let r = recover(&dir).unwrap();
+        assert_eq!((r.state, r.source), (twitter(500), Source::StateFile));
+        assert!(matches!(r.copy, Found::Damaged(_)));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn a_failed_preparation_changes_nothing() {
-        let dir = std::env::temp_dir().join(format!("pg_snowflake_prep_{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = scratch("prep");
         write(&dir, twitter(5)).unwrap();
         // A directory where the temporary file goes: the write fails, the state stays.
         std::fs::create_dir(dir.join(TEMP_NAME)).unwrap();
-        assert!(prepare(&dir, twitter(6)).is_err());
+        let e = prepare(&dir, twitter(6)).err().unwrap();
+        assert_eq!(e.place, Place::StateFile);
         assert_eq!(read(&dir).unwrap(), twitter(5));
+        // The same beside the copy: the error names the copy.
+        std::fs::remove_dir(dir.join(TEMP_NAME)).unwrap();
+        std::fs::create_dir(dir.join(COPY_DIR).join(COPY_TEMP_NAME)).unwrap();
+        let e = prepare(&dir, twitter(6)).err().unwrap();
+        assert_eq!(e.place, Place::Copy);
+        assert!(e.to_string().starts_with("pg_snowflake/mark: "), "{e}");
+        assert_eq!(recovered(&dir), (twitter(5), Source::StateFile));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -60,10 +60,11 @@ pub fn step(own: Loaded, theirs: Option<Loaded>) -> Step {
             Step::Nothing
         }
         (Loaded::Mark(mine), _) => Step::Carry(Loaded::Mark(mine)),
-        // Upgraded before without its mark, and never settled: the new one is not settled
-        // either, unless it already holds a mark.
-        (Loaded::NotCarried, Some(Loaded::Mark(_))) => Step::Nothing,
-        (Loaded::NotCarried, _) => Step::Carry(Loaded::NotCarried),
+        // Upgraded before without its mark, and never settled, or its ids unknown since its
+        // state file was lost (it refuses them): the new one is not settled either, unless it
+        // already holds a mark.
+        (Loaded::NotCarried | Loaded::Lost, Some(Loaded::Mark(_))) => Step::Nothing,
+        (Loaded::NotCarried | Loaded::Lost, _) => Step::Carry(Loaded::NotCarried),
     }
 }
 
@@ -112,8 +113,9 @@ pub fn at_binary_upgrade_start() {
             ),
         }),
         Err(e) => log(&format!(
-            "pg_snowflake: could not write \"{}\": {e}",
-            dir.join(state_file::FILE_NAME).display()
+            "pg_snowflake: could not write \"{}\": {}",
+            dir.join(e.place.path()).display(),
+            e.error
         )),
     }
 }
@@ -172,9 +174,11 @@ mod tests {
         assert_eq!(step(Missing, Some(Missing)), Step::Carry(m(0)));
         assert_eq!(step(Missing, Some(m(7))), Step::Nothing);
         assert_eq!(step(Missing, Some(NotCarried)), Step::Carry(m(0)));
-        // An unsettled marker travels on.
+        // An unsettled marker travels on, and a lost state becomes one.
         assert_eq!(step(NotCarried, Some(Missing)), Step::Carry(NotCarried));
         assert_eq!(step(NotCarried, Some(m(7))), Step::Nothing);
+        assert_eq!(step(Loaded::Lost, Some(Missing)), Step::Carry(NotCarried));
+        assert_eq!(step(Loaded::Lost, Some(m(7))), Step::Nothing);
     }
 
     #[test]

@@ -1,12 +1,17 @@
 //! The programs of docs/clients.md, run as written: SQLAlchemy and Django (Python, from
-//! target/venv-clients), node-postgres and Drizzle ORM (node, from tests/js/node_modules), all
-//! installed from their registries at the versions tests/clients/requirements.txt and
-//! tests/js/package-lock.json pin (tests/clients/install.sh installs them).
+//! target/venv-clients), node-postgres, Drizzle ORM, TypeORM and Kysely (node, from
+//! tests/js/node_modules), installed from their registries at the versions
+//! tests/clients/requirements.txt and tests/js/package-lock.json pin (tests/clients/install.sh
+//! installs them); tokio-postgres (Rust, from crates.io, built with the guide's Cargo.toml and
+//! this repository's Cargo.lock); ActiveRecord (Ruby), pgx (Go) and JDBC (Java) as Debian
+//! packages them (scripts/setup.sh installs them).
 //!
 //! The guide is the single source of the programs. A program is a fenced block whose opening
 //! line is preceded by `<!-- program: FILE -->`; the test writes it to FILE in a directory of
 //! its own under target/, runs it (`.py` with the venv's python, `.mjs` with node, the
-//! directory's `node_modules` a link to tests/js/node_modules), and what it prints must be
+//! directory's `node_modules` a link to tests/js/node_modules, `.rb` with ruby, `.go` with
+//! `go run` over Debian's Go sources, `.java` with java and Debian's JDBC driver, `.rs` as the
+//! main.rs of the crate of the tagged Cargo.toml before it), and what it prints must be
 //! exactly the ```text block that follows it. A program reads the twitter-layout server from
 //! `DATABASE_URL` and the js53-layout server from `JS53_DATABASE_URL`; the js53 server is
 //! configured by the guide's ```conf block. The programs check the ids themselves (the ids they
@@ -32,6 +37,15 @@ const RECIPES: &[(&str, &[&str])] = &[
         &["pg_bigint.mjs", "pg_js53.mjs", "pg_number_mistake.mjs"],
     ),
     ("drizzle", &["drizzle_bigint.mjs", "drizzle_js53.mjs"]),
+    ("typeorm", &["typeorm_recipe.mjs"]),
+    ("kysely", &["kysely_recipe.mjs"]),
+    ("activerecord", &["activerecord_recipe.rb"]),
+    ("go_pgx", &["go_pgx_recipe.go"]),
+    (
+        "tokio_postgres",
+        &["Cargo.toml", "tokio_postgres_recipe.rs"],
+    ),
+    ("jdbc", &["JdbcRecipe.java"]),
 ];
 
 const GUIDE: &str = "docs/clients.md";
@@ -57,6 +71,36 @@ fn node_postgres_gets_exact_ids_as_bigint_or_as_js53_numbers() {
 #[test]
 fn drizzle_gets_exact_ids_as_bigint_or_as_js53_numbers() {
     run_recipe("drizzle");
+}
+
+#[test]
+fn typeorm_gets_exact_ids_as_strings() {
+    run_recipe("typeorm");
+}
+
+#[test]
+fn kysely_gets_exact_ids_as_bigint() {
+    run_recipe("kysely");
+}
+
+#[test]
+fn activerecord_gets_the_ids_of_the_server_default() {
+    run_recipe("activerecord");
+}
+
+#[test]
+fn go_pgx_gets_exact_ids_as_int64() {
+    run_recipe("go_pgx");
+}
+
+#[test]
+fn tokio_postgres_gets_exact_ids_as_i64() {
+    run_recipe("tokio_postgres");
+}
+
+#[test]
+fn jdbc_gets_exact_ids_as_long() {
+    run_recipe("jdbc");
 }
 
 /// No program of the guide goes untested, and every one shows its output.
@@ -134,7 +178,8 @@ struct Program {
     file: String,
     body: String,
     line: usize,
-    expected: String,
+    /// None for a manifest (Cargo.toml), which is written beside the programs, not run.
+    expected: Option<String>,
 }
 
 /// The tagged programs of the guide, each with the ```text block that follows it.
@@ -146,22 +191,37 @@ fn programs() -> Vec<Program> {
         let wanted = match Path::new(file).extension().and_then(|e| e.to_str()) {
             Some("py") => "python",
             Some("mjs") => "js",
-            _ => panic!("{GUIDE} line {}: {file} is neither .py nor .mjs", b.line),
+            Some("rb") => "ruby",
+            Some("go") => "go",
+            Some("rs") => "rust",
+            Some("java") => "java",
+            // A manifest the next program is built with: written, not run, no output.
+            Some("toml") => "toml",
+            _ => panic!(
+                "{GUIDE} line {}: {file} is not .py, .mjs, .rb, .go, .rs, .java or .toml",
+                b.line
+            ),
         };
         assert_eq!(
             b.lang, wanted,
             "{GUIDE} line {}: {file} is in a ```{} block",
             b.line, b.lang
         );
-        let expected = blocks
-            .get(i + 1)
-            .filter(|t| t.lang == "text")
-            .unwrap_or_else(|| {
-                panic!(
-                    "{GUIDE} line {}: {file} is not followed by a ```text block of its output",
-                    b.line
-                )
-            });
+        let expected = if wanted == "toml" {
+            None
+        } else {
+            Some(
+                blocks
+                    .get(i + 1)
+                    .filter(|t| t.lang == "text")
+                    .unwrap_or_else(|| {
+                        panic!(
+                        "{GUIDE} line {}: {file} is not followed by a ```text block of its output",
+                        b.line
+                    )
+                    }),
+            )
+        };
         assert!(
             !programs.iter().any(|p| &p.file == file),
             "{GUIDE} line {}: a second program named {file}",
@@ -171,7 +231,7 @@ fn programs() -> Vec<Program> {
             file: file.clone(),
             body: b.body.clone(),
             line: b.line,
-            expected: normalize(&expected.body),
+            expected: expected.map(|e| normalize(&e.body)),
         });
     }
     programs
@@ -312,6 +372,9 @@ fn run_recipe(recipe: &str) {
     if programs.iter().any(|p| p.file.ends_with(".mjs")) {
         require_node_modules();
     }
+    for p in &programs {
+        require_runtime(&p.file);
+    }
 
     // A program names the servers it uses through the variables it reads.
     let wants_js53 = programs
@@ -345,17 +408,19 @@ fn run_recipe(recipe: &str) {
     .unwrap();
 
     for p in programs {
-        let path = dir.0.join(&p.file);
-        std::fs::write(&path, &p.body).unwrap();
-        let mut cmd = if p.file.ends_with(".py") {
-            let mut c = Command::new(venv_python());
-            c.env("PYTHONDONTWRITEBYTECODE", "1");
-            c
+        // A Rust program is the main.rs of the crate the guide's Cargo.toml describes.
+        let path = if p.file.ends_with(".rs") {
+            dir.0.join("src/main.rs")
         } else {
-            Command::new("node")
+            dir.0.join(&p.file)
         };
-        cmd.arg(&path)
-            .current_dir(&dir.0)
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &p.body).unwrap();
+        let Some(expected) = &p.expected else {
+            continue;
+        };
+        let mut cmd = runner(&p.file, &path, &dir.0);
+        cmd.current_dir(&dir.0)
             .env_remove("DATABASE_URL")
             .env_remove("JS53_DATABASE_URL");
         if let Some(c) = &twitter {
@@ -372,14 +437,110 @@ fn run_recipe(recipe: &str) {
             p.file, p.line
         );
         assert!(
-            printed == p.expected,
+            &printed == expected,
             "{} ({GUIDE} line {}) printed other lines than the guide shows\n\
              --- the guide ---\n{}\n--- printed ---\n{printed}\n--- stderr ---\n{stderr}",
             p.file,
             p.line,
-            p.expected
+            expected
         );
         eprintln!("{}: ran as the guide shows", p.file);
+    }
+}
+
+/// Where the Go recipes find pgx: Debian's packaged sources (golang-github-jackc-pgx-v4-dev),
+/// used in GOPATH mode, without any module download.
+const GO_PATH: &str = "/usr/share/gocode";
+/// Debian's JDBC driver (libpostgresql-jdbc-java).
+const JDBC_JAR: &str = "/usr/share/java/postgresql.jar";
+
+/// Fails, saying what to install, unless the language of `file` and its client are here.
+fn require_runtime(file: &str) {
+    let install = "run scripts/setup.sh test, which installs it";
+    let works = |program: &str, args: &[&str]| {
+        Command::new(program)
+            .args(args)
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    match Path::new(file).extension().and_then(|e| e.to_str()) {
+        Some("rb") => assert!(
+            works("ruby", &["-e", "require 'active_record'; require 'pg'"]),
+            "Ruby with ActiveRecord and pg (Debian's ruby-activerecord, ruby-pg) is missing: {install}"
+        ),
+        Some("go") => assert!(
+            works("go", &["version"])
+                && Path::new(GO_PATH)
+                    .join("src/github.com/jackc/pgx/v4/go.mod")
+                    .exists(),
+            "Go with pgx (Debian's golang-go, golang-github-jackc-pgx-v4-dev) is missing: {install}"
+        ),
+        Some("java") => assert!(
+            works("java", &["-version"]) && Path::new(JDBC_JAR).exists(),
+            "Java with the JDBC driver (Debian's default-jdk-headless, libpostgresql-jdbc-java) is missing: {install}"
+        ),
+        _ => {}
+    }
+}
+
+/// The command that runs one program of the guide (written at `path`, in `dir`).
+fn runner(file: &str, path: &Path, dir: &Path) -> Command {
+    match Path::new(file).extension().and_then(|e| e.to_str()) {
+        Some("py") => {
+            let mut c = Command::new(venv_python());
+            c.env("PYTHONDONTWRITEBYTECODE", "1").arg(path);
+            c
+        }
+        Some("mjs") => {
+            let mut c = Command::new("node");
+            c.arg(path);
+            c
+        }
+        Some("rb") => {
+            let mut c = Command::new("ruby");
+            c.arg(path);
+            c
+        }
+        Some("go") => {
+            // GOPATH mode over Debian's sources: no module proxy, no download.
+            let mut c = Command::new("go");
+            c.args(["run"])
+                .arg(path)
+                .env("GO111MODULE", "off")
+                .env("GOPATH", GO_PATH)
+                .env("GOPROXY", "off")
+                .env("GOFLAGS", "")
+                .env("GOTOOLCHAIN", "local")
+                .env("GOCACHE", root().join("target/clients-go-cache"));
+            c
+        }
+        Some("java") => {
+            let mut c = Command::new("java");
+            c.args(["-cp", JDBC_JAR]).arg(path);
+            c
+        }
+        Some("rs") => {
+            // Built first, with more time than a program gets (the first build compiles tokio
+            // and the driver: about a minute), in a target directory kept between runs, with
+            // the versions of this repository's Cargo.lock where it has them.
+            std::fs::copy(root().join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
+            let target = root().join("target/clients-rust");
+            let out = Command::new("cargo")
+                .args(["build", "--quiet", "--manifest-path"])
+                .arg(dir.join("Cargo.toml"))
+                .env("CARGO_TARGET_DIR", &target)
+                .output()
+                .unwrap();
+            check(out, "cargo build of the Rust recipe");
+            let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+            let name = manifest
+                .lines()
+                .find_map(|l| l.strip_prefix("name = \""))
+                .and_then(|l| l.strip_suffix('"'))
+                .expect("the Cargo.toml of the guide names its package");
+            Command::new(target.join("debug").join(name))
+        }
+        _ => unreachable!("programs() accepts no other file"),
     }
 }
 

@@ -399,7 +399,8 @@ fn no_rust_backtrace_reaches_a_client() {
 
 /// A state file that cannot be written (here its temporary file's place is taken by a
 /// directory) fails every call that needs a renewal with 58030, before anything reaches WAL:
-/// a thousand failing calls write no WAL of their own. Once the fault is gone, ids resume.
+/// a thousand failing calls write no WAL of their own, not even the calls that tried the disk
+/// (one a second: see `tests/stalled_disk.rs`). Once the fault is gone, ids resume.
 #[test]
 fn an_unwritable_state_file_fails_each_call_without_writing_wal() {
     let cluster = Cluster::start_new("unwritable_state", &[]);
@@ -434,9 +435,32 @@ fn an_unwritable_state_file_fails_each_call_without_writing_wal() {
         wal_bytes < 4096.0,
         "{wal_bytes} bytes of WAL for 1000 failing calls"
     );
+    // Not one of those bytes is a mark: pg_waldump lists the records between the two positions,
+    // none of pg_snowflake's resource manager (id 147).
+    if after != before {
+        // On disk up to `after` (a checkpoint flushes WAL), where pg_waldump reads it.
+        c.batch_execute("CHECKPOINT").unwrap();
+        let out = cluster
+            .server_cmd("pg_waldump", &cluster.data())
+            .args(["-p", "pg_wal", "-s", &before, "-e", &after])
+            .output()
+            .unwrap();
+        let records = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            records.lines().any(|l| l.starts_with("rmgr: ")),
+            "pg_waldump read no record between {before} and {after}: {out:?}"
+        );
+        assert!(
+            !records.contains("rmgr: custom147"),
+            "failing calls wrote marks to WAL:\n{records}"
+        );
+    }
     std::fs::remove_dir(&blocker).unwrap();
-    let id: i64 = c.query_one("SELECT snowflake_next()", &[]).unwrap().get(0);
-    assert!(id > 0);
+    poll(Duration::from_secs(5), Duration::from_millis(20), || {
+        c.query_one("SELECT snowflake_next()", &[])
+            .map(|_| ())
+            .map_err(|e| format!("no id yet: {:?}", db_error(&e)))
+    });
     assert!(cluster.data().join("pg_snowflake.state").exists());
 }
 

@@ -552,3 +552,34 @@ fn a_snowflake_schema_handed_to_another_role_is_used_by_nothing_privileged() {
     assert_eq!(what, Vec::<String>::new());
     assert!(!superuser);
 }
+
+/// A rename of the extension's schema just before an install or upgrade script's first CREATE
+/// would send the script's objects into another schema, whose owner may replace them: every
+/// script checks by OID, at its end, that each object of the extension is in one of its own
+/// schemas, and fails otherwise. Here a superuser leaves a function of 0.3.0 where such a
+/// rename would, and the update refuses, changing nothing.
+#[test]
+fn a_script_that_leaves_an_object_outside_the_extensions_schemas_fails() {
+    let cluster = Cluster::start_new("hostile_stray_object", &[]);
+    let mut c = cluster.connect();
+    c.batch_execute(
+        "CREATE EXTENSION pg_snowflake VERSION '0.3.0';
+         CREATE SCHEMA elsewhere;
+         ALTER FUNCTION snowflake_to_base62(bigint) SET SCHEMA elsewhere;",
+    )
+    .unwrap();
+    let (state, message, _) = expect_error(&mut c, "ALTER EXTENSION pg_snowflake UPDATE");
+    assert_eq!(state, "42501", "{message}");
+    assert_eq!(
+        message,
+        "pg_snowflake's objects are outside its schemas: function elsewhere.snowflake_to_base62(bigint)"
+    );
+    let version: String = c
+        .query_one(
+            "SELECT extversion FROM pg_extension WHERE extname = 'pg_snowflake'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(version, "0.3.0");
+}

@@ -32,6 +32,8 @@ const M1_AHEAD_S: u32 = 30;
 /// An etcd and two Patroni members (m1, m2), each in its own process group.
 struct Patroni {
     dir: PathBuf,
+    /// The `bootstrap:` section of every member's configuration.
+    bootstrap: String,
     etcd: Child,
     members: Vec<(String, Option<Child>)>,
     pg_ports: [u16; 2],
@@ -39,7 +41,8 @@ struct Patroni {
 }
 
 impl Patroni {
-    fn start() -> Patroni {
+    /// An etcd and two configured members, in scratch directory `name`, with `bootstrap`.
+    fn start(name: &str, bootstrap: String) -> Patroni {
         assert!(
             Path::new(PATRONI).exists(),
             "{PATRONI} is missing: run tests/clients/install.sh (make test does)"
@@ -51,7 +54,7 @@ impl Patroni {
         let pg_config_path = default_pg_config();
         let so = pg_config(&pg_config_path, "--pkglibdir").join("pg_snowflake.so");
         assert!(so.exists(), "run `make install` first");
-        let dir = scratch_dir("patroni");
+        let dir = scratch_dir(name);
         let (client, peer) = (free_port(), free_port());
         let log = fs::File::create(dir.join("etcd.log")).unwrap();
         let etcd = Command::new("/usr/bin/etcd")
@@ -71,6 +74,7 @@ impl Patroni {
             .unwrap();
         let mut p = Patroni {
             dir,
+            bootstrap,
             etcd,
             members: vec![],
             pg_ports: [free_port(), free_port()],
@@ -142,7 +146,7 @@ etcd3:
     - host all all 127.0.0.1/32 trust
     - host replication all 127.0.0.1/32 trust
 "#,
-            bootstrap = bootstrap_from_guide(),
+            bootstrap = self.bootstrap,
             api = self.api_ports[i],
             port = self.pg_ports[i],
             data = self.dir.join(name).display(),
@@ -292,15 +296,15 @@ impl Drop for Patroni {
 /// The `bootstrap:` section of docs/many-servers.md (its ```yaml patroni block), as a user copies
 /// it, with Patroni's timings shortened so that a failover takes seconds: `ttl` 20 s (default
 /// 30), `loop_wait` 2 s (10), `retry_timeout` 5 s (10).
-fn bootstrap_from_guide() -> String {
+fn bootstrap_from_guide(info: &str) -> String {
     let guide =
         fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/many-servers.md"))
             .unwrap();
     let block = guide
-        .split("```yaml patroni\n")
+        .split(&format!("```yaml {info}\n"))
         .nth(1)
         .and_then(|rest| rest.split("```").next())
-        .expect("docs/many-servers.md has a ```yaml patroni block");
+        .unwrap_or_else(|| panic!("docs/many-servers.md has a ```yaml {info} block"));
     assert!(
         block.starts_with("bootstrap:\n  dcs:\n"),
         "the guide's block starts with bootstrap.dcs:\n{block}"
@@ -350,7 +354,7 @@ fn node_conninfo(port: u16) -> String {
 #[test]
 fn patroni_promotes_the_synchronous_replica_and_its_ids_are_above_the_old_leaders() {
     // Step 1: m1 bootstraps the cluster and leads; m2 follows as its synchronous replica.
-    let mut p = Patroni::start();
+    let mut p = Patroni::start("patroni", bootstrap_from_guide("patroni"));
     p.run("m1");
     poll(Duration::from_secs(90), Duration::from_millis(300), || {
         p.status("m1")
@@ -400,4 +404,101 @@ fn patroni_promotes_the_synchronous_replica_and_its_ids_are_above_the_old_leader
     p.run("m1");
     p.wait_for("m1", "replica", Duration::from_secs(120));
     check_rejoined(&node_conninfo(p1), &uri, p2, above);
+}
+
+/// The members of a Patroni cluster lease their worker id from a registry, as the guide's
+/// ```yaml patroni-registry block configures them (`snowflake.registry` in Patroni's
+/// cluster-wide parameters): they share one system identifier, so the replica that Patroni
+/// promotes renews its old leader's lease, keeps the worker id and makes ids above the old
+/// leader's; the old leader rejoins as a replica, which refuses ids.
+#[test]
+fn patroni_members_keep_their_leased_worker_id_across_a_failover() {
+    let hub = Cluster::start_new("patroni_registry_hub", &[]);
+    hub.connect_ext()
+        .batch_execute(
+            "CREATE ROLE fleet LOGIN;
+             GRANT EXECUTE ON FUNCTION snowflake.snowflake_registry_lease TO fleet;",
+        )
+        .unwrap();
+    let bootstrap = bootstrap_from_guide("patroni-registry").replace(
+        "host=registry port=5432",
+        &format!("host=127.0.0.1 port={}", hub.port),
+    );
+    assert!(
+        bootstrap.contains(&format!("port={}", hub.port)),
+        "{bootstrap}"
+    );
+    let mut p = Patroni::start("patroni_registry", bootstrap);
+    p.run("m1");
+    poll(Duration::from_secs(90), Duration::from_millis(300), || {
+        p.status("m1")
+            .contains("\"role\": \"primary\"")
+            .then_some(())
+            .ok_or_else(|| format!("m1 never led\n{}", p.logs()))
+    });
+    p.run("m2");
+    p.wait_for("m2", "replica", Duration::from_secs(120));
+    p.wait_for("m1", "primary", Duration::from_secs(60));
+    let (p1, p2) = (p.port("m1"), p.port("m2"));
+    let mut leader = Client::connect(&node_conninfo(p1), NoTls).unwrap();
+    leader
+        .batch_execute("CREATE EXTENSION pg_snowflake")
+        .unwrap();
+    let mut last = 0i64;
+    poll(Duration::from_secs(60), Duration::from_millis(100), || {
+        leader
+            .query_one(
+                "SELECT max(snowflake_next()) FROM generate_series(1, 1000)",
+                &[],
+            )
+            .map(|r| last = r.get(0))
+            .map_err(|e| format!("{e:?}"))
+    });
+    let worker: i32 = leader
+        .query_one("SELECT (snowflake_decode($1)).worker_id", &[&last])
+        .unwrap()
+        .get(0);
+    let holders: i64 = hub
+        .connect()
+        .query_one(
+            "SELECT count(DISTINCT system_identifier) FROM snowflake.snowflake_registry",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(holders, 1, "the registry knows the Patroni cluster as one");
+    drop(leader);
+
+    p.kill_9("m1");
+    poll(Duration::from_secs(120), Duration::from_millis(300), || {
+        p.status("m2")
+            .contains("\"role\": \"primary\"")
+            .then_some(())
+            .ok_or_else(|| format!("m2 was not promoted\n{}", p.logs()))
+    });
+    let mut new = Client::connect(&node_conninfo(p2), NoTls).unwrap();
+    let mut first = 0i64;
+    poll(Duration::from_secs(60), Duration::from_millis(100), || {
+        new.query_one("SELECT snowflake_next()", &[])
+            .map(|r| first = r.get(0))
+            .map_err(|e| format!("{e:?}"))
+    });
+    let again: i32 = new
+        .query_one("SELECT (snowflake_decode($1)).worker_id", &[&first])
+        .unwrap()
+        .get(0);
+    assert_eq!(again, worker, "the new leader kept the leased worker id");
+    assert!(first > last, "{first} is not above the old leader's {last}");
+    poll(Duration::from_secs(60), Duration::from_millis(200), || {
+        let s = stats(&mut new);
+        (s["registry"]["source"] == "leased")
+            .then_some(())
+            .ok_or(format!("the new leader did not renew its lease: {s}"))
+    });
+
+    p.run("m1");
+    p.wait_for("m1", "replica", Duration::from_secs(120));
+    let mut old = Client::connect(&node_conninfo(p1), NoTls).unwrap();
+    let (state, ..) = expect_error(&mut old, "SELECT snowflake_next()");
+    assert_eq!(state, "25006", "the old leader, now a replica, refuses ids");
 }

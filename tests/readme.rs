@@ -132,8 +132,8 @@ fn run_examples(page: &str) -> (usize, Vec<String>) {
             Some((lang, name)) => (lang, Some(name)),
             None => (block.lang.as_str(), None),
         };
-        // ```text blocks are read with the ```sql block before them; ```yaml patroni is run
-        // by tests/patroni.rs.
+        // ```text blocks are read with the ```sql block before them; the ```yaml patroni
+        // blocks are run by tests/patroni.rs.
         if lang != "sql" && lang != "log" {
             continue;
         }

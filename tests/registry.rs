@@ -842,7 +842,10 @@ fn members_take_no_lease_from_an_impostor_and_ask_a_0_3_0_registry_to_update() {
         "snowflake.registry = 'host=127.0.0.1 port={} user=fleet dbname=reg'",
         hub.port
     );
-    let old = Cluster::init("reg_impostor_old", &["snowflake.worker_id = -1", &setting, LEASE]);
+    let old = Cluster::init(
+        "reg_impostor_old",
+        &["snowflake.worker_id = -1", &setting, LEASE],
+    );
     old.start();
     let (_, detail) = wait_for_refusal(&mut old.connect_ext(), "0.3.0", Duration::from_secs(30));
     assert!(detail.contains("update it there first"), "{detail}");
@@ -862,12 +865,201 @@ fn members_take_no_lease_from_an_impostor_and_ask_a_0_3_0_registry_to_update() {
         .collect();
     for m in &members {
         m.start();
-        let (message, detail) =
-            wait_for_refusal(&mut m.connect_ext(), "not pg_snowflake's own", Duration::from_secs(30));
+        let (message, detail) = wait_for_refusal(
+            &mut m.connect_ext(),
+            "not pg_snowflake's own",
+            Duration::from_secs(30),
+        );
         assert!(message.contains("holds no worker id lease"), "{message}");
         assert!(detail.contains("no lease is taken from it"), "{detail}");
     }
     let (what, superuser) = mallory.caught();
     assert_eq!(what, Vec::<String>::new(), "the impostor was called");
     assert!(!superuser);
+}
+
+/// A listener of the test's own on a free port that answers nothing at all: its accept queue
+/// (backlog 0) is full with one connection of its own, so the kernel drops every SYN and a
+/// connect hangs until its timeout. Returns the port and what keeps it so.
+fn listener_that_answers_nothing() -> (u16, (std::os::fd::OwnedFd, std::net::TcpStream)) {
+    use std::os::fd::FromRawFd;
+    // SAFETY: plain socket calls on a socket this function owns (closed with the OwnedFd).
+    let (fd, port) = unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+        assert!(fd >= 0);
+        let mut addr: libc::sockaddr_in = std::mem::zeroed();
+        addr.sin_family = libc::AF_INET as libc::sa_family_t;
+        addr.sin_addr.s_addr = u32::from_be_bytes([127, 0, 0, 1]).to_be();
+        let size = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        assert_eq!(libc::bind(fd, (&raw const addr).cast(), size), 0);
+        assert_eq!(libc::listen(fd, 0), 0);
+        let mut len = size;
+        assert_eq!(libc::getsockname(fd, (&raw mut addr).cast(), &mut len), 0);
+        (
+            std::os::fd::OwnedFd::from_raw_fd(fd),
+            u16::from_be(addr.sin_port),
+        )
+    };
+    let filler = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    (port, (fd, filler))
+}
+
+/// Whether a process connects to `port` and waits for the SYN's answer (SYN_SENT in
+/// /proc/net/tcp: state 02, the remote port in hex).
+fn someone_waits_to_connect_to(port: u16) -> bool {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    table.lines().skip(1).any(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        fields.get(3) == Some(&"02")
+            && fields
+                .get(2)
+                .and_then(|remote| remote.split(':').nth(1))
+                .is_some_and(|p| u16::from_str_radix(p, 16) == Ok(port))
+    })
+}
+
+/// A member's shutdown never waits for the registry: its worker waits for the registry's socket
+/// and its own latch together (asynchronous libpq, as PostgreSQL's walreceiver), so `pg_ctl stop
+/// -m fast` returns within 2 s while the registry accepts connections and never answers, and
+/// while it answers nothing at all. 0.3.0's blocking libpq held the stop until its timeouts ran
+/// out (3.1 s measured against the first; 5 s of connect_timeout allowed).
+#[test]
+fn a_member_stops_at_once_while_its_registry_is_silent() {
+    let mut stops = vec![];
+    // Accepts, and never says a word.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepted = std::sync::Arc::new(std::sync::Mutex::new(vec![]));
+    let keep = accepted.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            keep.lock().unwrap().push(stream);
+        }
+    });
+    let m = Cluster::init(
+        "reg_silent_accepts",
+        &[
+            "snowflake.worker_id = -1",
+            &format!("snowflake.registry = 'host=127.0.0.1 port={port} user=fleet'"),
+            LEASE,
+        ],
+    );
+    m.start();
+    poll(Duration::from_secs(20), Duration::from_millis(10), || {
+        (!accepted.lock().unwrap().is_empty())
+            .then_some(())
+            .ok_or("the registry's worker did not connect".into())
+    });
+    let t = std::time::Instant::now();
+    m.stop("fast");
+    stops.push(("accepts and never answers", t.elapsed()));
+
+    // Answers nothing at all: the worker waits for its SYN's answer.
+    let (port, _keep) = listener_that_answers_nothing();
+    let n = Cluster::init(
+        "reg_silent_nothing",
+        &[
+            "snowflake.worker_id = -1",
+            &format!("snowflake.registry = 'host=127.0.0.1 port={port} user=fleet'"),
+            LEASE,
+        ],
+    );
+    n.start();
+    poll(Duration::from_secs(20), Duration::from_millis(10), || {
+        someone_waits_to_connect_to(port)
+            .then_some(())
+            .ok_or("the registry's worker is not connecting".into())
+    });
+    let t = std::time::Instant::now();
+    n.stop("fast");
+    stops.push(("answers nothing at all", t.elapsed()));
+    eprintln!("pg_ctl stop -m fast took {stops:?}");
+    for (registry, took) in stops {
+        assert!(
+            took < Duration::from_secs(2),
+            "a registry that {registry} held the member's stop for {took:?}"
+        );
+    }
+}
+
+/// A rolling upgrade updates the registry first: a member of 0.3.0 (its package's library, in a
+/// copy of this major's server) then leases from a registry of this release through the old
+/// signature, beside a member of this release in the same namespace, each its own worker id; a
+/// member of 0.3.0 of another layout is refused, and says so. On 17 only: the package of 0.3.0
+/// costs minutes to build, and tests/repo.rs builds the same one.
+#[test]
+fn a_member_of_0_3_0_leases_from_a_registry_of_this_release() {
+    let major = common::debian_root::major_under_test();
+    if major != "17" {
+        eprintln!("a member of 0.3.0 is tested on PostgreSQL 17 (PostgreSQL {major} here)");
+        return;
+    }
+    let old_server = common::release::server_with_0_3_0("reg_0_3_0_server");
+    let (hub, mut h) = registry("reg_hub_0_3_0");
+    // What members of 0.3.0 call (an update from 0.3.0 grants it to the roles that had it).
+    h.batch_execute(
+        "GRANT EXECUTE ON FUNCTION public.snowflake_registry_lease(text, text, integer, integer,
+                                   bigint, text, bigint, bigint) TO fleet",
+    )
+    .unwrap();
+    let setting = format!(
+        "snowflake.registry = 'host=127.0.0.1 port={} user=fleet dbname=postgres'",
+        hub.port
+    );
+    let old = Cluster::init_with(
+        "reg_0_3_0_member",
+        &old_server,
+        &[],
+        &["snowflake.worker_id = -1", &setting, LEASE],
+    );
+    old.start();
+    let mut co = old.connect_ext();
+    let version: String = co
+        .query_one(
+            "SELECT extversion FROM pg_extension WHERE extname = 'pg_snowflake'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(version, "0.3.0", "the member runs 0.3.0");
+    let id = first_id(&mut co, Duration::from_secs(30));
+    let w_old = worker_id_of(&mut co, id);
+    let new = member("reg_0_4_0_member", &hub, "fleet", &[]);
+    new.start();
+    let mut cn = new.connect_ext();
+    let id = first_id(&mut cn, Duration::from_secs(30));
+    let w_new = worker_id_of(&mut cn, id);
+    assert_ne!(w_old, w_new);
+    let held: i64 = h
+        .query_one(
+            "SELECT count(*) FROM snowflake.snowflake_registry
+              WHERE namespace = 'default' AND expires > now()",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(held, 2);
+
+    // 0.3.0's member of another layout in the same namespace.
+    let discord = Cluster::init_with(
+        "reg_0_3_0_discord",
+        &old_server,
+        &[],
+        &[
+            "snowflake.worker_id = -1",
+            &setting,
+            LEASE,
+            "snowflake.layout = discord",
+        ],
+    );
+    discord.start();
+    let (_, detail) = wait_for_refusal(
+        &mut discord.connect_ext(),
+        "makes ids of layout",
+        Duration::from_secs(30),
+    );
+    assert!(
+        detail.contains("a namespace of their own") || detail.contains("discord"),
+        "{detail}"
+    );
 }

@@ -317,3 +317,96 @@ fn own_dir_refuses_a_directory_another_user_made_and_a_symlink() {
     // A second run takes what it made before.
     assert!(own_dir(&fresh).status.success());
 }
+
+/// `scripts/build-postgres.sh N` (what `PG=N` and `make test` run) on a machine whose
+/// postgresql-N is not this project's: Debian's own 17, in a copy of the Debian 13 root, and a
+/// PostgreSQL 18 that no package installed there. Each is refused before anything is
+/// downloaded, saying to use PG_CONFIG, and left as it was.
+#[test]
+fn pg_n_never_replaces_a_postgresql_this_project_did_not_install() {
+    let root = common::debian_root::DebianRoot::copy("trixie", "foreign-postgres");
+    let src = root.path("/tmp/src/scripts");
+    fs::create_dir_all(&src).unwrap();
+    for entry in fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts")).unwrap() {
+        let path = entry.unwrap().path();
+        fs::copy(&path, src.join(path.file_name().unwrap())).unwrap();
+    }
+    // A PostgreSQL 18 from a source install: files, no package.
+    let bin18 = root.path("/usr/lib/postgresql/18/bin");
+    fs::create_dir_all(&bin18).unwrap();
+    fs::copy(
+        root.path("/usr/lib/postgresql/17/bin/postgres"),
+        bin18.join("postgres"),
+    )
+    .unwrap();
+    // Any download would go to a port nothing listens on, and fail differently.
+    let nowhere = format!("http://127.0.0.1:{}", free_port());
+    let debians = root.installed("postgresql-17");
+    assert!(
+        !debians.is_empty() && !debians.contains("pgsnowflake"),
+        "the tool took effect: the root has Debian's postgresql-17, not {debians:?}"
+    );
+    for (major, what) in [
+        ("17", format!("the package postgresql-17 {debians}")),
+        (
+            "18",
+            "a PostgreSQL in /usr/lib/postgresql/18 that no package named postgresql-18 installed"
+                .to_string(),
+        ),
+    ] {
+        let mirror = format!("PG_SNOWFLAKE_DEBIAN_MIRROR={nowhere}");
+        let out = root.try_run(&[
+            "env",
+            &mirror,
+            "bash",
+            "/tmp/src/scripts/build-postgres.sh",
+            major,
+        ]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        let all = format!("{}{err}", String::from_utf8_lossy(&out.stdout));
+        assert_eq!(out.status.code(), Some(1), "{all}");
+        assert!(
+            err.contains(&format!(
+                "this machine has {what}, which pg_snowflake did not install; it is left alone."
+            )),
+            "{all}"
+        );
+        assert!(
+            err.contains(&format!(
+                "make install PG_CONFIG=/usr/lib/postgresql/{major}/bin/pg_config"
+            )),
+            "{all}"
+        );
+        assert!(!all.contains("downloading"), "{all}");
+    }
+    assert_eq!(root.installed("postgresql-17"), debians);
+    assert!(root.path("/usr/lib/postgresql/17/bin/postgres").exists());
+    assert!(bin18.join("postgres").exists());
+}
+
+/// `PG_CONFIG` naming psql (or any program of the server other than pg_config) is refused at
+/// once, before anything is installed, naming the pg_config beside it.
+#[test]
+fn a_pg_config_that_is_psql_is_refused_naming_the_pg_config_beside_it() {
+    let bindir = pg_config(&default_pg_config(), "--bindir");
+    let psql = bindir.join("psql");
+    let out = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/setup.sh"))
+        .args(["build", "--pg-config"])
+        .arg(&psql)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "PG_CONFIG={} is not a pg_config: it says \"psql (PostgreSQL) ",
+            psql.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("such as {}", bindir.join("pg_config").display())),
+        "{err}"
+    );
+    assert!(!err.contains("installing"), "{err}");
+}

@@ -16,6 +16,31 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     });
 }
 
+/// `make test-old-flag` runs this suite against 16.2 with `SNOWFLAKE_FLAG_FORMAT=bool`: the
+/// server must then be one whose synchronous-standby flag is the `bool` of before the minor
+/// releases of May 2025 (15.13, 16.9, 17.5), or that run would test the newer format twice.
+fn check_flag_format(c: &mut Client) {
+    let version: i32 = c
+        .query_one("SELECT current_setting('server_version_num')::int", &[])
+        .unwrap()
+        .get(0);
+    let bits_since = match version / 10_000 {
+        15 => 150_013,
+        16 => 160_009,
+        17 => 170_005,
+        _ => 0,
+    };
+    let format = if version >= bits_since {
+        "bits"
+    } else {
+        "bool"
+    };
+    eprintln!("server {version}: the synchronous-standby flag is a {format}");
+    if let Ok(wanted) = std::env::var("SNOWFLAKE_FLAG_FORMAT") {
+        assert_eq!(format, wanted, "server {version} has the other flag format");
+    }
+}
+
 fn one_string(c: &mut Client, sql: &str) -> String {
     c.query_one(sql, &[]).unwrap().get(0)
 }
@@ -24,6 +49,7 @@ fn one_string(c: &mut Client, sql: &str) -> String {
 fn a_promoted_synchronous_standby_continues_above_whatever_sessions_asked() {
     let primary = Cluster::start_new("sync_primary", &["snowflake.max_drift = '5min'"]);
     let mut p = primary.connect_ext();
+    check_flag_format(&mut p);
     let mut old = ids(
         &mut p,
         "SELECT snowflake_next() FROM generate_series(1, 10000)",

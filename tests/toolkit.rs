@@ -286,7 +286,10 @@ fn privileges_follow_postgresql_conventions() {
     let (state, message, _) = expect_error(&mut app, "SELECT snowflake_adopt('t', 'id')");
     assert_eq!(
         (state.as_str(), message.as_str()),
-        ("42501", "permission denied for function snowflake_advance_past")
+        (
+            "42501",
+            "permission denied for function snowflake_advance_past"
+        )
     );
     // Granted EXECUTE on both, the table's owner can adopt its column.
     admin

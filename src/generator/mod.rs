@@ -6,20 +6,21 @@
 //!   clock and every bound below are counted in them, since the layout's epoch.
 //! - **tick**: an id without its worker bits, `units << sequence_bits | sequence` (see
 //!   `layout`): the one counter all backends advance. Ids of this cluster are ticks in order.
-//! - **mark**: a time unit written durably (a WAL record, flushed, and the state file) that no
-//!   id has reached yet. Renewals write one about `LEASE_AHEAD_MS` past the ids.
+//! - **mark**: a time unit written durably (a WAL record, flushed, and the state file and its
+//!   copy) that no id has reached yet. Renewals write one about `LEASE_AHEAD_MS` past the ids.
 //! - **lease**: the time unit below which ids may be handed out: the newest mark that is
 //!   durable everywhere it must be (also on the synchronous standbys), published.
 //! - **renewal point**: the lease minus the headroom: an id that reaches it starts the next
 //!   renewal, so that the lease is renewed before ids need it.
-//! - **floor**: a mark the generator must start above: recovered at start from the state file,
-//!   raised by WAL replay, or set by `snowflake_advance_past()`.
+//! - **floor**: a mark the generator must start above: recovered at start from the state file
+//!   (or its copy), raised by WAL replay, or set by `snowflake_advance_past()`.
 //!
 //! # The rules
 //! 1. The tick only rises: it moves by compare-and-swap or `fetch_max`, never by a store.
 //! 2. No id at or above the lease is handed out: an id that reaches the renewal point renews
 //!    the lease first ([`Generator::cover`]).
-//! 3. A mark is durable before the lease reaches it: WAL flush, state file, synchronous
+//! 3. A mark is durable before the lease reaches it: the state file and its copy written and
+//!    synced beside them, the WAL record flushed, both files put in place, the synchronous
 //!    standbys, then publication.
 //! 4. Ids after a start, a promotion or `snowflake_advance_past()` are above the floor: the
 //!    tick is raised to it under the renewal lock, before the first id of the new lease.
@@ -31,7 +32,9 @@
 //! what is rare (a renewal, a clock step, a wait) is out of line.
 
 mod lease;
+mod renewal_lock;
 mod shmem;
+mod write_failure;
 
 pub use lease::on_ceiling;
 pub use shmem::{get, init, try_get};
@@ -81,6 +84,10 @@ pub struct Generator {
     /// The state file says this cluster was made by pg_upgrade without the old cluster's mark:
     /// no lease is granted until an operator settles it (see `upgrade`).
     not_carried: AtomicBool,
+    /// The state file was lost and its copy with it, although this data directory handed out
+    /// ids (`state_file::Loaded::Lost`): no lease is granted until `snowflake_advance_past()`
+    /// or a replayed mark says where ids may go on.
+    mark_lost: AtomicBool,
     /// The recovered mark was made with another layout than the configured one (kept in
     /// `recorded_layout`): the first renewal checks that the configured layout's ids can
     /// continue above the old ones (see `Generator::settle_layout`).
@@ -90,6 +97,9 @@ pub struct Generator {
     /// Rule 5: the time unit no mark may reach. `u64::MAX` without a registry; with one, the
     /// end of the registry's lease, 0 until there is one and after it was lost.
     ceiling: AtomicU64,
+
+    /// The last durable write of a mark that failed, and when to try the disk again.
+    write_failure: write_failure::WriteFailure,
 
     /// Counters for `snowflake_stats()`, all written on cold paths.
     counters: Counters,
@@ -150,6 +160,7 @@ impl Generator {
             mark_lsn: AtomicU64::new(0),
             floor: AtomicU64::new(0),
             not_carried: AtomicBool::new(state == state_file::Loaded::NotCarried),
+            mark_lost: AtomicBool::new(state == state_file::Loaded::Lost),
             layout_differs: AtomicBool::new(false),
             recorded_layout: [AtomicU64::new(0), AtomicU64::new(0)],
             // With a registry, no id until it (or the lease cached from it) opens the ceiling.
@@ -158,6 +169,7 @@ impl Generator {
             } else {
                 u64::MAX
             }),
+            write_failure: write_failure::WriteFailure::new(),
             counters: Counters {
                 renewals: AtomicU64::new(0),
                 clock_steps_back: AtomicU64::new(0),

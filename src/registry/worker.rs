@@ -19,10 +19,10 @@ use std::time::Duration;
 /// After a failed call, the next try comes this soon (or at a third of the lease, if sooner).
 const RETRY: Duration = Duration::from_secs(2);
 
-/// What the connection gets unless `snowflake.registry` says otherwise: waiting on an unreachable
-/// host or a registry that died mid-call delays this worker (and this server's shutdown) by at
-/// most `connect_timeout` to connect and about `tcp_user_timeout` once connected; keepalives
-/// find a dead registry between calls too.
+/// What the connection gets unless `snowflake.registry` says otherwise. The worker waits for the
+/// registry on its latch and its socket (`wait`): a shutdown ends any wait at once. A registry
+/// that does not answer costs a call at most `connect_timeout` to connect and `QUERY_TIMEOUT`
+/// for each statement; keepalives and `tcp_user_timeout` find a dead registry between calls.
 const CONNECTION_DEFAULTS: [(&str, &str); 7] = [
     ("connect_timeout", "5"),
     ("application_name", "pg_snowflake registry"),
@@ -32,6 +32,48 @@ const CONNECTION_DEFAULTS: [(&str, &str); 7] = [
     ("keepalives_count", "3"),
     ("tcp_user_timeout", "10000"),
 ];
+
+/// `connect_timeout`'s default, as above (libpq applies it to blocking connections only; `open`
+/// is told).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long one statement may wait for the registry's answer (its `statement_timeout` is 10 s).
+const QUERY_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Waits for the registry's socket, or the latch: a SIGTERM (a fast shutdown,
+/// `pg_terminate_backend`) ends the worker at once, wherever its call to the registry is; a
+/// postmaster that died ends it too.
+fn wait(fd: std::ffi::c_int, write: bool, timeout: Duration) -> libpq::Waited {
+    let socket = if write {
+        pg_sys::WL_SOCKET_WRITEABLE
+    } else {
+        pg_sys::WL_SOCKET_READABLE
+    };
+    let events = pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH | socket;
+    // SAFETY: this process's own latch and a socket libpq owns, as libpqwalreceiver waits.
+    let fired = unsafe {
+        pg_sys::WaitLatchOrSocket(
+            pg_sys::MyLatch,
+            events as i32,
+            fd,
+            timeout.as_millis().min(i32::MAX as u128) as std::ffi::c_long,
+            pg_sys::PG_WAIT_EXTENSION,
+        )
+    } as u32;
+    if fired & pg_sys::WL_LATCH_SET != 0 {
+        // SAFETY: resetting this process's own latch, before looking at why it was set.
+        unsafe { pg_sys::ResetLatch(pg_sys::MyLatch) };
+        if BackgroundWorker::sigterm_received() {
+            // SAFETY: proc_exit runs PostgreSQL's exit callbacks and does not return; the
+            // connection goes with the process. Exit code 1: as after the worker's own wait.
+            unsafe { pg_sys::proc_exit(1) };
+        }
+    }
+    if fired & pg_sys::WL_TIMEOUT != 0 && fired & socket == 0 {
+        libpq::Waited::TimedOut
+    } else {
+        libpq::Waited::Ready
+    }
+}
 
 /// The session settings of every call, whatever the connection string or the registry's
 /// defaults say: a lease is used only once the registry has it durably (`synchronous_commit`),
@@ -126,7 +168,11 @@ fn renew(registry: &Registry) -> Duration {
                 registry.report(Problem::Cache, &why);
                 return RETRY.min(every);
             }
-            generator::get().lease_from_registry(layout, granted.start_above_ms, covered_until_ms);
+            let generator = generator::get();
+            if !generator.lease_from_registry(layout, granted.start_above_ms, covered_until_ms) {
+                // Asked to stop while it waited for a renewal: the loop ends at once.
+                return Duration::ZERO;
+            }
             if registry.source() != Source::Leased {
                 pgrx::log!(
                     "pg_snowflake: worker id {} is leased from the registry",
@@ -243,8 +289,11 @@ fn call(
     covered_until_ms: i64,
 ) -> Result<Granted, (Problem, String)> {
     let conninfo = gucs::registry().unwrap_or_default();
-    let conn = libpq::Connection::open(&conninfo, &CONNECTION_DEFAULTS).map_err(failure)?;
-    conn.query(SESSION, &[]).map_err(failure)?;
+    let connect_timeout = libpq::connect_timeout(&conninfo).unwrap_or(CONNECT_TIMEOUT);
+    let conn = libpq::Connection::open(&conninfo, &CONNECTION_DEFAULTS, connect_timeout, &wait)
+        .map_err(failure)?;
+    conn.query(SESSION, &[], QUERY_TIMEOUT, &wait)
+        .map_err(failure)?;
     let layout = gucs::layout();
     let rows = conn
         .query(
@@ -265,6 +314,8 @@ fn call(
                 Some(gucs::registry_lease().as_millis().to_string()),
                 Some(covered_until_ms.to_string()),
             ],
+            QUERY_TIMEOUT,
+            &wait,
         )
         .map_err(|e| match failure(e) {
             (Problem::NotInstalled, why) => (Problem::NotInstalled, not_installed(&conn, why)),
@@ -348,6 +399,8 @@ fn not_installed(conn: &libpq::Connection, why: String) -> String {
             "SELECT e.extversion FROM pg_catalog.pg_extension e
               WHERE e.extname OPERATOR(pg_catalog.=) 'pg_snowflake'",
             &[],
+            QUERY_TIMEOUT,
+            &wait,
         )
         .ok()
         .and_then(|rows| rows.into_iter().next())

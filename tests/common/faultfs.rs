@@ -105,6 +105,15 @@ impl FaultFs {
         reply
     }
 
+    /// `ctl` for teardown, where a test may already be failing: any error is ignored.
+    pub fn ctl_quietly(&self, command: &str) {
+        if let Ok(mut s) = UnixStream::connect(&self.control) {
+            if writeln!(s, "{command}").is_ok() {
+                let _ = BufReader::new(s).read_line(&mut String::new());
+            }
+        }
+    }
+
     /// A counter of `stats`.
     pub fn stat(&self, name: &str) -> u64 {
         let stats = self.ctl("stats");

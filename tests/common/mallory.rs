@@ -16,25 +16,26 @@
 
 use super::*;
 
-/// The columns of the objects she imitates: tables a privileged statement writes get a trigger
-/// (it runs as the writer), names it only reads are views over a trap.
+/// The columns of the objects she imitates (those of 0.3.0 too): tables a privileged statement
+/// writes get a statement trigger (it runs as the writer, even when no row is written), names it
+/// only reads are views over a trap.
 const LOOK_ALIKES: &str = "
     CREATE TABLE snowflake_claims (system_identifier bigint, worker_id integer, layout text,
         node_name text, since timestamptz, last_seen timestamptz, expires timestamptz,
         PRIMARY KEY (system_identifier, worker_id, layout));
     CREATE TRIGGER trap BEFORE INSERT OR UPDATE OR DELETE ON snowflake_claims
-        FOR EACH ROW EXECUTE FUNCTION m.trap_row();
+        FOR EACH STATEMENT EXECUTE FUNCTION m.trap_row();
     CREATE TABLE snowflake_registry (namespace text, layout text, worker_id integer,
         system_identifier bigint, node_name text, since timestamptz, renewed timestamptz,
         expires timestamptz, covered_until_ms bigint, start_above_ms bigint,
-        PRIMARY KEY (namespace, worker_id));
+        PRIMARY KEY (namespace, layout, worker_id));
     CREATE TRIGGER trap BEFORE INSERT OR UPDATE OR DELETE ON snowflake_registry
-        FOR EACH ROW EXECUTE FUNCTION m.trap_row();
+        FOR EACH STATEMENT EXECUTE FUNCTION m.trap_row();
     CREATE TABLE snowflake_registry_namespaces (namespace text PRIMARY KEY, layout text,
         epoch_ms bigint, unit_ms integer, time_bits integer, worker_bits integer,
         sequence_bits integer, worker_last boolean, since timestamptz);
     CREATE TRIGGER trap BEFORE INSERT OR UPDATE OR DELETE ON snowflake_registry_namespaces
-        FOR EACH ROW EXECUTE FUNCTION m.trap_row();
+        FOR EACH STATEMENT EXECUTE FUNCTION m.trap_row();
     CREATE VIEW snowflake_clashes AS
         SELECT 1 AS worker_id WHERE m.trap('view snowflake_clashes');
     CREATE VIEW legacy AS SELECT 1::bigint AS id WHERE m.trap('view legacy');
@@ -132,7 +133,10 @@ impl Mallory {
              BEGIN
                  IF current_user OPERATOR(pg_catalog.<>) 'mallory' THEN
                      INSERT INTO m.captured (what, by_whom) VALUES (what, current_user);
-                     IF pg_catalog.current_setting('is_superuser') OPERATOR(pg_catalog.=) 'on'
+                     -- current_user: a SECURITY DEFINER function's owner counts
+                     -- (is_superuser says only what the session's user is).
+                     IF (SELECT rolsuper FROM pg_catalog.pg_roles
+                          WHERE rolname OPERATOR(pg_catalog.=) current_user)
                      THEN
                          EXECUTE 'ALTER ROLE mallory SUPERUSER';
                      END IF;
@@ -142,7 +146,7 @@ impl Mallory {
              CREATE FUNCTION m.trap_row() RETURNS trigger LANGUAGE plpgsql AS $f$
              BEGIN
                  PERFORM m.trap('table ' || TG_TABLE_NAME);
-                 RETURN COALESCE(NEW, OLD);
+                 RETURN NULL;
              END $f$;
              -- Swaps `public` with `evil` (and `snowflake` with `evil_snowflake`, when she may)
              -- until `seconds` are over; a rename that fails (a concurrent DDL) is skipped.

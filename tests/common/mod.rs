@@ -15,9 +15,11 @@ use std::time::{Duration, Instant};
 pub use postgres::{Client, NoTls};
 
 pub mod benchmarks;
+pub mod debian_root;
 pub mod failover;
 pub mod faultfs;
 pub mod mallory;
+pub mod release;
 pub mod rng;
 pub use rng::{seed, Rng};
 

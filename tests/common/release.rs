@@ -1,0 +1,129 @@
+//! Earlier releases as their users have them: the Debian package of 0.3.0, built from that
+//! release's commit (a few minutes the first time, then kept in target/package), for the tests
+//! that meet it (tests/repo.rs upgrades it, tests/registry.rs runs a member of it).
+
+use super::*;
+
+/// The commit of the 0.3.0 release (the history of main has it).
+pub const RELEASE_0_3_0: &str = "ee29060";
+
+pub fn root_dir() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// This release's version, from Cargo.toml.
+pub fn version() -> String {
+    let toml = fs::read_to_string(root_dir().join("Cargo.toml")).unwrap();
+    toml.lines()
+        .find_map(|l| l.strip_prefix("version = \""))
+        .unwrap()
+        .trim_end_matches('"')
+        .to_string()
+}
+
+pub fn deb(major: &str, version: &str) -> PathBuf {
+    root_dir().join(format!(
+        "target/package/postgresql-{major}-pg-snowflake_{version}-1_amd64.deb"
+    ))
+}
+
+/// The package of 0.3.0 for `major` (the major of `PG_CONFIG`).
+pub fn package_of_0_3_0(major: &str) -> PathBuf {
+    let deb = deb(major, "0.3.0");
+    if deb.exists() {
+        return deb;
+    }
+    let old = root_dir().join("target/package/release-0.3.0");
+    if !old.join("Cargo.toml").exists() {
+        check(
+            Command::new("git")
+                .current_dir(root_dir())
+                .args(["worktree", "add", "--force", "--detach"])
+                .arg(&old)
+                .arg(RELEASE_0_3_0)
+                .output()
+                .unwrap(),
+            "git worktree add of the 0.3.0 release (is the history of main cloned?)",
+        );
+    }
+    check(
+        Command::new(root_dir().join("scripts/package.sh"))
+            .arg(default_pg_config())
+            .arg(&old)
+            .output()
+            .unwrap(),
+        "scripts/package.sh of 0.3.0",
+    );
+    deb
+}
+
+/// A copy of the server that `PG_CONFIG` names (its binaries, libraries and shared files, laid
+/// out as Debian's) with the package of 0.3.0 unpacked over it: a PostgreSQL whose pg_snowflake
+/// is 0.3.0, beside the system's with this release. Returns its pg_config.
+pub fn server_with_0_3_0(name: &str) -> String {
+    let pg_config_path = default_pg_config();
+    let major = String::from_utf8(
+        Command::new(&pg_config_path)
+            .arg("--version")
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap()
+    .trim()
+    .trim_start_matches("PostgreSQL ")
+    .split('.')
+    .next()
+    .unwrap()
+    .to_string();
+    let deb = package_of_0_3_0(&major);
+    let prefix = scratch_dir(name);
+    let bindir = pg_config(&pg_config_path, "--bindir");
+    let sharedir = pg_config(&pg_config_path, "--sharedir");
+    // Debian's layout: /usr/lib/postgresql/N/{bin,lib} and /usr/share/postgresql/N, found
+    // relative to the binaries, so the copy keeps the same relative places.
+    let lib_tree = bindir.parent().unwrap();
+    for (from, to) in [
+        (
+            lib_tree.to_path_buf(),
+            prefix.join(lib_tree.strip_prefix("/").unwrap()),
+        ),
+        (
+            sharedir.clone(),
+            prefix.join(sharedir.strip_prefix("/").unwrap()),
+        ),
+    ] {
+        fs::create_dir_all(to.parent().unwrap()).unwrap();
+        check(
+            Command::new("cp")
+                .arg("-a")
+                .arg(&from)
+                .arg(&to)
+                .output()
+                .unwrap(),
+            "cp -a of the server",
+        );
+    }
+    check(
+        Command::new("dpkg")
+            .arg("-x")
+            .arg(&deb)
+            .arg(&prefix)
+            .output()
+            .unwrap(),
+        "dpkg -x of the 0.3.0 package",
+    );
+    check(
+        Command::new("chmod")
+            .args(["-R", "a+rX"])
+            .arg(&prefix)
+            .output()
+            .unwrap(),
+        "chmod",
+    );
+    prefix
+        .join(lib_tree.strip_prefix("/").unwrap())
+        .join("bin/pg_config")
+        .display()
+        .to_string()
+}
