@@ -5,12 +5,12 @@
 //! what the README's reference tables name exists; and every object that a release's install
 //! script adds is named in that release's section of CHANGELOG.md.
 //!
-//! Described means: in a Markdown table row. A function by its signature in the row's first
-//! cell (`name(arg type, ...)`, resolved by the server, so an overload or a changed argument list
-//! counts), a table or view by its name there, a setting as `snowflake.name` there, a key of
-//! `snowflake_stats()` as the first cell of a table headed `Key` (and the keys inside it in that
-//! row), a SQLSTATE in the SQLSTATE column of a table that has one. A failure lists everything
-//! missing at once.
+//! Described means: in a Markdown table row. A function by its signature (`name(arg type, ...)`,
+//! resolved by the server, so an overload or a changed argument list counts; `name(...)` for one
+//! that has a single signature), a table or view by its name in the row's first cell, a setting
+//! as `snowflake.name` there, a key of `snowflake_stats()` as the first cell of a table headed
+//! `Key` (and the keys inside it in that row), a SQLSTATE in the SQLSTATE column of a table that
+//! has one. A failure lists everything missing at once.
 #![cfg(not(feature = "pg_test"))]
 
 mod common;
@@ -102,7 +102,9 @@ fn all_tables(pages: &[(String, String)]) -> Vec<Table> {
 }
 
 /// `[schema.]snowflake_name(args)` as written in a table's first cell: the text
-/// `to_regprocedure` reads, arguments written `name type` or `type`.
+/// `to_regprocedure` reads, arguments written `name type` or `type`; `name(...)` for a function
+/// of one signature (the name alone, which `to_regproc` resolves only when it is not
+/// overloaded).
 fn signature(span: &str) -> Option<String> {
     let open = span.find('(')?;
     let (name, rest) = span.split_at(open);
@@ -114,6 +116,9 @@ fn signature(span: &str) -> Option<String> {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_.".contains(c))
     {
         return None;
+    }
+    if args == "..." {
+        return Some(name.to_string());
     }
     let types: Vec<String> = args
         .split(',')
@@ -130,7 +135,12 @@ fn signature(span: &str) -> Option<String> {
 /// The OID of the function a signature names, as the server resolves it (a type that does not
 /// exist is an error on PostgreSQL 15, NULL on later majors: both are "no such function").
 fn resolve(c: &mut Client, signature: &str) -> Option<i64> {
-    c.query_one("SELECT to_regprocedure($1)::oid::int8", &[&signature])
+    let function = if signature.contains('(') {
+        "to_regprocedure"
+    } else {
+        "to_regproc"
+    };
+    c.query_one(&format!("SELECT {function}($1)::oid::int8"), &[&signature])
         .ok()
         .and_then(|r| r.get::<_, Option<i64>>(0))
 }
@@ -171,7 +181,7 @@ fn every_function_relation_setting_stats_key_and_sqlstate_is_in_the_reference() 
     // Functions and procedures by signature; relations and types by name.
     let mut documented: BTreeMap<i64, String> = BTreeMap::new();
     for t in &tables {
-        for span in t.rows.iter().flat_map(|r| code_spans(&r[0])) {
+        for span in t.rows.iter().flatten().flat_map(|cell| code_spans(cell)) {
             if let Some(oid) = signature(span).and_then(|sig| resolve(&mut c, &sig)) {
                 documented.insert(oid, t.page.clone());
             }
@@ -219,7 +229,7 @@ fn every_function_relation_setting_stats_key_and_sqlstate_is_in_the_reference() 
             missing.push(format!(
                 "{kind} {identity}: no table row of the reference names it{}",
                 if class == "pg_proc" {
-                    " by its signature (`name(arg type, ...)` in the first cell)"
+                    " by its signature (`name(arg type, ...)`, or `name(...)` when it has one)"
                 } else {
                     " (in backticks in the first cell)"
                 }
