@@ -6,7 +6,8 @@
 #   make repo    a signed apt repository of every major's package in target/repo/
 #   make run-cluster  three shards and a hub that subscribes to them (logical replication)
 #   make stop    stop the demo clusters
-#   make bench   snowflake_next() against nextval(), bigserial and uuids in one cluster (~6 min)
+#   make bench   snowflake_next() against nextval(), bigserial and uuids in one cluster, written
+#                to docs/benchmarks.json (its duration is there too: duration_s)
 #   make bench-hotpath  instructions per id of 0.2.0 and of this tree, by callgrind, in one run
 #
 # PG=17 picks a major for any target (`make test PG=18`, `make run PG=17`, `make bench PG=18`);
@@ -33,7 +34,7 @@ else
 INSTALL_SETUP := run $(ONE_MAJOR)
 endif
 
-.PHONY: setup install package repo tools run run-cluster stop test test-major test-unit test-sql test-pgrx test-blackbox test-package test-old-flag test-upgrade bench bench-hotpath fmt lint
+.PHONY: setup install package repo tools run run-cluster stop test test-major test-unit test-sql test-pgrx test-blackbox test-package test-old-flag test-upgrade test-hotpath test-rmgr-id bench bench-hotpath fmt lint
 
 setup:
 	@scripts/setup.sh $(INSTALL_SETUP)
@@ -64,9 +65,12 @@ run-cluster: install
 stop:
 	@scripts/run.sh stop
 
-# Each major in turn, every layer; the first failure stops the run. Then pg_upgrade from 17 to
-# 18, when both are tested.
+# First, in seconds and without a build, that every mutation row still applies to the code and
+# that docs/testing.md lists the rows (scripts/mutations.sh --check). Then each major in turn,
+# every layer; the first failure stops the run. Then pg_upgrade from 17 to 18, when both are
+# tested.
 test:
+	@scripts/mutations.sh --check
 	@scripts/setup.sh test $(TEST_MAJORS)
 	@for v in $(TEST_MAJORS); do \
 	  printf '\033[1m==> PostgreSQL %s\033[0m\n' "$$v"; \
@@ -83,11 +87,17 @@ endif
 # is installed after it, once (make runs `install` once), for test-sql and test-blackbox. The
 # package test comes last: it installs and removes the package, and then the release build is
 # installed again.
-test-major: test-unit test-pgrx test-sql test-blackbox test-package $(if $(filter 16,$(ONE_MAJOR)),test-old-flag)
+test-major: test-unit test-pgrx test-sql $(if $(filter 15,$(ONE_MAJOR)),test-hotpath) test-blackbox $(if $(filter 15,$(ONE_MAJOR)),test-rmgr-id) test-package $(if $(filter 16,$(ONE_MAJOR)),test-old-flag)
 
 # pgspot on every install and upgrade script as installed (see scripts/install-sql.sh).
 test-sql: install
 	@scripts/install-sql.sh "$$(command -v $(PG_CONFIG))" --lint
+
+# The hot path's cost budget (scripts/hotpath-budget): instructions per id of the installed
+# build, counted by callgrind on 15 (exact, in seconds; the other majors' builds differ a little
+# and have no budget of their own).
+test-hotpath: install
+	@scripts/callgrind.sh --budget
 
 # The bit layout, the advance rule and the state file, without PostgreSQL (but built against
 # this major's pgrx bindings, as everything else).
@@ -110,6 +120,15 @@ test-pgrx:
 test-blackbox: install tools
 	@[ "$(ONE_MAJOR)" = 15 ] || echo "pg_auto_failover: tested on PostgreSQL 15 only (Debian packages it for 15)"
 	cargo test --test '*' -- --test-threads=2 --skip pg_upgrade --skip package_ $(if $(filter 15,$(ONE_MAJOR)),,--skip pg_auto_failover)
+
+# A build with another WAL resource manager id (PG_SNOWFLAKE_RMGR_ID, the way out of a clash
+# with another extension's id, see README): it writes its marks under that id and a standby
+# replays them. Built with the mutation profile (no LTO: a minute, not three), then the release
+# build goes back in. On 15: the id is the same code on every major.
+test-rmgr-id: install
+	PG_SNOWFLAKE_RMGR_ID=200 cargo pgrx install --profile mutation --pg-config "$$(command -v $(PG_CONFIG))"
+	PG_SNOWFLAKE_RMGR_ID=200 cargo test --test wal_rmgr -- --test-threads=2
+	@$(MAKE) --no-print-directory install
 
 # Installs and removes the package, so alone; then the release build goes back in. Then the
 # package in Debian's own PostgreSQL of this major (17: Debian 13's, 18: sid's), and the signed
@@ -146,14 +165,17 @@ test-upgrade:
 	PG_CONFIG="$$(scripts/pg-config.sh 18)" PG_UPGRADE_FROM_CONFIG="$$(scripts/pg-config.sh 17)" \
 	  cargo test --test upgrade -- --test-threads=2
 
-# Not part of `make test`: speed is judged as ratios in one run, not by timed tests.
+# Not part of `make test`: speed is judged as ratios in one run, not by timed tests. The run
+# goes into docs/benchmarks.json, the one set of figures the pages quote (tests/readme.rs checks
+# every one against it), and the tables of docs/benchmarks.md are rendered from it.
 bench: install
 	cargo run --example bench
 
 # Instructions per snowflake_next() of 0.2.0 and of this tree, counted by callgrind in one run
-# (exact, so a change of a few instructions shows; see scripts/callgrind.sh).
+# (exact, so a change of a few instructions shows; see scripts/callgrind.sh), with random() and
+# nextval() for scale, written to docs/benchmarks.json.
 bench-hotpath: install
-	BASELINE=0.2.0 scripts/callgrind.sh
+	BASELINE=0.2.0 scripts/callgrind.sh --record
 
 fmt:
 	cargo fmt --all

@@ -1,8 +1,9 @@
 //! `make bench`: pg_snowflake against nextval(), bigserial and gen_random_uuid() in one cluster,
 //! and against uuidv7() on PostgreSQL 18 and later; one run, candidates alternated and repeated
-//! so that noise shows. Prints a table, writes the figures to target/bench/results-pgNN.json and
-//! a chart of the ratios to target/bench/ratios-pgNN.svg (copied to docs/bench-pgNN.svg, which
-//! the README shows), NN being the server's major.
+//! so that noise shows. Prints a table, writes the run (with the machine, the date, the commit
+//! and how long it took) into docs/benchmarks.json as the run of the server's major NN, renders
+//! the tables of docs/benchmarks.md from that file (tests/common/benchmarks.rs), and writes a
+//! chart of the ratios to target/bench/ratios-pgNN.svg and docs/bench-pgNN.svg.
 //!
 //! Environment: BENCH_REPS (bulk and INSERT repetitions, default 7), BENCH_PGBENCH_SECONDS
 //! (default 5), BENCH_PGBENCH_REPS (default 3).
@@ -83,6 +84,14 @@ fn bulk(c: &mut Client, reps: usize, v7: bool) -> (Value, Vec<Goal>) {
     if v7 {
         candidates.push(("uuidv7()", "count(uuidv7())"));
     }
+    // As docs/benchmarks.md's table names them.
+    let labels = [
+        "(empty series)",
+        "`snowflake_next()`",
+        "`nextval('s')`",
+        "`gen_random_uuid()`",
+        "`uuidv7()`",
+    ];
     let sql = |expr: &str| format!("SELECT {expr} FROM generate_series(1, {BULK_IDS})");
     for (_, expr) in &candidates {
         timed(c, &sql(expr)); // warm-up
@@ -151,15 +160,21 @@ fn bulk(c: &mut Client, reps: usize, v7: bool) -> (Value, Vec<Goal>) {
     ];
     let value = json!({
         "ids_per_run": BULK_IDS,
-        "seconds": candidates.iter().enumerate().map(|(i, (n, _))| (n.to_string(), json!(secs[i]))).collect::<serde_json::Map<_, _>>(),
-        "per_id_ns_median": {
-            "snowflake_next()": median(&sf), "nextval()": median(&nv), "gen_random_uuid()": median(&uu)
-        },
-        "ratio_per_id_snowflake_over_nextval": median(&ratio_nv),
-        "ratio_per_id_snowflake_over_uuid": median(&ratio_uu),
-        "per_id_ns_median_uuidv7": v7_ratio.map(|(ns, _)| ns),
-        "ratio_per_id_snowflake_over_uuidv7": v7_ratio.map(|(_, r)| r),
+        "runs": reps,
+        "candidates": candidates.iter().enumerate().map(|(i, (name, expr))| {
+            let (lo, hi) = spread(&secs[i]);
+            // Per id over the same run's empty series, and snowflake's per-id cost over this
+            // one's, as medians of the per-run values.
+            let per_id = (i > 0).then(|| median(&per_id_ns(i)));
+            let snowflake_over = (i > 1).then(|| {
+                median(&sf.iter().zip(&per_id_ns(i)).map(|(a, b)| a / b).collect::<Vec<_>>())
+            });
+            json!({"name": name, "label": labels[i], "sql": format!("SELECT {expr} FROM generate_series(1, {BULK_IDS})"),
+                   "seconds": secs[i], "median_s": median(&secs[i]), "min_s": lo, "max_s": hi,
+                   "per_id_ns": per_id, "snowflake_over": snowflake_over})
+        }).collect::<Vec<_>>(),
         "one_backend_ids_per_s": median(&ids_per_s),
+        "layout_ids_per_s": LAYOUT_IDS_PER_S,
     });
     let mut goals = goals;
     if let Some((_, r)) = v7_ratio {
@@ -191,6 +206,12 @@ fn time_range(c: &mut Client, reps: usize) -> (Value, Vec<Goal>) {
     // Index-only scans need the visibility map, which VACUUM sets (outside a transaction).
     c.batch_execute("VACUUM ANALYZE bench_range").unwrap();
     let (day, next) = ("'2026-01-15 00:00:00+00'", "'2026-01-16 00:00:00+00'");
+    // As docs/benchmarks.md's table names them.
+    let labels = [
+        "`snowflake_timestamp(id) >= day AND snowflake_timestamp(id) < next day`",
+        "`id BETWEEN snowflake_min_id(day) AND snowflake_min_id(next day) - 1`",
+        "`(snowflake_decode(id)).ts >= day AND ... < next day`, expression index",
+    ];
     let candidates = [
         (
             "snowflake_timestamp(id)",
@@ -239,15 +260,16 @@ fn time_range(c: &mut Client, reps: usize) -> (Value, Vec<Goal>) {
             secs[i].push(timed(c, &batch(&candidates[i].1)) / 20.0);
         }
     }
-    let ratio = |i: usize| -> f64 {
+    let ratio_to = |i: usize, to: usize| -> f64 {
         median(
             &secs[i]
                 .iter()
-                .zip(&secs[1])
+                .zip(&secs[to])
                 .map(|(a, b)| a / b)
                 .collect::<Vec<_>>(),
         )
     };
+    let ratio = |i: usize| ratio_to(i, 1);
     println!(
         "\nTime range: count of one day ({} rows) out of {INSERT_ROWS} rows over 30 days, {} alternated runs",
         counts[0],
@@ -272,13 +294,24 @@ fn time_range(c: &mut Client, reps: usize) -> (Value, Vec<Goal>) {
         target: 1.1,
         at_least: false,
     }];
+    // The scan of each plan, as the table shows it.
+    let scan = |plan: &str| -> String {
+        plan.split(" / ")
+            .find(|node| node.contains("Scan"))
+            .map(|node| format!("`{}`", node.trim().trim_start_matches("->").trim()))
+            .unwrap_or_else(|| format!("`{plan}`"))
+    };
     let value = json!({
         "rows": INSERT_ROWS,
         "rows_in_range": counts[0],
-        "median_ms": candidates.iter().enumerate().map(|(i, (n, _))| (n.to_string(), json!(median(&secs[i]) * 1e3))).collect::<serde_json::Map<_, _>>(),
-        "ratio_timestamp_over_id_range": ratio(0),
-        "ratio_expression_index_over_id_range": ratio(2),
-        "plans": plans,
+        "runs": reps * 3,
+        "queries_per_timing": 20,
+        "candidates": candidates.iter().enumerate().map(|(i, (name, cond))| json!({
+            "name": name, "label": labels[i], "sql": sql(cond), "seconds_per_query": secs[i],
+            "median_ms": median(&secs[i]) * 1e3, "over_id_range": ratio(i),
+            "over_expression_index": (i != 2).then(|| ratio_to(i, 2)),
+            "plan": scan(&plans[i]), "explain": plans[i],
+        })).collect::<Vec<_>>(),
     });
     (value, goals)
 }
@@ -295,6 +328,13 @@ fn insert(c: &mut Client, reps: usize, v7: bool) -> (Value, Vec<Goal>) {
     if v7 {
         candidates.push(("uuid v7", "id uuid PRIMARY KEY DEFAULT uuidv7()"));
     }
+    // As docs/benchmarks.md's table names them.
+    let labels = [
+        "`bigint DEFAULT snowflake_next()`",
+        "`bigserial`",
+        "`uuid DEFAULT gen_random_uuid()`",
+        "`uuid DEFAULT uuidv7()`",
+    ];
     let insert =
         format!("INSERT INTO bench_insert (v) SELECT g FROM generate_series(1, {INSERT_ROWS}) g");
     // [candidate][rep]: the first million rows into an empty table, and the second million into
@@ -386,24 +426,25 @@ fn insert(c: &mut Client, reps: usize, v7: bool) -> (Value, Vec<Goal>) {
             at_least: true,
         },
     ];
-    let by_name = |v: &[Vec<f64>]| -> serde_json::Map<String, Value> {
-        candidates
-            .iter()
-            .enumerate()
-            .map(|(i, (n, _))| (n.to_string(), json!(v[i])))
-            .collect()
-    };
+    // Each candidate against snowflake, both ways, as medians of the per-run ratios (the
+    // median of a ratio is not the inverse of the median of its inverse).
     let value = json!({
         "rows": INSERT_ROWS,
-        "seconds_empty_table": by_name(&first),
-        "seconds_second_million_after_checkpoint": by_name(&second),
-        "pkey_bytes_after_first_million": candidates.iter().enumerate().map(|(i, (n, _))| (n.to_string(), json!(index_bytes[i]))).collect::<serde_json::Map<_, _>>(),
-        "ratio_snowflake_over_bigserial": sf_bs,
-        "ratio_uuid_over_snowflake": uu_sf,
-        "ratio_snowflake_over_bigserial_second_million": sf_bs2,
-        "ratio_uuid_over_snowflake_second_million": uu_sf2,
-        "ratio_uuidv7_over_snowflake": v7_ratios.map(|r| r.0),
-        "ratio_uuidv7_over_snowflake_second_million": v7_ratios.map(|r| r.1),
+        "runs": reps,
+        "candidates": candidates.iter().enumerate().map(|(i, (key, column))| {
+            let other = i > 0;
+            json!({
+                "key": key, "label": labels[i], "column": column,
+                "seconds_empty": first[i], "median_empty_s": median(&first[i]),
+                "seconds_second": second[i], "median_second_s": median(&second[i]),
+                "pkey_bytes": index_bytes[i],
+                "snowflake_over": other.then(|| ratio(&first, 0, i)),
+                "over_snowflake": other.then(|| ratio(&first, i, 0)),
+                "snowflake_over_second": other.then(|| ratio(&second, 0, i)),
+                "over_snowflake_second": other.then(|| ratio(&second, i, 0)),
+                "pkey_over_snowflake": other.then(|| index_bytes[i] as f64 / index_bytes[0] as f64),
+            })
+        }).collect::<Vec<_>>(),
     });
     if let Some((first_r, _)) = v7_ratios {
         goals.push(Goal {
@@ -460,6 +501,14 @@ fn pgbench(
          CREATE TABLE pgb_uuid (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), v int)",
     )
     .unwrap();
+    // As docs/benchmarks.md's table names them (by name below).
+    let label = |name: &str| -> String {
+        match name.strip_prefix("INSERT ") {
+            Some(key) => format!("`INSERT INTO t (v) VALUES (1);`, {key} key"),
+            None if name.ends_with("(control)") => "`SELECT 1;` (control)".into(),
+            None => format!("`{name};`"),
+        }
+    };
     let mut scripts = vec![
         ("SELECT snowflake_next()", "SELECT snowflake_next();"),
         ("SELECT nextval('s')", "SELECT nextval('bench_seq');"),
@@ -564,15 +613,29 @@ fn pgbench(
         target: 1.8,
         at_least: true,
     });
+    ratios.insert("SELECT snowflake, 8 clients over 1".into(), json!(scaling));
+    ratios.insert(
+        "SELECT 1 (control), 8 clients over 1".into(),
+        json!(control_scaling),
+    );
+    // The table's order: the SELECTs, the control, then the INSERTs.
+    let mut order: Vec<usize> = (0..scripts.len()).collect();
+    order.sort_by_key(|&si| {
+        (
+            scripts[si].0.starts_with("INSERT"),
+            scripts[si].0.contains("(control)"),
+        )
+    });
     let value = json!({
         "seconds_per_run": seconds,
+        "runs": reps,
         "clients": client_counts,
-        "tps": scripts.iter().enumerate().map(|(si, (n, _))| {
-            (n.to_string(), json!(client_counts.iter().enumerate().map(|(ci, _)| json!(tps[ci][si])).collect::<Vec<_>>()))
-        }).collect::<serde_json::Map<_, _>>(),
-        "median_ratios": ratios,
-        "snowflake_select_8_over_1_clients": scaling,
-        "control_select_1_8_over_1_clients": control_scaling,
+        "scripts": order.iter().map(|&si| json!({
+            "name": scripts[si].0, "label": label(scripts[si].0), "sql": scripts[si].1,
+            "tps": client_counts.iter().enumerate().map(|(ci, _)| json!(tps[ci][si])).collect::<Vec<_>>(),
+            "median_tps": client_counts.iter().enumerate().map(|(ci, _)| median(&tps[ci][si])).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+        "ratios": ratios,
     });
     (value, goals)
 }
@@ -638,7 +701,43 @@ fn machine(c: &mut Client) -> String {
     format!("{cpu}, {cores} cores, PostgreSQL {version}")
 }
 
+/// The first line of `/proc/loadavg` (1, 5 and 15 minutes): other work on the machine shows in
+/// every timing, so a run records what there was.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+/// The commit measured, `-dirty` when the tree had changes.
+fn commit() -> String {
+    std::process::Command::new("git")
+        .args(["describe", "--always", "--dirty"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// Renders the tables of docs/benchmarks.md from docs/benchmarks.json.
+fn render_page() -> Result<(), String> {
+    let page = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/benchmarks.md");
+    let markdown = std::fs::read_to_string(&page).map_err(|e| e.to_string())?;
+    let rendered = benchmarks::render(&markdown, &benchmarks::load())?;
+    std::fs::write(&page, rendered).map_err(|e| e.to_string())
+}
+
 fn main() {
+    // `cargo run --example bench -- --render`: the tables of docs/benchmarks.md anew from
+    // docs/benchmarks.json, measuring nothing (after adding a table to the page).
+    if std::env::args().nth(1).as_deref() == Some("--render") {
+        render_page().unwrap_or_else(|e| panic!("docs/benchmarks.md: {e}"));
+        return;
+    }
+    let started = Instant::now();
+    let load_at_start = load_average();
     let reps = env_or("BENCH_REPS", 7) as usize;
     let pg_seconds = env_or("BENCH_PGBENCH_SECONDS", 5);
     let pg_reps = env_or("BENCH_PGBENCH_REPS", 3) as usize;
@@ -697,8 +796,24 @@ fn main() {
 
     let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench");
     std::fs::create_dir_all(&out).unwrap();
-    let results = json!({
+    let (date, version): (String, String) = {
+        let r = c
+            .query_one(
+                "SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI \"UTC\"'),
+                        current_setting('server_version')",
+                &[],
+            )
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    let run = json!({
+        "date": date,
         "machine": machine,
+        "postgresql": version,
+        "pg_snowflake": format!("{} ({})", env!("CARGO_PKG_VERSION"), commit()),
+        "load_average": {"at_start": load_at_start, "at_end": load_average()},
+        "duration_s": started.elapsed().as_secs_f64().round(),
+        "settings": {"BENCH_REPS": reps, "BENCH_PGBENCH_SECONDS": pg_seconds, "BENCH_PGBENCH_REPS": pg_reps},
         "bulk": bulk_v,
         "time_range": range_v,
         "insert": insert_v,
@@ -706,18 +821,29 @@ fn main() {
         "goals": goals.iter().map(|g| json!({"name": g.name, "value": g.value, "target": g.target,
             "at_least": g.at_least, "met": g.met()})).collect::<Vec<_>>(),
     });
+    // docs/benchmarks.json keeps the run of each major (and the hot path's count, which
+    // scripts/callgrind.sh writes); this run replaces the one of its major.
+    let mut data = benchmarks::load();
+    data["runs"][major.to_string()] = run;
     std::fs::write(
-        out.join(format!("results-pg{major}.json")),
-        serde_json::to_string_pretty(&results).unwrap(),
+        benchmarks::path(),
+        serde_json::to_string_pretty(&data).unwrap() + "\n",
     )
     .unwrap();
+    // The tables of docs/benchmarks.md, from the data (tests/readme.rs checks them equal).
+    if let Err(e) = render_page() {
+        eprintln!("docs/benchmarks.md not rendered: {e}");
+    }
     let chart = svg(&goals, &machine);
     std::fs::write(out.join(format!("ratios-pg{major}.svg")), &chart).unwrap();
     let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs");
     std::fs::create_dir_all(&docs).unwrap();
     std::fs::write(docs.join(format!("bench-pg{major}.svg")), &chart).unwrap();
     println!(
-        "\nwrote {0}/results-pg{major}.json, {0}/ratios-pg{major}.svg and docs/bench-pg{major}.svg",
+        "\nwrote docs/benchmarks.json (run {major}), the tables of docs/benchmarks.md, \
+         {}/ratios-pg{major}.svg and docs/bench-pg{major}.svg in {:.0} s; the figures the pages \
+         quote are checked by tests/readme.rs",
         out.display(),
+        started.elapsed().as_secs_f64()
     );
 }

@@ -214,10 +214,35 @@ mod tests {
     }
 
     #[pg_test]
-    fn reset_layout_has_nothing_to_reset_and_is_superuser_only() {
+    fn reset_layout_has_nothing_to_reset() {
         assert!(!one::<bool>("SELECT snowflake_reset_layout()"));
+    }
+
+    /// PUBLIC may not execute it, and a role granted EXECUTE is refused all the same (42501):
+    /// the function checks for a superuser itself, whatever a grant (or default privileges)
+    /// opened.
+    #[pg_test]
+    fn reset_layout_refuses_a_role_granted_execute() {
         let public: bool =
             one("SELECT has_function_privilege('public', 'snowflake_reset_layout()', 'EXECUTE')");
         assert!(!public);
+        Spi::run(
+            "CREATE ROLE granted_reset;
+             GRANT EXECUTE ON FUNCTION snowflake_reset_layout() TO granted_reset",
+        )
+        .unwrap();
+        let granted: bool = one(
+            "SELECT has_function_privilege('granted_reset', 'snowflake_reset_layout()', 'EXECUTE')",
+        );
+        assert!(granted);
+        // SET LOCAL ends with the subtransaction error_of runs it in.
+        let e = error_of("SET LOCAL ROLE granted_reset; SELECT snowflake_reset_layout()")
+            .expect("a role granted EXECUTE ran snowflake_reset_layout()");
+        assert_eq!(e.sqlstate, "42501", "{}", e.message);
+        assert!(
+            e.message.contains("snowflake_reset_layout"),
+            "{}",
+            e.message
+        );
     }
 }

@@ -5,8 +5,9 @@
 #
 #   scripts/mutations.sh                       # every mutation, black-box suites on PostgreSQL 15
 #   scripts/mutations.sh sync_wait wal_redo    # some
-#   scripts/mutations.sh --check               # that every row applies once to the tree, no
-#                                              #   build (seconds; `make test` runs it)
+#   scripts/mutations.sh --check               # that every row applies once to the tree and
+#                                              #   that docs/testing.md's table lists the rows,
+#                                              #   no build (seconds; `make test` runs it first)
 #   scripts/mutations.sh --list                # name and what it removes, one row a line
 #
 # Each mutation is a Perl substitution that must match exactly once; the source is restored
@@ -112,6 +113,24 @@ if [ "${1:-}" = --check ]; then
     done
   done
   [ $bad = 0 ] && echo "mutations: each of the ${#MUTATIONS[@]} rows applies once"
+  # docs/testing.md's table (the one whose header starts `| mutation | removes |`) names each
+  # row once, with the same "removes" text, and no row the script lacks.
+  doc=docs/testing.md
+  tables=$(grep -c '^| mutation | removes |' "$doc" || true)
+  [ "$tables" = 1 ] || { echo "$doc: $tables tables of mutations, not one" >&2; bad=1; }
+  documented=$(awk -F' [|] ' '/^[|] mutation [|] removes [|]/ { on = 1; next }
+                              on && !/^[|]/ { exit }
+                              on && !/^[|]---/ { sub(/^[|] /, "", $1); print $1 "\t" $2 }' "$doc")
+  rows=$("$0" --list)
+  while IFS= read -r missing; do
+    [ -z "$missing" ] || { echo "$doc lacks the row ${missing%%$'\t'*} | ${missing#*$'\t'} |" >&2; bad=1; }
+  done < <(comm -23 <(sort <<< "$rows") <(sort -u <<< "$documented"))
+  while IFS= read -r extra; do
+    [ -z "$extra" ] || { echo "$doc has a row the script lacks (or with another text): ${extra%%$'\t'*} | ${extra#*$'\t'} |" >&2; bad=1; }
+  done < <(comm -13 <(sort <<< "$rows") <(sort -u <<< "$documented"))
+  twice=$(cut -f1 <<< "$documented" | sort | uniq -d | paste -sd' ' -)
+  [ -z "$twice" ] || { echo "$doc names these rows twice: $twice" >&2; bad=1; }
+  [ $bad = 0 ] && echo "mutations: $doc lists each row once, as the script describes it"
   exit $bad
 fi
 if [ "${1:-}" = --list ]; then
@@ -135,8 +154,8 @@ export PG_CONFIG=${PG_CONFIG:-$(scripts/pg-config.sh "$PG")}
 SUITES=(--test restart --test crash --test clock --test standby --test sync_standby
         --test configuration --test concurrency --test burst --test pacing --test toolkit
         --test extension_upgrade --test layouts --test readme --test multinode --test hostile
-        --test time_ranges --test power_loss --test patroni --test registry
-        --test stalled_disk --test lost_state_file)
+        --test time_ranges --test power_loss --test patroni --test registry --test hostile_races
+        --test setup_scripts --test stalled_disk --test lost_state_file)
 # pg_auto_failover is packaged for 15 only.
 [ "$PG" != 15 ] || SUITES+=(--test auto_failover)
 # MUTATION_SUITES="power_loss crash" runs only those, to check a new row quickly.
@@ -173,7 +192,7 @@ for m in "${MUTATIONS[@]}"; do
   rows+=("| $name | $what | ${failed:-none} |")
 done
 git checkout -q -- "${MUTABLE[@]}"
-echo "| mutation | removes | black-box tests that fail (PostgreSQL $PG) |"
+echo "| mutation | removes | tests that fail (PostgreSQL $PG) |"
 echo "|---|---|---|"
 printf '%s\n' "${rows[@]}"
 echo "Reinstalling the unmutated release build" >&2

@@ -25,7 +25,8 @@
 #          (the SQL scripts' lint), fuse3 (the power-loss tests' file system), lintian (the
 #          package tests), etcd and Patroni (the Patroni failover test), 16.2 beside 16 (the
 #          old synchronous-standby flag), debootstrap and the Debian roots of
-#          scripts/debian-root.sh, gnupg and dpkg-dev (the apt repository's test)
+#          scripts/debian-root.sh, gnupg and dpkg-dev (the apt repository's test), valgrind
+#          (the hot path's cost budget, scripts/callgrind.sh)
 #
 # On a system without apt-get it installs nothing: it names what is missing and stops.
 set -euo pipefail
@@ -84,7 +85,7 @@ if [ "$PURPOSE" != build ]; then
   ! has 15 || PACKAGES+=(postgresql-15)
 fi
 if [ "$PURPOSE" = test ]; then
-  PACKAGES+=(sudo faketime libfaketime nodejs npm python3-venv fuse3 lintian etcd-server)
+  PACKAGES+=(sudo faketime libfaketime nodejs npm python3-venv fuse3 lintian etcd-server valgrind)
   # The Debian roots of tests/debian.rs and tests/repo.rs, and the repository of scripts/repo.sh.
   PACKAGES+=(debootstrap gnupg dpkg-dev)
   # The clients of docs/clients.md that Debian packages: ActiveRecord, Go with pgx, JDBC.

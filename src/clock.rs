@@ -6,11 +6,11 @@
 //! the time of other servers, so the generator reads the real time and handles steps itself
 //! (see `layout::advance`).
 //!
-//! Called directly rather than through `SystemTime::now().duration_since(UNIX_EPOCH)`: callgrind
-//! counted 64 of the 230 instructions per id in `SystemTime::now` and its checked subtraction.
-//! With this and the direct GUC reads (`gucs::hot`), an id costs 147.5 instructions over an empty
-//! `generate_series` row, against 51 for a pgrx function that returns a constant, 107 for
-//! `random()` and 2517 for `nextval()`.
+//! Called directly rather than through `SystemTime::now().duration_since(UNIX_EPOCH)`, which
+//! callgrind showed to be a large part of an id's instructions (the thread-local lookup and the
+//! checked subtraction). What an id costs now, against `random()` and `nextval()`, is in
+//! docs/benchmarks.json (`make bench-hotpath`), and `make test` holds it to the budget in
+//! scripts/hotpath-budget.
 
 /// Milliseconds since 1970-01-01 UTC; negative if the clock is set before 1970.
 #[inline]

@@ -713,8 +713,8 @@ pub fn problem() -> Option<&'static str> {
 /// Reads a setting on the hot path.
 ///
 /// `GucSetting::get()` first checks that it runs on PostgreSQL's thread, which costs a
-/// `__tls_get_addr` call in a shared library (together with the direct clock read in `clock`,
-/// avoiding it took an id from 230 to 147.5 instructions, callgrind). PostgreSQL writes these
+/// `__tls_get_addr` call in a shared library on every read (callgrind; what an id costs now is
+/// in docs/benchmarks.json, `make bench-hotpath`). PostgreSQL writes these
 /// variables only from this backend's one thread (at start and when it processes a reload
 /// between statements), so a plain read is what C extensions do.
 #[inline]

@@ -66,7 +66,9 @@ fn snowflake_stats() -> JsonB {
 
 #[derive(Serialize)]
 pub struct Stats {
-    /// `snowflake.worker_id`; null while unset.
+    /// The worker id in this server's ids: `snowflake.worker_id`, or the one leased from
+    /// `snowflake.registry`; null while there is none (unset and no lease held, or the settings
+    /// refused at start).
     pub worker_id: Option<u32>,
     pub layout: LayoutStats,
     /// The id every next id is above: the last one handed out since the server started, or a

@@ -88,7 +88,8 @@ pub fn at_binary_upgrade_start() {
     };
     let own = match state_file::read(here) {
         Ok(state) => state,
-        // The start fails on it a moment later, with the reason (shared::init).
+        // The start fails on it a moment later, with the reason (generator::shmem, where
+        // shared memory is set up: recovered_state).
         Err(_) => return,
     };
     let theirs = (!is_new).then(|| state_file::read(&new).unwrap_or(Loaded::Missing));

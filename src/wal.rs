@@ -16,9 +16,31 @@ use pgrx::prelude::*;
 use std::sync::OnceLock;
 
 /// Custom rmgr ids are 128..=255; 128 is for development, and the PostgreSQL wiki page
-/// CustomWALResourceManagers lists the ids taken (129-139, 241 when this was written).
-/// TODO(release): register 147 for pg_snowflake on that page before 1.0.
-pub const RM_ID: pg_sys::RmgrId = 147;
+/// CustomWALResourceManagers lists the ids taken (129-139, 241 when this was written). 147 is
+/// not on that list yet (TODO(release): register it before 1.0), so another extension may use
+/// it: `PG_SNOWFLAKE_RMGR_ID=N` at build time picks another (README, "The WAL resource manager
+/// id"; `make test-rmgr-id` builds with 200 and replays its WAL).
+pub const RM_ID: pg_sys::RmgrId = rmgr_id(option_env!("PG_SNOWFLAKE_RMGR_ID"));
+
+/// The id `PG_SNOWFLAKE_RMGR_ID` asks for, 147 without it; anything but a number in 128..=255
+/// stops the build.
+const fn rmgr_id(asked: Option<&str>) -> pg_sys::RmgrId {
+    let Some(text) = asked else { return 147 };
+    let (digits, mut i, mut id) = (text.as_bytes(), 0, 0u32);
+    while i < digits.len() {
+        assert!(
+            digits[i].is_ascii_digit() && i < 3,
+            "PG_SNOWFLAKE_RMGR_ID must be a number from 128 to 255"
+        );
+        id = id * 10 + (digits[i] - b'0') as u32;
+        i += 1;
+    }
+    assert!(
+        id >= 128 && id <= 255,
+        "PG_SNOWFLAKE_RMGR_ID must be a number from 128 to 255 (custom WAL resource managers)"
+    );
+    id as pg_sys::RmgrId
+}
 /// The high four bits of xl_info belong to the rmgr. 0.1.0 wrote the mark alone, in Twitter's
 /// milliseconds (8 bytes); 0.2.0 writes it with its layout (8 + 16 bytes), and replays both.
 const XLOG_SNOWFLAKE_MARK_V1: u8 = 0x10;
@@ -138,10 +160,13 @@ unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
     }
 }
 
-/// `rm_desc`: what pg_waldump shows.
+/// `rm_desc`: the record's description where the server describes a record it reads (the
+/// context of an error in redo, `wal_debug`, pg_walinspect). Not pg_waldump's: a frontend
+/// program cannot load the extension, so it prints `desc: UNKNOWN (20) rmid: 147` for these
+/// records (`tests/wal_rmgr.rs` reads them so).
 ///
 /// # Safety
-/// Called by PostgreSQL (or pg_waldump) with a valid string buffer and a record of this rmgr.
+/// Called by PostgreSQL with a valid string buffer and a record of this rmgr.
 #[pg_guard]
 unsafe extern "C-unwind" fn desc(buf: pg_sys::StringInfo, record: *mut pg_sys::XLogReaderState) {
     // SAFETY: PostgreSQL passes a valid buffer and record.

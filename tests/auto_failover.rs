@@ -86,7 +86,7 @@ impl Formation {
 
     /// The machine of `node` fails: its keeper's process group and its postmaster get SIGKILL.
     fn kill_9(&self, node: &str) -> i32 {
-        let postmaster = postmaster_pid(&self.pgdata(node)).expect("the node's server runs");
+        let postmaster = live_postmaster_pid(&self.pgdata(node)).expect("the node's server runs");
         let mut keepers = self.keepers.lock().unwrap();
         for (name, child) in keepers.iter_mut().filter(|(name, _)| name == node) {
             let _ = Command::new("kill")
@@ -158,7 +158,7 @@ impl Drop for Formation {
             let _ = child.wait();
         }
         for node in ["n1", "n2", "monitor"] {
-            if let Some(pid) = postmaster_pid(&self.pgdata(node)) {
+            if let Some(pid) = live_postmaster_pid(&self.pgdata(node)) {
                 let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
             }
         }
@@ -168,18 +168,6 @@ impl Drop for Formation {
             let _ = fs::remove_dir_all(&self.dir);
         }
     }
-}
-
-/// The postmaster of a data directory, if it is alive.
-fn postmaster_pid(pgdata: &Path) -> Option<i32> {
-    let pid: i32 = fs::read_to_string(pgdata.join("postmaster.pid"))
-        .ok()?
-        .lines()
-        .next()?
-        .trim()
-        .parse()
-        .ok()?;
-    Path::new(&format!("/proc/{pid}")).exists().then_some(pid)
 }
 
 /// The command lines of running processes that contain `text`.

@@ -15,14 +15,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// SQLSTATE and message of a failed call.
-fn why(e: &postgres::Error) -> String {
-    match e.as_db_error() {
-        Some(db) => format!("{}: {}", db.code().code(), db.message()),
-        None => e.to_string(),
-    }
-}
-
 #[test]
 fn bursts_never_make_single_row_callers_fail() {
     let cluster = Cluster::start_new(

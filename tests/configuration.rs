@@ -303,12 +303,17 @@ fn a_cluster_whose_mark_was_not_carried_refuses_until_settled() {
         .unwrap();
 }
 
+/// The very first call takes the first lease, which writes the state file and WAL: from a
+/// parallel worker too, and durably. The worker's id is the only one made before a kill -9; the
+/// server then starts with its clock 60 s behind, and only the lease the worker wrote keeps the
+/// next id above it.
 #[test]
 fn the_first_id_can_come_from_a_parallel_worker() {
-    // The very first call renews the lease, which writes WAL and the state file: from a
-    // parallel worker, too.
-    let cluster = Cluster::start_new("parallel_first", &[]);
+    let mut cluster = Cluster::init("parallel_first", &["snowflake.max_drift = '5min'"]);
+    let clock = cluster.use_fake_clock();
+    cluster.start();
     let mut c = cluster.connect_ext();
+    assert_eq!(renewals(&mut c), 0, "a lease before the first id");
     force_parallel(&mut c);
     let plan: Vec<String> = c
         .query(
@@ -323,9 +328,27 @@ fn the_first_id_can_come_from_a_parallel_worker() {
         plan.iter().any(|l| l.contains("Workers Launched: 1")),
         "{plan:?}"
     );
-    assert!(cluster.data().join("pg_snowflake.state").exists());
-    let id: i64 = c.query_one("SELECT snowflake_next()", &[]).unwrap().get(0);
-    assert!(id > 0);
+    let after = stats(&mut c);
+    assert_eq!(
+        after["lease"]["renewals"], 1,
+        "the worker's call took no lease: {after}"
+    );
+    let first = after["last_id"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("no id made: {after}"));
+    drop(c);
+    cluster.crash();
+    clock.set(-60.0);
+    cluster.start();
+    let next: i64 = cluster
+        .connect()
+        .query_one("SELECT snowflake_next()", &[])
+        .unwrap()
+        .get(0);
+    assert!(
+        next > first,
+        "after a crash and a start 60 s behind, {next} is not above the worker's {first}"
+    );
 }
 
 /// An error that passes through the extension's Rust code (a cancel during a wait, an error of

@@ -108,7 +108,10 @@ fn kill_9_of_one_backend_under_load_never_goes_back() {
     // The postmaster survives the kill of one backend: it ends every other backend, sets up
     // shared memory anew and runs crash recovery, and the generator must come back from the
     // durable mark. The CHECKPOINT leaves the older marks out of the WAL that recovery replays,
-    // and the clock is moved 3 s back, within the default snowflake.max_drift.
+    // and the clock is moved 3 s back, within the default snowflake.max_drift. The CHECKPOINT
+    // and the kill come right after a renewal and before the next (about a second apart under
+    // this load), checked by the count of renewals: the newest mark is then in the state file
+    // alone, not in WAL after the checkpoint.
     let mut cluster = Cluster::init("backend_kill", &[]);
     let clock = cluster.use_fake_clock();
     cluster.start();
@@ -118,9 +121,27 @@ fn kill_9_of_one_backend_under_load_never_goes_back() {
         .unwrap()
         .get(0);
     let before = draw_until_crash(&cluster, 6, Duration::from_secs(3), || {
-        victim.batch_execute("CHECKPOINT").unwrap();
-        std::thread::sleep(Duration::from_millis(300));
-        clock.set(-3.0);
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let renewed = renewals(&mut victim);
+            poll(Duration::from_secs(10), Duration::from_millis(1), || {
+                (renewals(&mut victim) > renewed)
+                    .then_some(())
+                    .ok_or("no renewal under load".into())
+            });
+            let renewed = renewals(&mut victim);
+            victim.batch_execute("CHECKPOINT").unwrap();
+            clock.set(-3.0);
+            if renewals(&mut victim) == renewed {
+                break;
+            }
+            // A renewal came after the checkpoint: its mark would be replayed from WAL.
+            clock.set(0.0);
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no checkpoint fell between two renewals within 60 s"
+            );
+        }
         cluster.kill_backend(pid);
     });
     let after = ids(

@@ -7,14 +7,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// SQLSTATE and message of a failed call.
-fn why(e: &postgres::Error) -> String {
-    match e.as_db_error() {
-        Some(db) => format!("{}: {}", db.code().code(), db.message()),
-        None => e.to_string(),
-    }
-}
-
 /// One id per time unit (`sequence_bits = 0`: 1000 ids per second), fewer than the server has
 /// processes: six sessions burst, four take one id every 20 ms and time each call. Pacing hands
 /// out one slot per millisecond, first come, first served, so the bursts are held halfway to

@@ -241,7 +241,7 @@ etcd3:
     /// Returns the postmaster's pid.
     fn kill_9(&mut self, name: &str) -> i32 {
         let data = self.dir.join(name);
-        let postmaster = postmaster_pid(&data).expect("the member's server runs");
+        let postmaster = live_postmaster_pid(&data).expect("the member's server runs");
         let i = self.index(name);
         if let Some(mut child) = self.members[i].1.take() {
             let _ = Command::new("kill")
@@ -279,7 +279,7 @@ impl Drop for Patroni {
                     .status();
                 let _ = child.wait();
             }
-            if let Some(pid) = postmaster_pid(&self.dir.join(name.as_str())) {
+            if let Some(pid) = live_postmaster_pid(&self.dir.join(name.as_str())) {
                 let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
             }
         }
@@ -345,18 +345,6 @@ fn owned_by_postgres_recursively(dir: &Path) {
             "chown",
         );
     }
-}
-
-/// The postmaster of a data directory, if it is alive.
-fn postmaster_pid(pgdata: &Path) -> Option<i32> {
-    let pid: i32 = fs::read_to_string(pgdata.join("postmaster.pid"))
-        .ok()?
-        .lines()
-        .next()?
-        .trim()
-        .parse()
-        .ok()?;
-    Path::new(&format!("/proc/{pid}")).exists().then_some(pid)
 }
 
 fn node_conninfo(port: u16) -> String {

@@ -265,3 +265,64 @@ fn the_pages_are_linked_and_their_links_lead_somewhere() {
         }
     }
 }
+
+/// One set of numbers: docs/benchmarks.md's tables are docs/benchmarks.json rendered (`make
+/// bench` writes both, tests/common/benchmarks.rs renders), and every figure that the pages,
+/// the Makefile, the scripts and the code's comments quote (ns per id, ratios, M ids/s, MB,
+/// instructions per id, the bench's duration) is a figure of that file, rounded as written.
+#[test]
+fn the_benchmark_tables_and_every_quoted_figure_come_from_docs_benchmarks_json() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let data = benchmarks::load();
+    assert!(
+        data["runs"].as_object().is_some_and(|r| !r.is_empty()),
+        "docs/benchmarks.json has no run: make bench"
+    );
+    let page = std::fs::read_to_string(root.join("docs/benchmarks.md")).unwrap();
+    assert!(
+        page.contains("<!-- bench "),
+        "docs/benchmarks.md has no table rendered from docs/benchmarks.json"
+    );
+    let rendered = benchmarks::render(&page, &data).unwrap_or_else(|e| panic!("{e}"));
+    if let Some((n, (mine, theirs))) = page
+        .lines()
+        .zip(rendered.lines())
+        .enumerate()
+        .find(|(_, (a, b))| a != b)
+    {
+        panic!(
+            "docs/benchmarks.md line {} is not what docs/benchmarks.json renders (run make bench, \
+             or leave the tables to it):\n  page: {mine}\n  data: {theirs}",
+            n + 1
+        );
+    }
+    assert_eq!(page, rendered);
+    let figures = benchmarks::figures(&data);
+    let mut files = vec![root.join("README.md"), root.join("Makefile")];
+    let mut dirs = vec![root.join("docs"), root.join("src"), root.join("scripts")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path
+                .extension()
+                .is_some_and(|e| e == "md" || e == "rs" || e == "sh")
+            {
+                files.push(path);
+            }
+        }
+    }
+    let mut unmatched = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let name = file.strip_prefix(root).unwrap().display().to_string();
+        unmatched.extend(benchmarks::unmatched(&name, &text, &figures));
+    }
+    assert!(
+        unmatched.is_empty(),
+        "{} figures are quoted that docs/benchmarks.json does not hold (rounded as written):\n  {}",
+        unmatched.len(),
+        unmatched.join("\n  ")
+    );
+}

@@ -19,9 +19,8 @@ fn a_promoted_standby_continues_above_the_old_primary() {
         "SELECT snowflake_next() FROM generate_series(1, 10000)",
     );
 
-    let mut standby = primary.basebackup("standby");
-    let clock = standby.use_fake_clock();
-    clock.set(-30.0); // the standby's clock is well behind the primary's
+    // The standby's clock is well behind the primary's.
+    let (standby, _clock) = primary.basebackup_with_clock("standby", -30.0);
     standby.start();
     let mut s = standby.connect();
 

@@ -55,22 +55,10 @@ fn a_promoted_synchronous_standby_continues_above_whatever_sessions_asked() {
         "SELECT snowflake_next() FROM generate_series(1, 10000)",
     );
 
-    let mut standby = primary.basebackup("sync_standby");
-    let clock = standby.use_fake_clock();
-    clock.set(-30.0); // far enough behind that only the replicated marks keep it above
+    // Far enough behind that only the replicated marks keep it above.
+    let (standby, _clock) = primary.basebackup_with_clock("sync_standby", -30.0);
     standby.start();
-    p.batch_execute("ALTER SYSTEM SET synchronous_standby_names = '*'")
-        .unwrap();
-    p.batch_execute("SELECT pg_reload_conf()").unwrap();
-    wait_until("the standby to be synchronous", || {
-        p.query(
-            "SELECT 1 FROM pg_stat_replication WHERE sync_state = 'sync'",
-            &[],
-        )
-        .unwrap()
-        .len()
-            == 1
-    });
+    make_synchronous(&mut p);
 
     // While the standby is there, sessions with and without synchronous_commit get ids,
     // through two lease renewals each.

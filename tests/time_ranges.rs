@@ -40,24 +40,6 @@ const LAYOUTS: &[(&str, &[&str])] = &[
 /// The conditions per layout and table.
 const CONDITIONS: usize = 120;
 
-/// A small deterministic generator (xorshift64*), so that a printed seed replays a run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len() as u64) as usize]
-    }
-}
-
 /// What the test needs to know of a layout, read from `snowflake_stats()`.
 struct Layout {
     epoch_us: i64,
@@ -303,17 +285,7 @@ fn tables(c: &mut Client, valid: &[i64], invalid: &[i64], partition_at: [&str; 2
 
 #[test]
 fn the_hook_never_changes_rows_on_any_layout_or_table() {
-    let seed: u64 = std::env::var("TIME_RANGES_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-                | 1
-        });
-    eprintln!("time ranges: seed {seed} (TIME_RANGES_SEED={seed} replays it)");
+    let seed = seed("TIME_RANGES_SEED", "time ranges");
     let mut rng = Rng(seed);
     let mut cases = 0;
     for (name, conf) in LAYOUTS {

@@ -3,7 +3,7 @@
 //!
 //! The suites test the extension installed in the PostgreSQL that `PG_CONFIG` (default
 //! `pg_config`) names; `make test` installs the current build first.
-#![allow(dead_code)] // each suite uses a different part of the harness
+#![allow(dead_code, unused_imports)] // each suite uses a different part of the harness
 
 use std::fs;
 use std::net::TcpListener;
@@ -14,11 +14,14 @@ use std::time::{Duration, Instant};
 
 pub use postgres::{Client, NoTls};
 
+pub mod benchmarks;
 pub mod debian_root;
 pub mod failover;
 pub mod faultfs;
 pub mod mallory;
 pub mod release;
+pub mod rng;
+pub use rng::{seed, Rng};
 
 /// libfaketime's multi-threaded library, found through its Debian package so that any
 /// architecture works. A test that needs it fails when it is missing instead of running on the
@@ -417,6 +420,15 @@ impl Cluster {
         clock
     }
 
+    /// A standby (as `basebackup`, not started) whose clock runs `offset_s` seconds off the
+    /// real time from its first start.
+    pub fn basebackup_with_clock(&self, name: &str, offset_s: f64) -> (Cluster, FakeClock) {
+        let mut standby = self.basebackup(name);
+        let clock = standby.use_fake_clock();
+        clock.set(offset_s);
+        (standby, clock)
+    }
+
     /// A streaming standby of this (running) cluster, made with `pg_basebackup -R`; not started.
     /// It inherits the primary's postgresql.conf, worker id included.
     pub fn basebackup(&self, name: &str) -> Cluster {
@@ -556,10 +568,19 @@ pub fn assert_clock_offset(c: &mut Client, wanted_s: f64, who: &str) {
 
 /// The postmaster of `data` is running (a `kill -9` leaves its pid file behind).
 fn postmaster_alive(data: &Path) -> bool {
-    fs::read_to_string(data.join("postmaster.pid"))
-        .ok()
-        .and_then(|f| f.lines().next().map(|l| l.trim().to_string()))
-        .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists())
+    live_postmaster_pid(data).is_some()
+}
+
+/// The postmaster of a data directory, if it is alive.
+pub fn live_postmaster_pid(data: &Path) -> Option<i32> {
+    let pid: i32 = fs::read_to_string(data.join("postmaster.pid"))
+        .ok()?
+        .lines()
+        .next()?
+        .trim()
+        .parse()
+        .ok()?;
+    Path::new(&format!("/proc/{pid}")).exists().then_some(pid)
 }
 
 fn signal(pid: i32, sig: &str) {
@@ -597,6 +618,14 @@ pub fn force_parallel(c: &mut Client) {
         "SET {name} = on; SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0"
     ))
     .unwrap();
+}
+
+/// SQLSTATE and message of a failed call (the client's error when the server sent none).
+pub fn why(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{}: {}", db.code().code(), db.message()),
+        None => e.to_string(),
+    }
 }
 
 /// The SQLSTATE, message and hint of a failed statement.
@@ -711,6 +740,27 @@ pub fn poll(within: Duration, every: Duration, mut step: impl FnMut() -> Result<
         assert!(Instant::now() < deadline, "after {within:?}: {why}");
         std::thread::sleep(every);
     }
+}
+
+/// Makes the primary wait for a synchronous standby (`synchronous_standby_names = '*'`) and
+/// waits until its one standby is synchronous.
+pub fn make_synchronous(primary: &mut Client) {
+    primary
+        .batch_execute("ALTER SYSTEM SET synchronous_standby_names = '*'")
+        .unwrap();
+    primary.batch_execute("SELECT pg_reload_conf()").unwrap();
+    poll(Duration::from_secs(60), Duration::from_millis(50), || {
+        let sync: i64 = primary
+            .query_one(
+                "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        (sync == 1)
+            .then_some(())
+            .ok_or(format!("{sync} synchronous standbys, not one"))
+    });
 }
 
 /// Waits until the standby has replayed everything the primary flushed so far.
