@@ -1236,7 +1236,10 @@ fn a_registry_owners_search_path_does_not_fool_the_members_check() {
         "snowflake.registry = 'host=127.0.0.1 port={} user=fleet dbname=reg'",
         hub.port
     );
-    let m = Cluster::init("reg_path_member", &["snowflake.worker_id = -1", &setting, LEASE]);
+    let m = Cluster::init(
+        "reg_path_member",
+        &["snowflake.worker_id = -1", &setting, LEASE],
+    );
     m.start();
     first_id(&mut m.connect_ext(), Duration::from_secs(30));
 }
