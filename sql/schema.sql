@@ -25,9 +25,10 @@ BEGIN
             USING ERRCODE = '42P06',
                   DETAIL = pg_catalog.format('pg_snowflake keeps what its workers, triggers and '
                       'SECURITY DEFINER functions use in a schema of its own named snowflake, '
-                      'which only a superuser may own; this one belongs to %s.',
+                      'which it makes itself, owned by the superuser who creates it; one exists '
+                      'already, owned by %s.',
                       found_owner::pg_catalog.regrole),
-                  HINT = 'Rename or drop the existing schema snowflake, then create the extension again.';
+                  HINT = 'Rename or drop the existing schema snowflake, then create the extension again (or, if a superuser made it, create the extension in it: CREATE EXTENSION pg_snowflake SCHEMA snowflake).';
     END IF;
 END
 $schema$;

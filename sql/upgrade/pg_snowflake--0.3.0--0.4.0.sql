@@ -119,13 +119,15 @@ BEGIN
             SELECT DISTINCT ON (k.namespace) k.namespace, k.fields
               FROM groups k ORDER BY k.namespace, k.how_many DESC, k.last DESC)
         SELECT f.row_id, f.namespace, f.layout,
-               f.namespace OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||)
-               COALESCE(gr.preset, 'custom-' OPERATOR(pg_catalog.||)
-                                   pg_catalog.left(pg_catalog.md5(f.fields), 8)) AS to_namespace
+               -- 63 characters at most, as members can name it: the namespace cut to fit.
+               pg_catalog.left(f.namespace, 62 OPERATOR(pg_catalog.-) pg_catalog.length(s.suffix))
+               OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) s.suffix AS to_namespace
           FROM f
           JOIN groups gr ON gr.namespace OPERATOR(pg_catalog.=) f.namespace
                         AND gr.fields OPERATOR(pg_catalog.=) f.fields
-          JOIN kept k ON k.namespace OPERATOR(pg_catalog.=) f.namespace
+          JOIN kept k ON k.namespace OPERATOR(pg_catalog.=) f.namespace,
+               LATERAL (SELECT COALESCE(gr.preset, 'custom-' OPERATOR(pg_catalog.||)
+                                        pg_catalog.left(pg_catalog.md5(f.fields), 8)) AS suffix) s
          WHERE f.fields OPERATOR(pg_catalog.<>) k.fields
          ORDER BY 4
     LOOP
@@ -133,7 +135,8 @@ BEGIN
          WHERE g.ctid OPERATOR(pg_catalog.=) moved.row_id;
         CONTINUE WHEN moved.to_namespace OPERATOR(pg_catalog.=) said;
         said := moved.to_namespace;
-        RAISE NOTICE 'the registry''s worker ids of layout % in namespace "%" are now in namespace "%"',
+        -- A WARNING: an extension's script shows its client nothing below that level.
+        RAISE WARNING 'the registry''s worker ids of layout % in namespace "%" are now in namespace "%"',
                 moved.layout, moved.namespace, moved.to_namespace
             USING DETAIL = 'A namespace is one id space, of one layout.',
                   HINT = pg_catalog.format('Set snowflake.registry_namespace = %L on the servers of that layout.',

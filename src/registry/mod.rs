@@ -331,7 +331,10 @@ pub fn init() {
     }
     generator::on_ceiling(refuse);
     if let Err(problem) = check_settings() {
-        pgrx::warning!("pg_snowflake: {problem}; snowflake_next() refuses until it is fixed");
+        // gucs::init has logged its own problems already.
+        if gucs::problem().is_none() {
+            pgrx::warning!("pg_snowflake: {problem}; snowflake_next() refuses until it is fixed");
+        }
         let _ = PROBLEM.set(problem);
     }
     pgrx::pg_shmem_init!(SLOT = Registry::empty());
