@@ -177,7 +177,17 @@ fn update_from_0_2_0_keeps_the_claims_and_matches_a_fresh_install() {
 #[test]
 fn update_from_0_3_0_rekeys_the_registry_and_keeps_the_members_grant() {
     let cluster = Cluster::start_new("ext_update_0_3_0_registry", &[]);
-    let mut c = cluster.connect();
+    // What the client is told while the script runs (an extension script shows it WARNINGs and
+    // above only).
+    let warnings = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let seen = warnings.clone();
+    let mut c = cluster
+        .conninfo("postgres")
+        .parse::<postgres::Config>()
+        .unwrap()
+        .notice_callback(move |n| seen.lock().unwrap().push(n.message().to_string()))
+        .connect(NoTls)
+        .unwrap();
     c.batch_execute(
         "CREATE EXTENSION pg_snowflake VERSION '0.3.0';
          CREATE ROLE fleet LOGIN;
@@ -186,6 +196,14 @@ fn update_from_0_3_0_rekeys_the_registry_and_keeps_the_members_grant() {
          SELECT snowflake_registry_lease('ns', 'twitter', 1023, NULL, 2, 'b', 60000, 2000);
          SELECT snowflake_registry_lease('ns', 'custom (41 bits of 1 ms since 2010-11-04T01:42:54.657Z, 10 worker bits, 12 sequence bits)', 1023, NULL, 3, 'c', 120000, 3000);
          SELECT snowflake_registry_lease('ns', 'discord', 1023, NULL, 4, 'd', 60000, 4000);
+         -- A long namespace: the moved one is cut to the 63 characters members can name.
+         SELECT snowflake_registry_lease(repeat('x', 60), 'twitter', 1023, NULL, 5, 'e', 60000, 5000);",
+    )
+    .unwrap();
+    // Renewed later (a transaction of its own): of two layouts with as many rows, it keeps the
+    // namespace.
+    c.batch_execute(
+        "SELECT snowflake_registry_lease(repeat('x', 60), 'discord', 1023, NULL, 6, 'f', 60000, 6000);
          ALTER EXTENSION pg_snowflake UPDATE",
     )
     .unwrap();
@@ -193,7 +211,7 @@ fn update_from_0_3_0_rekeys_the_registry_and_keeps_the_members_grant() {
         .query(
             "SELECT namespace || ' ' || worker_id || ' ' || system_identifier || ' '
                     || covered_until_ms
-               FROM snowflake.snowflake_registry ORDER BY 1",
+               FROM snowflake.snowflake_registry WHERE namespace LIKE 'ns%' ORDER BY 1",
             &[],
         )
         .unwrap()
@@ -213,7 +231,8 @@ fn update_from_0_3_0_rekeys_the_registry_and_keeps_the_members_grant() {
     let layouts: Vec<String> = c
         .query(
             "SELECT namespace || ' ' || layout || ' ' || epoch_ms
-               FROM snowflake.snowflake_registry_namespaces ORDER BY 1",
+               FROM snowflake.snowflake_registry_namespaces WHERE namespace LIKE 'ns%'
+              ORDER BY 1",
             &[],
         )
         .unwrap()
@@ -227,6 +246,28 @@ fn update_from_0_3_0_rekeys_the_registry_and_keeps_the_members_grant() {
             "ns/discord discord 1420070400000"
         ]
     );
+    let long = format!("{}/twitter", "x".repeat(55));
+    assert_eq!(
+        warnings.lock().unwrap().as_slice(),
+        [
+            "the registry's worker ids of layout discord in namespace \"ns\" are now in \
+             namespace \"ns/discord\""
+                .to_string(),
+            format!(
+                "the registry's worker ids of layout twitter in namespace \"{}\" are now in \
+                 namespace \"{long}\"",
+                "x".repeat(60)
+            )
+        ]
+    );
+    let moved: i64 = c
+        .query_one(
+            "SELECT worker_id::bigint FROM snowflake.snowflake_registry WHERE namespace = $1",
+            &[&long],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!((long.len(), moved), (63, 0));
     let granted: bool = c
         .query_one(
             "SELECT has_function_privilege('fleet',
