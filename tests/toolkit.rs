@@ -218,7 +218,7 @@ fn adopt_never_misses_the_ids_that_row_level_security_hides() {
         (state.as_str(), message.as_str()),
         (
             "42501",
-            "row-level security hides rows of public.t from this role"
+            "row-level security hides rows of public.t from its owner"
         )
     );
     assert!(hint.contains("BYPASSRLS"), "{hint}");
