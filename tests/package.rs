@@ -48,6 +48,37 @@ fn version() -> String {
         .to_string()
 }
 
+/// The scripts of earlier releases kept in sql/ (`pg_snowflake--0.3.0.sql`,
+/// `pg_snowflake--0.2.0--0.3.0.sql`, ...), which the package ships as they are.
+fn release_scripts() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(root().join("sql"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("pg_snowflake--") && n.ends_with(".sql"))
+        .collect();
+    names.sort();
+    assert!(
+        names.len() >= 5,
+        "sql/ lost the scripts of earlier releases: {names:?}"
+    );
+    names
+}
+
+/// The newest earlier release: the highest version with an install script in sql/.
+fn last_release() -> String {
+    release_scripts()
+        .iter()
+        .filter_map(|n| n.strip_prefix("pg_snowflake--")?.strip_suffix(".sql"))
+        .filter(|v| !v.contains("--"))
+        .map(|v| {
+            let parts: Vec<u32> = v.split('.').map(|p| p.parse().unwrap()).collect();
+            (parts, v.to_string())
+        })
+        .max()
+        .unwrap()
+        .1
+}
+
 fn package_name() -> String {
     format!("postgresql-{}-pg-snowflake", major())
 }
@@ -115,25 +146,25 @@ fn package_installs_into_its_server_works_and_leaves_nothing_when_removed() {
         "{} is missing: run `make package`",
         deb.display()
     );
-    // Laid out as Debian's and PGDG's extension packages.
+    // Laid out as Debian's and PGDG's extension packages, with every script `ALTER EXTENSION
+    // ... UPDATE` needs from any earlier release: the scripts of earlier releases kept in sql/,
+    // this release's, and the upgrade from the last earlier release to this one.
     let listing = run("dpkg-deb", &["-c", deb.to_str().unwrap()]);
-    for path in [
+    let extension = format!("./usr/share/postgresql/{major}/extension");
+    let mut expected = vec![
         format!("./usr/lib/postgresql/{major}/lib/pg_snowflake.so"),
-        format!("./usr/share/postgresql/{major}/extension/pg_snowflake.control"),
+        format!("{extension}/pg_snowflake.control"),
+        format!("{extension}/pg_snowflake--{}.sql", version()),
         format!(
-            "./usr/share/postgresql/{major}/extension/pg_snowflake--{}.sql",
-            version()
-        ),
-        format!("./usr/share/postgresql/{major}/extension/pg_snowflake--0.1.0.sql"),
-        format!("./usr/share/postgresql/{major}/extension/pg_snowflake--0.2.0.sql"),
-        format!("./usr/share/postgresql/{major}/extension/pg_snowflake--0.1.0--0.2.0.sql"),
-        format!(
-            "./usr/share/postgresql/{major}/extension/pg_snowflake--0.2.0--{}.sql",
+            "{extension}/pg_snowflake--{}--{}.sql",
+            last_release(),
             version()
         ),
         format!("./usr/share/doc/{}/copyright", package_name()),
         format!("./usr/share/doc/{}/changelog.Debian.gz", package_name()),
-    ] {
+    ];
+    expected.extend(release_scripts().iter().map(|f| format!("{extension}/{f}")));
+    for path in expected {
         assert!(
             listing.contains(&path),
             "the package lacks {path}:\n{listing}"
