@@ -180,7 +180,7 @@ for m in "${MUTATIONS[@]}"; do
   done
   echo "==> $name: $what" >&2
   { cargo pgrx install --profile mutation --pg-config "$PG_CONFIG" && scripts/install-sql.sh "$PG_CONFIG"; } >/dev/null 2>&1 \
-    || { rows+=("| $name | $what | does not build |"); continue; }
+    || { rows+=("| $name | $what | does not build |"); echo "${rows[-1]}" >&2; continue; }
   log=target/mutations/$name.log
   mkdir -p target/mutations
   # A mutation can make a test hang (a wait that nothing ends): 10 minutes at most.
@@ -190,6 +190,8 @@ for m in "${MUTATIONS[@]}"; do
                 | sed -E 's/^deps\/([a-z_]+)-.*/\1 (killed, did not finish)/'; } \
             | sort | paste -sd, - | sed 's/,/, /g' || true)
   rows+=("| $name | $what | ${failed:-none} |")
+  # A full run takes hours: each row also goes to stderr as it ends, so a stopped run keeps them.
+  echo "${rows[-1]}" >&2
 done
 git checkout -q -- "${MUTABLE[@]}"
 echo "| mutation | removes | tests that fail (PostgreSQL $PG) |"
