@@ -8,7 +8,10 @@
 mod common;
 use common::*;
 
-/// Every object of the extension, with what defines it, one line each, sorted.
+/// Every object of the extension, with what defines it, one line each, sorted. A dropped column
+/// (0.4.0's update drops `snowflake_registry.layout`) stays in the catalog as a placeholder that
+/// no query sees, so neither a table's nor its row type's columns count it: on 17 and 18 the row
+/// types are listed as members too, and the placeholder failed this comparison there.
 fn extension_objects(c: &mut Client) -> Vec<String> {
     c.query(
         "SELECT pg_describe_object(d.classid, d.objid, 0) || ' | ' || coalesce(
@@ -19,7 +22,8 @@ fn extension_objects(c: &mut Client) -> Vec<String> {
                  (SELECT concat_ws(' ', obj_description(t.oid, 'pg_type'),
                                    (SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, NULL), ', '
                                                       ORDER BY a.attnum)
-                                    FROM pg_attribute a WHERE a.attrelid = t.typrelid AND a.attnum > 0))
+                                    FROM pg_attribute a
+                                    WHERE a.attrelid = t.typrelid AND a.attnum > 0 AND NOT a.attisdropped))
                   FROM pg_type t WHERE d.classid = 'pg_type'::regclass AND t.oid = d.objid),
                  (SELECT concat_ws(' ', c.relkind, c.relacl::text,
                                    (SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
