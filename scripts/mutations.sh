@@ -5,6 +5,8 @@
 #
 #   scripts/mutations.sh                       # every mutation, black-box suites on PostgreSQL 15
 #   scripts/mutations.sh sync_wait wal_redo    # some
+#   MUTATION_SUITES=known scripts/mutations.sh # each row against the suites of the tests that
+#                                              #   caught it before (docs/testing.md): ~1 min a row
 #   scripts/mutations.sh --check               # that every row applies once to the tree and
 #                                              #   that docs/testing.md's table lists the rows,
 #                                              #   no build (seconds; `make test` runs it first)
