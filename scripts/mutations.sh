@@ -6,7 +6,7 @@
 #   scripts/mutations.sh                       # every mutation, black-box suites on PostgreSQL 15
 #   scripts/mutations.sh sync_wait wal_redo    # some
 #   MUTATION_SUITES=known scripts/mutations.sh # each row against the suites of the tests that
-#                                              #   caught it before (docs/testing.md): ~1 min a row
+#                                              #   caught it before (docs/testing.md lists them)
 #   scripts/mutations.sh --check               # that every row applies once to the tree and
 #                                              #   that docs/testing.md's table lists the rows,
 #                                              #   no build (seconds; `make test` runs it first)
@@ -162,8 +162,8 @@ SUITES=(--test restart --test crash --test clock --test standby --test sync_stan
 [ "$PG" != 15 ] || SUITES+=(--test auto_failover)
 # MUTATION_SUITES="power_loss crash" runs only those, to check a new row quickly.
 # MUTATION_SUITES=known runs, for each row, the suites that hold the tests docs/testing.md lists
-# as failing for it: a minute or three a row instead of nine, to see every row still caught (it
-# cannot find a test of another suite that would now fail too).
+# as failing for it: far fewer suites a row (docs/testing.md gives the last run's time), to see
+# every row still caught (it cannot find a test of another suite that would now fail too).
 if [ -n "${MUTATION_SUITES:-}" ] && [ "$MUTATION_SUITES" != known ]; then
   SUITES=(); for s in $MUTATION_SUITES; do SUITES+=(--test "$s"); done
 fi
