@@ -12,22 +12,8 @@
 
 mod common;
 use common::debian_root::*;
+use common::release::{deb, version};
 use common::*;
-
-fn deb(major: &str) -> PathBuf {
-    let toml =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")).unwrap();
-    let version = toml
-        .lines()
-        .find_map(|l| l.strip_prefix("version = \""))
-        .unwrap()
-        .trim_end_matches('"');
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!(
-        "target/package/postgresql-{major}-pg-snowflake_{version}-1_amd64.deb"
-    ))
-}
-
-use std::path::{Path, PathBuf};
 
 #[test]
 fn package_in_debians_own_postgresql_makes_ids_across_a_restart_and_a_promotion() {
@@ -38,7 +24,7 @@ fn package_in_debians_own_postgresql_makes_ids_across_a_restart_and_a_promotion(
         );
         return;
     };
-    let deb = deb(&major);
+    let deb = deb(&major, &version());
     assert!(
         deb.exists(),
         "{} is missing: run `make package`",

@@ -10,48 +10,15 @@
 #![cfg(not(feature = "pg_test"))]
 
 mod common;
+use common::release::{deb, package_of_release, version, RELEASE_0_2_0};
 use common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The commit of the 0.2.0 release (the history of main has it; the release tag is v0.2.0).
-const RELEASE_0_2_0: &str = "5c3df56f7c3d9bfe1bd344ba008ea50c7a974e1b";
-
-fn major() -> String {
-    let version = String::from_utf8(
-        Command::new(default_pg_config())
-            .arg("--version")
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
-    version
-        .trim()
-        .trim_start_matches("PostgreSQL ")
-        .split('.')
-        .next()
-        .unwrap()
-        .to_string()
-}
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn version() -> String {
-    let toml = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
-    toml.lines()
-        .find_map(|l| l.strip_prefix("version = \""))
-        .unwrap()
-        .trim_end_matches('"')
-        .to_string()
-}
-
 /// The scripts of earlier releases kept in sql/ (`pg_snowflake--0.3.0.sql`,
 /// `pg_snowflake--0.2.0--0.3.0.sql`, ...), which the package ships as they are.
 fn release_scripts() -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(root().join("sql"))
+    let mut names: Vec<String> = std::fs::read_dir(root_dir().join("sql"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|n| n.starts_with("pg_snowflake--") && n.ends_with(".sql"))
@@ -80,14 +47,7 @@ fn last_release() -> String {
 }
 
 fn package_name() -> String {
-    format!("postgresql-{}-pg-snowflake", major())
-}
-
-fn deb(version: &str) -> PathBuf {
-    root().join(format!(
-        "target/package/{}_{version}-1_amd64.deb",
-        package_name()
-    ))
+    format!("postgresql-{}-pg-snowflake", major_under_test())
 }
 
 fn run(program: &str, args: &[&str]) -> String {
@@ -139,8 +99,8 @@ fn remove_and_check_nothing_is_left() {
 
 #[test]
 fn package_installs_into_its_server_works_and_leaves_nothing_when_removed() {
-    let major = major();
-    let deb = deb(&version());
+    let major = major_under_test();
+    let deb = deb(&major, &version());
     assert!(
         deb.exists(),
         "{} is missing: run `make package`",
@@ -232,34 +192,12 @@ fn package_installs_into_its_server_works_and_leaves_nothing_when_removed() {
 /// release costs minutes.
 #[test]
 fn package_of_0_2_0_upgrades_in_place_and_the_extension_updates() {
-    if major() != "15" {
+    if major_under_test() != "15" {
         eprintln!("the package upgrade from 0.2.0 is tested on PostgreSQL 15");
         return;
     }
-    let old = root().join("target/package/release-0.2.0");
-    if !old.join("Cargo.toml").exists() {
-        let out = Command::new("git")
-            .current_dir(root())
-            .args(["worktree", "add", "--force", "--detach"])
-            .arg(&old)
-            .arg(RELEASE_0_2_0)
-            .output()
-            .unwrap();
-        check(
-            out,
-            "git worktree add of the 0.2.0 release (is the history of main cloned?)",
-        );
-    }
-    let pg_config = default_pg_config();
-    check(
-        Command::new(root().join("scripts/package.sh"))
-            .arg(&pg_config)
-            .arg(&old)
-            .output()
-            .unwrap(),
-        "scripts/package.sh of 0.2.0",
-    );
-    apt_install(&deb("0.2.0"));
+    let old_deb = package_of_release("0.2.0", RELEASE_0_2_0);
+    apt_install(&old_deb);
     let cluster = server("package_upgrade");
     let mut c = cluster.connect_ext();
     let version_of = |c: &mut Client| -> String {
@@ -282,7 +220,7 @@ fn package_of_0_2_0_upgrades_in_place_and_the_extension_updates() {
         .get(0);
     drop(c);
     // The new package over the old one, under the running server; then a restart loads it.
-    apt_install(&deb(&version()));
+    apt_install(&deb(&major_under_test(), &version()));
     cluster.restart("fast");
     let mut c = cluster.connect();
     c.batch_execute("ALTER EXTENSION pg_snowflake UPDATE")

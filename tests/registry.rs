@@ -989,7 +989,7 @@ fn a_member_stops_at_once_while_its_registry_is_silent() {
 /// costs minutes to build, and tests/repo.rs builds the same one.
 #[test]
 fn a_member_of_0_3_0_leases_from_a_registry_of_this_release() {
-    let major = common::debian_root::major_under_test();
+    let major = major_under_test();
     if major != "17" {
         eprintln!("a member of 0.3.0 is tested on PostgreSQL 17 (PostgreSQL {major} here)");
         return;

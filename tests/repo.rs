@@ -13,12 +13,12 @@
 
 mod common;
 use common::debian_root::*;
-use common::release::{deb, package_of_0_3_0, root_dir, version};
+use common::http::Served;
+use common::release::{deb, package_of_0_3_0, version};
 use common::*;
 use std::fs;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::process::Command;
 
 /// scripts/repo.sh OUT DEBS, signing with the key in `key_home` (made there the first time).
 fn publish(out: &Path, key_home: &Path, debs: &[&Path]) {
@@ -31,48 +31,6 @@ fn publish(out: &Path, key_home: &Path, debs: &[&Path]) {
             .unwrap(),
         "scripts/repo.sh",
     );
-}
-
-/// A directory served over HTTP on 127.0.0.1, which the root shares with the host.
-struct Served {
-    server: Child,
-    url: String,
-}
-
-impl Served {
-    fn start(dir: &Path, log: &Path) -> Served {
-        let port = free_port();
-        let server = Command::new("python3")
-            .args([
-                "-m",
-                "http.server",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-            ])
-            .arg("--directory")
-            .arg(dir)
-            .stdout(Stdio::null())
-            .stderr(fs::File::create(log).unwrap())
-            .spawn()
-            .expect("python3 runs");
-        poll(Duration::from_secs(20), Duration::from_millis(50), || {
-            std::net::TcpStream::connect(("127.0.0.1", port))
-                .map(|_| ())
-                .map_err(|e| format!("the repository on port {port} does not answer: {e}"))
-        });
-        Served {
-            server,
-            url: format!("http://127.0.0.1:{port}/"),
-        }
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.server.kill();
-        let _ = self.server.wait();
-    }
 }
 
 #[test]
@@ -91,7 +49,7 @@ fn package_repository_installs_by_name_upgrades_with_apt_and_removes() {
         "{} is missing: run `make package`",
         new.display()
     );
-    let old = package_of_0_3_0(&major);
+    let old = package_of_0_3_0();
     let root = DebianRoot::copy(suite, "repo");
     let package = format!("postgresql-{major}-pg-snowflake");
 
@@ -111,7 +69,7 @@ fn package_repository_installs_by_name_upgrades_with_apt_and_removes() {
     fs::write(
         root.path("/etc/apt/sources.list.d/pg_snowflake.list"),
         format!(
-            "deb [signed-by=/etc/apt/keyrings/pg_snowflake.asc] {} pg-snowflake main\n",
+            "deb [signed-by=/etc/apt/keyrings/pg_snowflake.asc] {}/ pg-snowflake main\n",
             served.url
         ),
     )

@@ -17,48 +17,28 @@
 #![cfg(not(feature = "pg_test"))]
 
 mod common;
+use common::http::Served;
 use common::*;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::process::Command;
 
 /// Debian's pool laid out under a directory, served on a port of its own.
 struct Mirror {
     dir: PathBuf,
     url: String,
-    server: Child,
+    _served: Served,
 }
 
 impl Mirror {
     fn start(name: &str) -> Mirror {
         let dir = scratch_dir(name);
         fs::create_dir_all(dir.join("pool/main/p/postgresql-17")).unwrap();
-        let port = free_port();
-        let log = fs::File::create(dir.join("requests.log")).unwrap();
-        let server = Command::new("python3")
-            .args([
-                "-m",
-                "http.server",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-            ])
-            .arg("--directory")
-            .arg(&dir)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("python3 runs");
-        poll(Duration::from_secs(20), Duration::from_millis(50), || {
-            std::net::TcpStream::connect(("127.0.0.1", port))
-                .map(|_| ())
-                .map_err(|e| format!("the mirror on port {port} does not answer: {e}"))
-        });
+        let served = Served::start(&dir, &dir.join("requests.log"));
         Mirror {
             dir,
-            url: format!("http://127.0.0.1:{port}"),
-            server,
+            url: served.url.clone(),
+            _served: served,
         }
     }
 
@@ -75,13 +55,6 @@ impl Mirror {
     /// The requests the mirror answered, as http.server logs them ("GET /pool/... 404").
     fn requests(&self) -> String {
         fs::read_to_string(self.dir.join("requests.log")).unwrap()
-    }
-}
-
-impl Drop for Mirror {
-    fn drop(&mut self) {
-        let _ = self.server.kill();
-        let _ = self.server.wait();
     }
 }
 

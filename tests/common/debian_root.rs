@@ -19,26 +19,6 @@ pub fn suite_of(major: &str) -> Option<&'static str> {
     }
 }
 
-/// The major of the server `PG_CONFIG` names, whose package the tests install.
-pub fn major_under_test() -> String {
-    let out = Command::new(default_pg_config())
-        .arg("--version")
-        .output()
-        .expect("pg_config runs");
-    let version = String::from_utf8_lossy(&out.stdout).into_owned();
-    version
-        .trim()
-        .trim_start_matches("PostgreSQL ")
-        .split('.')
-        .next()
-        .unwrap()
-        .to_string()
-}
-
-fn root_dir() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
 /// A throwaway copy of the Debian root of one suite.
 pub struct DebianRoot {
     pub suite: String,

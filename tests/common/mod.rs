@@ -18,6 +18,7 @@ pub mod benchmarks;
 pub mod debian_root;
 pub mod failover;
 pub mod faultfs;
+pub mod http;
 pub mod mallory;
 pub mod release;
 pub mod rng;
@@ -51,6 +52,26 @@ pub struct Cluster {
 /// The pg_config of the server under test.
 pub fn default_pg_config() -> String {
     std::env::var("PG_CONFIG").unwrap_or_else(|_| "pg_config".into())
+}
+
+/// The major of the server `PG_CONFIG` names ("15" of "PostgreSQL 15.20 (Debian ...)").
+pub fn major_under_test() -> String {
+    let out = Command::new(default_pg_config())
+        .arg("--version")
+        .output()
+        .expect("pg_config runs");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .trim_start_matches("PostgreSQL ")
+        .split('.')
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+/// The repository's top directory (scripts/, sql/, target/).
+pub fn root_dir() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
 pub fn pg_config(pg_config: &str, arg: &str) -> PathBuf {

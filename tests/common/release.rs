@@ -4,12 +4,9 @@
 
 use super::*;
 
-/// The commit of the 0.3.0 release (the history of main has it).
+/// The commits of earlier releases (the history of main has them; the tags are v0.2.0, v0.3.0).
+pub const RELEASE_0_2_0: &str = "5c3df56f7c3d9bfe1bd344ba008ea50c7a974e1b";
 pub const RELEASE_0_3_0: &str = "ee29060";
-
-pub fn root_dir() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// This release's version, from Cargo.toml.
 pub fn version() -> String {
@@ -27,23 +24,25 @@ pub fn deb(major: &str, version: &str) -> PathBuf {
     ))
 }
 
-/// The package of 0.3.0 for `major` (the major of `PG_CONFIG`).
-pub fn package_of_0_3_0(major: &str) -> PathBuf {
-    let deb = deb(major, "0.3.0");
+/// The package of the earlier release `version`, made at `commit`, for the major of
+/// `PG_CONFIG`: built from a worktree of that commit by this release's scripts/package.sh the
+/// first time, then kept in target/package.
+pub fn package_of_release(version: &str, commit: &str) -> PathBuf {
+    let deb = deb(&major_under_test(), version);
     if deb.exists() {
         return deb;
     }
-    let old = root_dir().join("target/package/release-0.3.0");
+    let old = root_dir().join(format!("target/package/release-{version}"));
     if !old.join("Cargo.toml").exists() {
         check(
             Command::new("git")
                 .current_dir(root_dir())
                 .args(["worktree", "add", "--force", "--detach"])
                 .arg(&old)
-                .arg(RELEASE_0_3_0)
+                .arg(commit)
                 .output()
                 .unwrap(),
-            "git worktree add of the 0.3.0 release (is the history of main cloned?)",
+            &format!("git worktree add of the {version} release (is the history of main cloned?)"),
         );
     }
     check(
@@ -52,9 +51,14 @@ pub fn package_of_0_3_0(major: &str) -> PathBuf {
             .arg(&old)
             .output()
             .unwrap(),
-        "scripts/package.sh of 0.3.0",
+        &format!("scripts/package.sh of {version}"),
     );
     deb
+}
+
+/// The package of 0.3.0 for the major of `PG_CONFIG`.
+pub fn package_of_0_3_0() -> PathBuf {
+    package_of_release("0.3.0", RELEASE_0_3_0)
 }
 
 /// A copy of the server that `PG_CONFIG` names (its binaries, libraries and shared files, laid
@@ -62,21 +66,7 @@ pub fn package_of_0_3_0(major: &str) -> PathBuf {
 /// is 0.3.0, beside the system's with this release. Returns its pg_config.
 pub fn server_with_0_3_0(name: &str) -> String {
     let pg_config_path = default_pg_config();
-    let major = String::from_utf8(
-        Command::new(&pg_config_path)
-            .arg("--version")
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap()
-    .trim()
-    .trim_start_matches("PostgreSQL ")
-    .split('.')
-    .next()
-    .unwrap()
-    .to_string();
-    let deb = package_of_0_3_0(&major);
+    let deb = package_of_0_3_0();
     let prefix = scratch_dir(name);
     let bindir = pg_config(&pg_config_path, "--bindir");
     let sharedir = pg_config(&pg_config_path, "--sharedir");
