@@ -1,6 +1,7 @@
-//! Earlier releases as their users have them: the Debian package of 0.3.0, built from that
-//! release's commit (a few minutes the first time, then kept in target/package), for the tests
-//! that meet it (tests/repo.rs upgrades it, tests/registry.rs runs a member of it).
+//! Earlier releases as their users have them: the Debian packages of 0.2.0 and 0.3.0, built from
+//! those releases' commits (a few minutes the first time, then kept in target/package), for the
+//! tests that meet them (tests/package.rs upgrades 0.2.0's on 15, tests/repo.rs upgrades 0.3.0's,
+//! tests/registry.rs runs a member of 0.3.0).
 
 use super::*;
 
