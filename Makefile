@@ -114,12 +114,13 @@ test-pgrx:
 
 # tests/: each suite starts its own clusters against the release build installed into
 # PG_CONFIG's server. The test binaries do not link the extension: one build serves every major.
-# The pg_upgrade tests need two majors: test-upgrade runs them.
+# Two suites at a time, each suite's output together (scripts/test-suites.py; `cargo test --test
+# NAME` runs one). The pg_upgrade tests need two majors: test-upgrade runs them.
 # pg_auto_failover is packaged for 15 only: tests/auto_failover.rs runs there, and the other
 # majors say that they skip it.
 test-blackbox: install tools
 	@[ "$(ONE_MAJOR)" = 15 ] || echo "pg_auto_failover: tested on PostgreSQL 15 only (Debian packages it for 15)"
-	cargo test --test '*' -- --test-threads=2 --skip pg_upgrade --skip package_ $(if $(filter 15,$(ONE_MAJOR)),,--skip pg_auto_failover)
+	scripts/test-suites.py --test-threads=2 --skip pg_upgrade --skip package_ $(if $(filter 15,$(ONE_MAJOR)),,--skip pg_auto_failover)
 
 # A build with another WAL resource manager id (PG_SNOWFLAKE_RMGR_ID, the way out of a clash
 # with another extension's id, see README): it writes its marks under that id and a standby

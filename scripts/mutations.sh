@@ -96,6 +96,7 @@ MUTATIONS=(
   "fetch_checksum~a download with the wrong sha256 falls back to the next listed release~scripts/build-postgres.sh~s/    \} >&2\n    exit 1\n  fi\n  archive=/    } >\&2\n    return 1\n  fi\n  archive=/"
   "own_dir_owner~own-dir.sh takes a directory another user made in /tmp~scripts/own-dir.sh~s/     \|\| \{ \[ \x22\\\$owner\x22 != root \][^\n]*\n//"
   "own_dir_mode~own-dir.sh takes a directory of root's that others may write~scripts/own-dir.sh~s/ \\\\\n     \|\| \[ \\\$\(\( 8#\\\$mode & 8#022 \)\) -ne 0 \]//"
+  "test_lanes~suites that run side by side take their ports from one range~tests/common/mod.rs~s/\.max\(1024\) \+ lane \* block;/.max(1024);/"
   "foreign_postgres~PG=N replaces a postgresql-N that this project did not install~scripts/build-postgres.sh~s/\nif \[ -n \x22\\\$foreign\x22 \]; then/\nif false; then/"
   "repo_signature~the apt repository's Release is signed neither inline (InRelease) nor apart (Release.gpg)~scripts/repo.sh~s/gpg_ --local-user \x22\\\$fingerprint\x22 --clearsign[^\n]*\ngpg_ --local-user[^\n]*\n//"
   "flag_format_bool~the synchronous-standby flag of servers from before May 2025 is read as the later bits~src/sync_standby.rs~s/FlagFormat::Bool => flag != 0,/FlagFormat::Bool => flag \& SYNC_STANDBY_DEFINED != 0,/"
@@ -145,7 +146,7 @@ fi
 
 # What mutations change, restored from git after each (scripts/: the scripts they change, never
 # this one, which bash is still reading).
-MUTABLE=(src sql scripts/build-postgres.sh scripts/own-dir.sh scripts/repo.sh)
+MUTABLE=(src sql scripts/build-postgres.sh scripts/own-dir.sh scripts/repo.sh tests/common/mod.rs)
 [ -z "$(git status --porcelain "${MUTABLE[@]}")" ] || { echo "${MUTABLE[*]} have uncommitted changes" >&2; exit 2; }
 
 PG=${PG:-15}

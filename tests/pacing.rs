@@ -1,4 +1,7 @@
 //! Pacing with fewer ids per time unit than the server has processes: one id per millisecond.
+//!
+//! Runs alone (scripts/test-suites.py): no single call may take 100 ms, and the bursts must
+//! outrun one id per millisecond.
 #![cfg(not(feature = "pg_test"))]
 
 mod common;

@@ -927,8 +927,8 @@ fn someone_waits_to_connect_to(port: u16) -> bool {
 fn a_member_stops_at_once_while_its_registry_is_silent() {
     let mut stops = vec![];
     // Accepts, and never says a word.
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
+    let port = free_port();
+    let listener = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
     let accepted = std::sync::Arc::new(std::sync::Mutex::new(vec![]));
     let keep = accepted.clone();
     std::thread::spawn(move || {

@@ -14,6 +14,9 @@
 //!
 //! How `scripts/own-dir.sh` refuses a directory that another user made (in /tmp, where root
 //! runs the clusters of `make test-pgrx` and `make run`), or a symlink, and takes a new one.
+//!
+//! That suites which `scripts/test-suites.py` runs side by side take their ports from blocks of
+//! their own.
 #![cfg(not(feature = "pg_test"))]
 
 mod common;
@@ -382,4 +385,49 @@ fn a_pg_config_that_is_psql_is_refused_naming_the_pg_config_beside_it() {
         "{err}"
     );
     assert!(!err.contains("installing"), "{err}");
+}
+
+/// Suites that scripts/test-suites.py runs side by side never hand out one port twice: each
+/// lane takes its ports from a block of its own. This binary runs itself as lane 0 of 2 and as
+/// lane 1 of 2 (`hand_out_ports` prints what `free_port` gave), and every port of lane 0 lies
+/// below every port of lane 1. Without the blocks both lanes spread over the same range.
+#[test]
+fn suites_in_different_lanes_take_ports_from_different_blocks() {
+    let ports_of = |lane: &str| -> Vec<u32> {
+        let out = check(
+            Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", "hand_out_ports", "--ignored", "--nocapture"])
+                .env("PG_SNOWFLAKE_TEST_LANE", lane)
+                .output()
+                .unwrap(),
+            "hand_out_ports",
+        );
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.strip_prefix("port ")?.parse().ok())
+            .collect()
+    };
+    let (low, high) = (ports_of("0/2"), ports_of("1/2"));
+    for ports in [&low, &high] {
+        assert_eq!(ports.len(), 100, "the tool took effect: {ports:?}");
+        let mut distinct = ports.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 100, "a port handed out twice: {ports:?}");
+    }
+    let (low_max, high_min) = (low.iter().max().unwrap(), high.iter().min().unwrap());
+    assert!(
+        low_max < high_min,
+        "lane 0 took {low_max}, above lane 1's {high_min}:\n{low:?}\n{high:?}"
+    );
+}
+
+/// Run by the test above, as one lane.
+#[test]
+#[ignore = "run by suites_in_different_lanes_take_ports_from_different_blocks"]
+fn hand_out_ports() {
+    for _ in 0..100 {
+        println!("port {}", free_port());
+    }
 }

@@ -115,21 +115,58 @@ pub fn check(out: Output, what: &str) -> Output {
     out
 }
 
-/// A port nothing listens on, and that this process has not handed out before: the kernel may
-/// give the same free port twice, and a Patroni test once started its etcd and a PostgreSQL
-/// on one port (PostgreSQL then could not bind, and Patroni gave up bootstrapping).
+/// A port nothing listens on, and that this process has not handed out before.
+///
+/// Taken below the kernel's ephemeral range (ip_local_port_range, 32768-60999 by default), where
+/// no outgoing connection takes its local port: a port that `bind(0)` gave could be taken by a
+/// client's connection before the server bound it, and the kernel may give the same free port
+/// twice (a Patroni test once started its etcd and a PostgreSQL on one port; PostgreSQL then
+/// could not bind, and Patroni gave up bootstrapping).
+///
+/// Suites that run at the same time (scripts/test-suites.py) are told their lane, `k/n`, in
+/// PG_SNOWFLAKE_TEST_LANE: each takes its ports from the k-th of n blocks of that range, so no
+/// other suite running beside it hands out the same port. (Not by `port % n`: Linux gives
+/// `bind(0)` odd ports only, and lane 0 of 2 waited for an even one forever.)
 pub fn free_port() -> u16 {
     static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
         std::sync::Mutex::new(std::collections::BTreeSet::new());
-    loop {
-        let port = TcpListener::bind("127.0.0.1:0")
+    const PORTS: u32 = 12_288;
+    let (lane, lanes) = test_lane();
+    let ephemeral_low: u32 = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32_768);
+    let block = PORTS / lanes;
+    let first = ephemeral_low.saturating_sub(PORTS).max(1024) + lane * block;
+    // Where to start in the block: another process of another run may use the same block.
+    let start = std::process::id()
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        if GIVEN.lock().unwrap().insert(port) {
+            .subsec_nanos();
+    // A prime stride (it shares no factor with any block's size, so every port comes up once)
+    // spreads the ports one process takes over its whole block.
+    const STRIDE: u32 = 7_919;
+    for i in 0..block {
+        let port = u16::try_from(first + (start % block + i * STRIDE) % block).unwrap();
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() && GIVEN.lock().unwrap().insert(port) {
             return port;
         }
+    }
+    panic!("no free port in {first}..{}", first + block);
+}
+
+/// This suite's lane and the number of lanes (0 of 1 when run alone, as `cargo test` does).
+fn test_lane() -> (u32, u32) {
+    let Ok(given) = std::env::var("PG_SNOWFLAKE_TEST_LANE") else {
+        return (0, 1);
+    };
+    let parsed = given
+        .split_once('/')
+        .and_then(|(k, n)| Some((k.parse().ok()?, n.parse().ok()?)));
+    match parsed {
+        Some((k, n)) if k < n => (k, n),
+        _ => panic!("PG_SNOWFLAKE_TEST_LANE is {given:?}, not k/n with k < n"),
     }
 }
 
