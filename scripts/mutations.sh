@@ -96,7 +96,7 @@ MUTATIONS=(
   "fetch_checksum~a download with the wrong sha256 falls back to the next listed release~scripts/build-postgres.sh~s/    \} >&2\n    exit 1\n  fi\n  archive=/    } >\&2\n    return 1\n  fi\n  archive=/"
   "own_dir_owner~own-dir.sh takes a directory another user made in /tmp~scripts/own-dir.sh~s/     \|\| \{ \[ \x22\\\$owner\x22 != root \][^\n]*\n//"
   "own_dir_mode~own-dir.sh takes a directory of root's that others may write~scripts/own-dir.sh~s/ \\\\\n     \|\| \[ \\\$\(\( 8#\\\$mode & 8#022 \)\) -ne 0 \]//"
-  "test_lanes~suites that run side by side take their ports from one range~tests/common/mod.rs~s/\.max\(1024\) \+ lane \* block;/.max(1024);/"
+  "test_lanes~suites that run side by side take their ports from one range~tests/common/mod.rs~s/let first = base \+ lane \* block;/let first = base;/"
   "foreign_postgres~PG=N replaces a postgresql-N that this project did not install~scripts/build-postgres.sh~s/\nif \[ -n \x22\\\$foreign\x22 \]; then/\nif false; then/"
   "repo_signature~the apt repository's Release is signed neither inline (InRelease) nor apart (Release.gpg)~scripts/repo.sh~s/gpg_ --local-user \x22\\\$fingerprint\x22 --clearsign[^\n]*\ngpg_ --local-user[^\n]*\n//"
   "flag_format_bool~the synchronous-standby flag of servers from before May 2025 is read as the later bits~src/sync_standby.rs~s/FlagFormat::Bool => flag != 0,/FlagFormat::Bool => flag \& SYNC_STANDBY_DEFINED != 0,/"
@@ -157,8 +157,9 @@ export PG_CONFIG=${PG_CONFIG:-$(scripts/pg-config.sh "$PG")}
 SUITES=(--test restart --test crash --test clock --test standby --test sync_standby
         --test configuration --test concurrency --test burst --test pacing --test toolkit
         --test extension_upgrade --test layouts --test readme --test multinode --test hostile
-        --test time_ranges --test power_loss --test patroni --test registry --test hostile_races
-        --test setup_scripts --test stalled_disk --test lost_state_file)
+        --test time_ranges --test power_loss --test patroni --test registry
+        --test registry_shutdown --test hostile_races --test setup_scripts --test stalled_disk
+        --test lost_state_file)
 # pg_auto_failover is packaged for 15 only.
 [ "$PG" != 15 ] || SUITES+=(--test auto_failover)
 # MUTATION_SUITES="power_loss crash" runs only those, to check a new row quickly.

@@ -5,69 +5,85 @@
 
 Each suite is its own test binary and starts its own clusters; most of their time is spent
 waiting on servers (fsync, replication, failover, timeouts), with the CPU mostly idle. One
-after another they took 9 min 13 s on 15 here, on 2 cores; in two lanes they take about half.
+after another they took 9 min 13 s on 15 here, on 2 cores; in two lanes, 4 min 57 s.
 
 - Lanes: PG_SNOWFLAKE_TEST_LANES (default 2). A suite whose file has a line starting with
   `//! Runs alone` asserts on latencies or speeds that other suites' load would skew: it runs
   after the others, by itself.
-- Each running suite gets PG_SNOWFLAKE_TEST_LANE=k/n; tests/common's free_port hands out only
-  ports p with p % n == k, so two suites never give one port to two servers.
-- Longest first: the time each suite took last time is kept in target/test-suites/times.json.
-- A suite's output is printed when it ends, whole. The first failure stops the scheduling of
-  new suites; the running ones finish (killing them would leave their clusters running), and
-  the run exits with the failed suites' names.
+- Each running suite gets PG_SNOWFLAKE_TEST_LANE=k/n: tests/common's free_port takes its ports
+  from the k-th of n blocks below the kernel's ephemeral range, so two suites never give one
+  port to two servers.
+- Longest first, by the time each suite took last time (target/test-suites/times.json); a suite
+  not timed yet goes first.
+- A suite's output goes to target/test-suites/NAME.log while it runs, and is printed whole when
+  it ends. A suite still running after PG_SNOWFLAKE_SUITE_TIMEOUT seconds (default 1200; the
+  longest takes about 75) is killed, with its process group, and fails.
+- The first failure stops the scheduling of new suites; the running ones finish (killing them
+  would leave their clusters running), and the run exits with the failed suites' names.
 - LIBTEST_ARGS go to every suite (`--test-threads=2 --skip pg_upgrade`).
 """
 import json
 import os
 import pathlib
+import signal
 import subprocess
 import sys
 import threading
 import time
+import traceback
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-TIMES = ROOT / "target/test-suites/times.json"
+OUT = ROOT / "target/test-suites"
+TIMES = OUT / "times.json"
 ALONE_MARK = "//! Runs alone"
+BOLD, PLAIN = ("\033[1m", "\033[0m") if sys.stdout.isatty() else ("", "")
 
 
 def build() -> dict:
-    """Builds every suite of tests/ and returns {suite name: executable}."""
+    """Builds every suite of tests/; returns {name: (executable, source file)}."""
     out = subprocess.run(
         ["cargo", "test", "--no-run", "--test", "*", "--message-format=json-render-diagnostics"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
-        check=True,
         text=True,
-    ).stdout
+    )
+    if out.returncode != 0:
+        sys.exit(f"test-suites: the build failed ({out.returncode})")
     suites = {}
-    for line in out.splitlines():
+    for line in out.stdout.splitlines():
+        if not line.startswith("{"):
+            continue  # what a build script or proc macro printed
         msg = json.loads(line)
-        if msg.get("reason") == "compiler-artifact" and msg.get("executable"):
-            if "test" in msg["target"]["kind"]:
-                suites[msg["target"]["name"]] = msg["executable"]
-    if not suites:
-        sys.exit("test-suites: cargo built no test suite")
+        target = msg.get("target", {})
+        if msg.get("reason") == "compiler-artifact" and "test" in target.get("kind", []):
+            suites[target["name"]] = (msg["executable"], target["src_path"])
+    # Every file of tests/ is a suite that must run: one that cargo did not build would
+    # otherwise be missing from a green run without a word.
+    files = {p.stem for p in (ROOT / "tests").glob("*.rs")}
+    if files - suites.keys():
+        sys.exit(f"test-suites: cargo built no suite of {', '.join(sorted(files - suites.keys()))}")
     return suites
 
 
-def runs_alone(name: str) -> bool:
-    source = ROOT / "tests" / f"{name}.rs"
-    return any(line.startswith(ALONE_MARK) for line in source.read_text().splitlines())
+def runs_alone(source: str) -> bool:
+    lines = pathlib.Path(source).read_text().splitlines()
+    return any(line.startswith(ALONE_MARK) for line in lines)
 
 
 class Run:
-    """The suites still to run, the lanes free, and what has ended; one lock guards them."""
+    """The lanes free, the suites failed and the time each took; one lock guards them."""
 
-    def __init__(self, lanes: int, args: list):
+    def __init__(self, lanes: int, args: list, timeout: float):
         self._lanes = lanes
         self._args = args
+        self._timeout = timeout
         self._free = list(range(lanes))
         self._lock = threading.Condition()
         self._failed = []
         self._took = {}
 
     def suite(self, name: str, exe: str) -> None:
+        """Starts the suite once a lane is free; nothing once a suite has failed."""
         with self._lock:
             while not self._free:
                 self._lock.wait()
@@ -77,26 +93,46 @@ class Run:
         threading.Thread(target=self._run, args=(name, exe, lane)).start()
 
     def _run(self, name: str, exe: str, lane: int) -> None:
-        env = dict(os.environ, PG_SNOWFLAKE_TEST_LANE=f"{lane}/{self._lanes}")
+        log = OUT / f"{name}.log"
         started = time.monotonic()
-        done = subprocess.run(
-            [exe] + self._args,
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-        )
-        took = time.monotonic() - started
-        with self._lock:
-            verdict = "ok" if done.returncode == 0 else f"FAILED ({done.returncode})"
-            sys.stdout.write(f"\033[1m--> tests/{name}.rs: {verdict}, {took:.0f} s\033[0m\n")
-            sys.stdout.write(done.stdout.decode(errors="replace"))
-            sys.stdout.flush()
-            self._took[name] = round(took, 1)
-            if done.returncode != 0:
-                self._failed.append(name)
-            self._free.append(lane)
-            self._lock.notify_all()
+        verdict = None
+        try:
+            env = dict(os.environ, PG_SNOWFLAKE_TEST_LANE=f"{lane}/{self._lanes}")
+            with open(log, "wb") as out:
+                proc = subprocess.Popen(
+                    [exe] + self._args,
+                    cwd=ROOT,
+                    env=env,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+                try:
+                    code = proc.wait(timeout=self._timeout)
+                    verdict = None if code == 0 else f"FAILED ({code})"
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                    verdict = f"FAILED (still running after {self._timeout:.0f} s: killed)"
+        except Exception:
+            verdict = "FAILED (the runner could not run it)"
+            with open(log, "ab") as out:
+                out.write(traceback.format_exc().encode())
+        finally:
+            took = time.monotonic() - started
+            with self._lock:
+                self._took[name] = round(took, 1)
+                if verdict:
+                    self._failed.append(name)
+                self._free.append(lane)
+                self._lock.notify_all()
+                try:
+                    head = f"{BOLD}--> tests/{name}.rs: {verdict or 'ok'}, {took:.0f} s{PLAIN}\n"
+                    sys.stdout.buffer.write(head.encode())
+                    sys.stdout.buffer.write(log.read_bytes())
+                    sys.stdout.buffer.flush()
+                except Exception:
+                    pass  # a closed stdout: the verdict is recorded, and the log is on disk
 
     def finish(self) -> tuple:
         """Waits for every running suite; returns (the failed suites, each suite's seconds)."""
@@ -109,33 +145,35 @@ class Run:
 def main() -> None:
     args = sys.argv[1:]
     lanes = int(os.environ.get("PG_SNOWFLAKE_TEST_LANES", "2"))
-    if lanes < 1:
-        sys.exit("test-suites: PG_SNOWFLAKE_TEST_LANES must be 1 or more")
+    timeout = float(os.environ.get("PG_SNOWFLAKE_SUITE_TIMEOUT", "1200"))
+    if not 1 <= lanes <= 16:
+        sys.exit("test-suites: PG_SNOWFLAKE_TEST_LANES must be 1 to 16")
     suites = build()
+    OUT.mkdir(parents=True, exist_ok=True)
     try:
         last = json.loads(TIMES.read_text())
     except (OSError, ValueError):
         last = {}
-    order = sorted(suites, key=lambda s: (-last.get(s, 0), s))
-    together = [s for s in order if not runs_alone(s)]
-    alone = [s for s in order if runs_alone(s)]
+    order = sorted(suites, key=lambda s: (-last.get(s, float("inf")), s))
+    alone = [s for s in order if runs_alone(suites[s][1])]
+    together = [s for s in order if s not in alone]
     started = time.monotonic()
     took = {}
     failed = []
     for names, width in ((together, lanes), (alone, 1)):
-        run = Run(width, args)
+        run = Run(width, args, timeout)
         for name in names:
-            run.suite(name, suites[name])
+            run.suite(name, suites[name][0])
         f, t = run.finish()
         failed += f
         took.update(t)
         if failed:
             break
-    TIMES.parent.mkdir(parents=True, exist_ok=True)
     TIMES.write_text(json.dumps(dict(last, **took), indent=1, sort_keys=True) + "\n")
     print(
         f"test-suites: {len(took)} of {len(suites)} suites in {time.monotonic() - started:.0f} s "
-        f"({lanes} lanes; alone: {', '.join(alone) or 'none'})"
+        f"({lanes} lanes; alone: {', '.join(alone) or 'none'})",
+        flush=True,
     )
     if failed:
         sys.exit(f"test-suites: failed: {', '.join(failed)}")

@@ -305,7 +305,9 @@ fn pg_n_never_replaces_a_postgresql_this_project_did_not_install() {
     fs::create_dir_all(&src).unwrap();
     for entry in fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts")).unwrap() {
         let path = entry.unwrap().path();
-        fs::copy(&path, src.join(path.file_name().unwrap())).unwrap();
+        if path.is_file() {
+            fs::copy(&path, src.join(path.file_name().unwrap())).unwrap();
+        }
     }
     // A PostgreSQL 18 from a source install: files, no package.
     let bin18 = root.path("/usr/lib/postgresql/18/bin");
@@ -420,6 +422,14 @@ fn suites_in_different_lanes_take_ports_from_different_blocks() {
     assert!(
         low_max < high_min,
         "lane 0 took {low_max}, above lane 1's {high_min}:\n{low:?}\n{high:?}"
+    );
+    // Below the ports the kernel gives outgoing connections, which could take one first.
+    let range = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap();
+    let ephemeral_low: u32 = range.split_whitespace().next().unwrap().parse().unwrap();
+    let high_max = high.iter().max().unwrap();
+    assert!(
+        *high_max < ephemeral_low,
+        "lane 1 took {high_max}, in the ephemeral range {range}"
     );
 }
 

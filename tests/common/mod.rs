@@ -124,29 +124,39 @@ pub fn check(out: Output, what: &str) -> Output {
 /// could not bind, and Patroni gave up bootstrapping).
 ///
 /// Suites that run at the same time (scripts/test-suites.py) are told their lane, `k/n`, in
-/// PG_SNOWFLAKE_TEST_LANE: each takes its ports from the k-th of n blocks of that range, so no
+/// PG_SNOWFLAKE_TEST_LANE: each takes its ports from the k-th of n blocks of those, so no
 /// other suite running beside it hands out the same port. (Not by `port % n`: Linux gives
 /// `bind(0)` odd ports only, and lane 0 of 2 waited for an even one forever.)
 pub fn free_port() -> u16 {
     static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
         std::sync::Mutex::new(std::collections::BTreeSet::new());
+    // At most this many ports, all below the ephemeral range and above the privileged ports.
     const PORTS: u32 = 12_288;
+    // A prime stride (it shares no factor with any block's size but its own, which a block is
+    // kept from being, so every port comes up once) spreads one process's ports over its block.
+    const STRIDE: u32 = 7_919;
     let (lane, lanes) = test_lane();
     let ephemeral_low: u32 = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()
         .and_then(|r| r.split_whitespace().next()?.parse().ok())
         .unwrap_or(32_768);
-    let block = PORTS / lanes;
-    let first = ephemeral_low.saturating_sub(PORTS).max(1024) + lane * block;
+    let base = ephemeral_low.saturating_sub(PORTS).max(1024);
+    let mut block = ephemeral_low.saturating_sub(base) / lanes;
+    assert!(
+        block >= 256,
+        "ports {base}..{ephemeral_low}, below the ephemeral range (ip_local_port_range), \
+         are too few for {lanes} lanes of tests"
+    );
+    if block == STRIDE {
+        block -= 1;
+    }
+    let first = base + lane * block;
     // Where to start in the block: another process of another run may use the same block.
     let start = std::process::id()
         ^ std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
             .subsec_nanos();
-    // A prime stride (it shares no factor with any block's size, so every port comes up once)
-    // spreads the ports one process takes over its whole block.
-    const STRIDE: u32 = 7_919;
     for i in 0..block {
         let port = u16::try_from(first + (start % block + i * STRIDE) % block).unwrap();
         if TcpListener::bind(("127.0.0.1", port)).is_ok() && GIVEN.lock().unwrap().insert(port) {
