@@ -195,11 +195,7 @@ fn the_registry_lease_function_and_its_members_follow_no_renamed_schema() {
         .map(|i| {
             Cluster::init(
                 &format!("race_member{i}"),
-                &[
-                    "snowflake.worker_id = -1",
-                    &registry,
-                    "snowflake.registry_lease = '10s'",
-                ],
+                &["snowflake.worker_id = -1", &registry, SHORTEST_LEASE],
             )
         })
         .collect();

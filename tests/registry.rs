@@ -11,9 +11,6 @@ use postgres::Client;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-/// The shortest lease there is, so that leases run out within a test.
-const LEASE: &str = "snowflake.registry_lease = '10s'";
-
 /// A registry: a server with pg_snowflake installed in `postgres`, and the role `fleet` that
 /// members connect as (`fleet_a`, `fleet_b`, too: roles a test can lock out one at a time).
 fn registry(name: &str) -> (Cluster, Client) {
@@ -38,7 +35,11 @@ fn member(name: &str, hub: &Cluster, role: &str, conf: &[&str]) -> Cluster {
             .find_map(|kv| kv.strip_prefix("port="))
             .unwrap()
     );
-    let mut lines = vec!["snowflake.worker_id = -1", registry.as_str(), LEASE];
+    let mut lines = vec![
+        "snowflake.worker_id = -1",
+        registry.as_str(),
+        SHORTEST_LEASE,
+    ];
     lines.extend_from_slice(conf);
     Cluster::init(name, &lines)
 }
@@ -639,7 +640,7 @@ fn a_renamed_registry_schema_leads_the_lease_to_no_table_of_its_owner() {
         format!("snowflake.registry = 'host=127.0.0.1 port={port} user=fleet dbname=reg'");
     let m = Cluster::init(
         "reg_rename_m",
-        &["snowflake.worker_id = -1", &setting, LEASE],
+        &["snowflake.worker_id = -1", &setting, SHORTEST_LEASE],
     );
     m.start();
     first_id(&mut m.connect_ext(), Duration::from_secs(30));
@@ -844,7 +845,7 @@ fn members_take_no_lease_from_an_impostor_and_ask_a_0_3_0_registry_to_update() {
     );
     let old = Cluster::init(
         "reg_impostor_old",
-        &["snowflake.worker_id = -1", &setting, LEASE],
+        &["snowflake.worker_id = -1", &setting, SHORTEST_LEASE],
     );
     old.start();
     let (_, detail) = wait_for_refusal(&mut old.connect_ext(), "0.3.0", Duration::from_secs(30));
@@ -859,7 +860,7 @@ fn members_take_no_lease_from_an_impostor_and_ask_a_0_3_0_registry_to_update() {
         .map(|i| {
             Cluster::init(
                 &format!("reg_impostor_{i}"),
-                &["snowflake.worker_id = -1", &setting, LEASE],
+                &["snowflake.worker_id = -1", &setting, SHORTEST_LEASE],
             )
         })
         .collect();
@@ -906,7 +907,7 @@ fn a_member_of_0_3_0_leases_from_a_registry_of_this_release() {
         "reg_0_3_0_member",
         &old_server,
         &[],
-        &["snowflake.worker_id = -1", &setting, LEASE],
+        &["snowflake.worker_id = -1", &setting, SHORTEST_LEASE],
     );
     old.start();
     let mut co = old.connect_ext();
@@ -944,7 +945,7 @@ fn a_member_of_0_3_0_leases_from_a_registry_of_this_release() {
         &[
             "snowflake.worker_id = -1",
             &setting,
-            LEASE,
+            SHORTEST_LEASE,
             "snowflake.layout = discord",
         ],
     );
@@ -1134,7 +1135,7 @@ fn a_registry_owners_search_path_does_not_fool_the_members_check() {
     );
     let m = Cluster::init(
         "reg_path_member",
-        &["snowflake.worker_id = -1", &setting, LEASE],
+        &["snowflake.worker_id = -1", &setting, SHORTEST_LEASE],
     );
     m.start();
     first_id(&mut m.connect_ext(), Duration::from_secs(30));

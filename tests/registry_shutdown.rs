@@ -10,9 +10,6 @@ mod common;
 use common::*;
 use std::time::Duration;
 
-/// The shortest lease there is (as in tests/registry.rs).
-const LEASE: &str = "snowflake.registry_lease = '10s'";
-
 /// A listener of the test's own on a free port that answers nothing at all: its accept queue
 /// (backlog 0) is full with one connection of its own, so the kernel drops every SYN and a
 /// connect hangs until its timeout. Returns the port and what keeps it so.
@@ -76,7 +73,7 @@ fn a_member_stops_at_once_while_its_registry_is_silent() {
         &[
             "snowflake.worker_id = -1",
             &format!("snowflake.registry = 'host=127.0.0.1 port={port} user=fleet'"),
-            LEASE,
+            SHORTEST_LEASE,
         ],
     );
     m.start();
@@ -96,7 +93,7 @@ fn a_member_stops_at_once_while_its_registry_is_silent() {
         &[
             "snowflake.worker_id = -1",
             &format!("snowflake.registry = 'host=127.0.0.1 port={port} user=fleet'"),
-            LEASE,
+            SHORTEST_LEASE,
         ],
     );
     n.start();

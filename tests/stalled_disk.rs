@@ -383,9 +383,6 @@ fn a_fast_shutdown_is_not_held_up_by_sessions_waiting_for_a_stalled_renewal() {
     );
 }
 
-/// The shortest registry lease: the worker asks the registry every 3.3 s.
-const REGISTRY_LEASE: &str = "snowflake.registry_lease = '10s'";
-
 #[test]
 fn the_registry_worker_leaves_a_wait_for_a_stalled_renewal_when_told_to_stop() {
     // A registry, and a member on faultfs that leases its worker id from it.
@@ -402,7 +399,7 @@ fn the_registry_worker_leaves_a_wait_for_a_stalled_renewal_when_told_to_stop() {
     );
     let dc = DiskCluster::start_cluster(Cluster::init(
         "stalled_member",
-        &["snowflake.worker_id = -1", &registry, REGISTRY_LEASE],
+        &["snowflake.worker_id = -1", &registry, SHORTEST_LEASE],
     ));
     let mut m = dc.cluster.connect_ext();
     poll(Duration::from_secs(30), Duration::from_millis(50), || {

@@ -268,7 +268,7 @@ impl<'a> RootCluster<'a> {
     }
 
     fn set_clock_file(&self, offset_s: f64) {
-        fs::write(self.root.path(&self.clock_file), format!("{offset_s:+}s\n")).unwrap();
+        super::write_clock_file(&self.root.path(&self.clock_file), offset_s);
     }
 
     /// Moves the server's clock `offset_s` from the real time, from its next start on (and at

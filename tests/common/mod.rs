@@ -115,6 +115,10 @@ pub fn check(out: Output, what: &str) -> Output {
     out
 }
 
+/// The shortest registry lease there is (a renewal every 3.3 s), so that leases run out within a
+/// test.
+pub const SHORTEST_LEASE: &str = "snowflake.registry_lease = '10s'";
+
 /// A port nothing listens on, and that this process has not handed out before.
 ///
 /// Taken below the kernel's ephemeral range (ip_local_port_range, 32768-60999 by default), where
@@ -590,12 +594,22 @@ pub struct FakeClock {
     data: PathBuf,
 }
 
+/// Writes a libfaketime offset file whole: a new file renamed over the old one. A running server
+/// reads it at every clock call (FAKETIME_NO_CACHE), and `fs::write` truncates first: a backend
+/// that read the empty file once failed to parse it, and hung inside libfaketime until killed
+/// (seen once in sid's root, 5 minutes, in a test that turned the clock back to 0 s).
+pub fn write_clock_file(file: &Path, offset_s: f64) {
+    let new = file.with_extension(format!("new-{}", std::process::id()));
+    fs::write(&new, format!("{offset_s:+}s\n")).unwrap();
+    fs::rename(&new, file).unwrap();
+}
+
 impl FakeClock {
     /// Moves the server's clock to `offset_s` seconds from the real time. If the server is
     /// running, checks that its clock moved (else libfaketime did not take effect and the test
     /// would silently run on the real clock); otherwise `Cluster::start` checks it.
     pub fn set(&self, offset_s: f64) {
-        fs::write(&self.file, format!("{offset_s:+}s\n")).unwrap();
+        write_clock_file(&self.file, offset_s);
         if postmaster_alive(&self.data) {
             self.check();
         }
