@@ -154,5 +154,13 @@ impl Drop for FaultFs {
             let _ = child.wait();
         }
         let _ = Command::new("umount").arg("-l").arg(&self.mount).status();
+        // The cluster, dropped first (its owners hold it before this), could not remove its
+        // directory while this was mounted in it: each passing test left its store behind, about
+        // 150 MB, 1.4 GB a `make test`. Kept when the test failed, as the cluster's is.
+        if !std::thread::panicking() {
+            if let Some(dir) = self.store.parent() {
+                let _ = fs::remove_dir_all(dir);
+            }
+        }
     }
 }
