@@ -14,6 +14,19 @@
 # PG_CONFIG=/path/to/pg_config picks a server directly for install, run and bench.
 PG_MAJORS := 15 16 17 18
 PG ?=
+# pgrx 0.19.3 needs Rust 1.96 or later: stable where it is that new, else the newest installed
+# toolchain (scripts/toolchain.sh). Every cargo that make and its scripts run uses it, and so do
+# cargo-pgrx's own calls to cargo. The top-level make says which.
+RUSTUP_TOOLCHAIN := $(shell scripts/toolchain.sh || echo FAILED)
+ifeq ($(RUSTUP_TOOLCHAIN),FAILED)
+$(error no Rust toolchain of 1.96 or later (see the line above); pgrx 0.19.3 needs one)
+endif
+ifneq ($(RUSTUP_TOOLCHAIN),)
+export RUSTUP_TOOLCHAIN
+endif
+ifeq ($(MAKELEVEL),0)
+$(info ==> Rust: $(shell rustc --version 2>/dev/null)$(if $(RUSTUP_TOOLCHAIN), (toolchain $(RUSTUP_TOOLCHAIN))))
+endif
 # test: every major unless PG names some; the other targets: one major, 15 unless PG names one.
 TEST_MAJORS := $(or $(PG),$(PG_MAJORS))
 REPO_MAJORS := $(or $(PG),$(PG_MAJORS))

@@ -9,8 +9,9 @@
 #
 # What each adds:
 #   build  Debian packages: libclang-dev (bindgen), build-essential, pkg-config; cargo-pgrx
-#          0.18.1, the newest that builds with Rust 1.95 (3.5 to 5 minutes the first time on 2
-#          cores); `cargo pgrx init` with local pg_configs only, never a downloaded PostgreSQL. With
+#          0.19.3 (the first with PostgreSQL 19; it needs Rust 1.96, see scripts/toolchain.sh),
+#          built with that toolchain (about 5 minutes the first time on 2 cores); `cargo pgrx
+#          init` with local pg_configs only, never a downloaded PostgreSQL. With
 #          --pg-config, nothing else: the server is yours. Without it, the major's server
 #          headers: Debian's postgresql-server-dev-15, or for 16-18 the whole local package of
 #          scripts/build-postgres.sh (its headers come with it).
@@ -45,7 +46,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 SUPPORTED=(15 16 17 18)
-PGRX_VERSION=0.18.1
+PGRX_VERSION=0.19.3
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf '%s: %s\n' "$0" "$*" >&2; exit 1; }
@@ -133,7 +134,10 @@ else
     printf '%s: missing:\n' "$0" >&2; printf '  - %s\n' "${lacking[@]}" >&2; exit 1
   fi
 fi
-command -v cargo >/dev/null || die "cargo is missing: install Rust 1.95 or later (https://rustup.rs)"
+command -v cargo >/dev/null || die "cargo is missing: install Rust 1.96 or later (https://rustup.rs)"
+# pgrx 0.19.3 needs Rust 1.96: the toolchain that is new enough (the Makefile exports it too).
+toolchain=$(scripts/toolchain.sh) || exit 1
+[ -z "$toolchain" ] || export RUSTUP_TOOLCHAIN=$toolchain
 
 # PostgreSQL majors that Debian 12 does not package.
 if [ -z "$PG_CONFIG_GIVEN" ]; then
