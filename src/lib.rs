@@ -15,10 +15,12 @@ mod pacing; // how bursts share borrowed time
 mod text; // dates and sentences in messages
 
 // The generator and its durability.
+mod data_file; // how files in the data directory are read and replaced
 mod generator; // the lease protocol, owner of the shared state
 mod state_file; // $PGDATA/pg_snowflake.state
 mod sync_standby; // waiting for synchronous standbys
 mod upgrade; // carrying the mark through pg_upgrade
+mod wait_event; // what a waiting session shows in pg_stat_activity
 mod wal; // the custom WAL resource manager
 
 // Configuration and errors.

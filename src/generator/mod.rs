@@ -41,6 +41,7 @@ pub use shmem::{get, init, try_get};
 
 use crate::layout::{Advance, Layout, Tick};
 use crate::mark::{self, Mark};
+use crate::wait_event::{self, Event};
 use crate::{clock, errors, gucs, pacing, state_file};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -70,6 +71,8 @@ pub struct Generator {
     /// The next pacing slot, counted as ticks are (see `pacing`): read and written only by
     /// callers deep in borrowed time.
     pace: AtomicU64,
+    /// Callers that wait for a pacing slot, or take one, now (see `Waiting`).
+    pace_waiting: AtomicU64,
 
     /// The lease. 0 until the first renewal after start or promotion.
     lease: AtomicU64,
@@ -155,6 +158,7 @@ impl Generator {
             renew_at: AtomicU64::new(0),
             _end_of_hot_line: [0; 5],
             pace: AtomicU64::new(0),
+            pace_waiting: AtomicU64::new(0),
             lease: AtomicU64::new(0),
             mark: AtomicU64::new(0),
             mark_lsn: AtomicU64::new(0),
@@ -201,7 +205,7 @@ impl Generator {
             match layout.advance(Tick(prev), now, max_drift) {
                 Advance::To(next) => {
                     if !paced && pacing::applies(layout, next, now, max_drift) {
-                        now = self.wait_for_slot(layout, now);
+                        now = self.wait_for_slot(layout, now, &mut naps);
                         paced = true;
                         prev = self.tick.load(Ordering::Acquire);
                         continue;
@@ -239,26 +243,48 @@ impl Generator {
 
     /// Takes the next pacing slot and waits, holding no lock, until the clock reaches its time
     /// unit; returns the clock then. The wait is behind at most one slot of each caller that
-    /// asked before (see `pacing`), and counted in the stats.
+    /// waits now (see `pacing`), shares the call's `snowflake.drift_wait` with its waits for
+    /// the clock (`naps`), and is counted in the stats. A slot that the callers now waiting no
+    /// longer justify (the clock stepped back, or callers ahead gave up) is traded for a new one.
     #[cold]
-    fn wait_for_slot(&self, layout: &Layout, mut now: u64) -> u64 {
+    fn wait_for_slot(&self, layout: &Layout, mut now: u64, naps: &mut u64) -> u64 {
+        // Counted before the slot is taken: callers that take slots at the same time see each
+        // other, and never get the same one.
+        let _waiting = Waiting::enter(&self.pace_waiting);
+        let mut unit = self.take_slot(layout, now);
+        while now < unit {
+            self.counters.paced_waits.fetch_add(1, Ordering::Relaxed);
+            self.nap(naps, Event::Pacing, |waited| {
+                errors::paced_too_long(waited, gucs::max_drift_ms(), layout)
+            });
+            now = self.now_units(layout);
+            if pacing::slot_is_stale(layout, unit, now, self.others_waiting()) {
+                unit = self.take_slot(layout, now);
+            }
+        }
+        now
+    }
+
+    /// The callers that wait for a pacing slot, or take one, besides this one (counted).
+    fn others_waiting(&self) -> u64 {
+        self.pace_waiting.load(Ordering::Relaxed).saturating_sub(1)
+    }
+
+    /// The next pacing slot's time unit, from a counter no further ahead than the callers now
+    /// waiting justify (see `pacing::take_slot`).
+    fn take_slot(&self, layout: &Layout, now: u64) -> u64 {
+        let waiting = self.others_waiting();
         let mut next = self.pace.load(Ordering::Relaxed);
-        let unit = loop {
-            let (after, unit) = pacing::take_slot(layout, next, now);
+        loop {
+            let (after, unit) = pacing::take_slot(layout, next, now, waiting);
             match self
                 .pace
                 .compare_exchange_weak(next, after, Ordering::AcqRel, Ordering::Relaxed)
             {
-                Ok(_) => break unit,
+                Ok(_) => return unit,
                 Err(current) => next = current,
             }
-        };
-        while now < unit {
-            self.counters.paced_waits.fetch_add(1, Ordering::Relaxed);
-            nap_one_ms();
-            now = self.now_units(layout);
         }
-        now
     }
 
     /// The clock in time units of the layout, watched for backward steps.
@@ -304,19 +330,26 @@ impl Generator {
     }
 
     /// Sleeps one millisecond, holding no lock, while the next id would run more than
-    /// `snowflake.max_drift` ahead of the clock; fails once `snowflake.drift_wait` naps are
-    /// used up. Naps are counted instead of timed so that a clock that steps during the wait
-    /// cannot stretch or cut it.
+    /// `snowflake.max_drift` ahead of the clock; fails once the call used up `snowflake.drift_wait`.
     #[cold]
     fn nap_for_clock(&self, naps: &mut u64, ahead_ms: u64) {
-        let limit = gucs::drift_wait_ms();
-        if *naps >= limit {
+        self.counters.clock_waits.fetch_add(1, Ordering::Relaxed);
+        self.nap(naps, Event::Clock, |waited| {
             self.counters.clock_failures.fetch_add(1, Ordering::Relaxed);
-            errors::clock_too_far_behind(ahead_ms, gucs::max_drift_ms(), limit);
+            errors::clock_too_far_behind(ahead_ms, gucs::max_drift_ms(), waited)
+        });
+    }
+
+    /// One nap of a call that waits (for the clock, or for its pacing slot), or `fail` once the
+    /// call has napped `snowflake.drift_wait` times: every wait of one call shares that bound.
+    /// Naps are counted instead of timed so that a clock that steps during the wait cannot
+    /// stretch or cut it.
+    fn nap(&self, naps: &mut u64, event: Event, fail: impl FnOnce(u64)) {
+        if *naps >= gucs::drift_wait_ms() {
+            fail(*naps);
         }
         *naps += 1;
-        self.counters.clock_waits.fetch_add(1, Ordering::Relaxed);
-        nap_one_ms();
+        nap_one_ms(event);
     }
 
     /// Raises the floor to a recovered mark, converted to the configured layout, and notes a
@@ -390,6 +423,25 @@ impl Counters {
     }
 }
 
+/// A caller counted among those that wait for a pacing slot, for as long as it waits: dropped
+/// when the wait ends, also by an error (a cancel, `statement_timeout`, `drift_wait`), which
+/// pgrx unwinds through Rust frames. A backend killed outright takes the whole server through
+/// crash recovery, which starts the generator afresh.
+struct Waiting<'a>(&'a AtomicU64);
+
+impl<'a> Waiting<'a> {
+    fn enter(count: &'a AtomicU64) -> Waiting<'a> {
+        count.fetch_add(1, Ordering::Relaxed);
+        Waiting(count)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// The clock in time units of the layout, not watched (for callers off the hot path).
 pub fn clock_units(layout: &Layout) -> u64 {
     units_at(layout, clock::now_unix_ms())
@@ -405,8 +457,6 @@ fn units_at(layout: &Layout, unix_ms: i64) -> u64 {
 
 /// 1 ms is the resolution of the clock: in a layout of 1 ms units, the clock then has a whole
 /// sequence more to give.
-fn nap_one_ms() {
-    // SAFETY: a plain sleep; interrupts are served right after it.
-    unsafe { pgrx::pg_sys::pg_usleep(1_000) };
-    pgrx::check_for_interrupts!();
+fn nap_one_ms(event: wait_event::Event) {
+    wait_event::nap(1, event);
 }
