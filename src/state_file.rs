@@ -32,12 +32,12 @@
 //! either newer form, which is just as safe. Versions before 0.4.0 wrote no copy: their data
 //! directory gets one with the first renewal.
 
+use crate::data_file::{self, crc32c};
 use crate::layout::TWITTER;
 use crate::mark::Mark;
 use crate::mark::MARK_BYTES;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, ErrorKind};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 pub const FILE_NAME: &str = "pg_snowflake.state";
@@ -170,20 +170,20 @@ pub struct Recovered {
 /// with marks), and where they ended is unknown. A state file that is unreadable or corrupt is
 /// an error, whatever its copy holds (the start stops: see `errors::state_file_unreadable`).
 pub fn recover(dir: &Path) -> Result<Recovered, ReadError> {
-    let file = match std::fs::read(dir.join(FILE_NAME)) {
-        Ok(bytes) if bytes.is_empty() => Found::Empty,
-        Ok(bytes) => Found::Good(decode(&bytes).map_err(ReadError::Corrupt)?),
-        Err(e) if e.kind() == ErrorKind::NotFound => Found::Missing,
+    let file = match data_file::read(&dir.join(FILE_NAME), LEN) {
+        Ok(Some(bytes)) if bytes.is_empty() => Found::Empty,
+        Ok(Some(bytes)) => Found::Good(decode(&bytes).map_err(ReadError::Corrupt)?),
+        Ok(None) => Found::Missing,
         Err(e) => return Err(ReadError::Io(e)),
     };
-    let copy = match std::fs::read(dir.join(COPY_PATH)) {
-        Ok(bytes) if bytes.is_empty() => Found::Damaged("it is empty".into()),
-        Ok(bytes) => match decode(&bytes) {
+    let copy = match data_file::read(&dir.join(COPY_PATH), LEN) {
+        Ok(Some(bytes)) if bytes.is_empty() => Found::Damaged("it is empty".into()),
+        Ok(Some(bytes)) => match decode(&bytes) {
             Ok(mark @ Loaded::Mark(_)) => Found::Good(mark),
             Ok(_) => Found::Damaged("it holds no mark".into()),
             Err(why) => Found::Damaged(why),
         },
-        Err(e) if e.kind() == ErrorKind::NotFound => Found::Missing,
+        Ok(None) => Found::Missing,
         Err(e) => Found::Damaged(e.to_string()),
     };
     let (state, source) = match (&file, &copy) {
@@ -265,30 +265,20 @@ const COPY_TEMP_NAME: &str = "mark.tmp";
 /// that file is how an operator settles it.
 pub fn prepare(dir: &Path, state: Loaded) -> Result<Prepared, WriteError> {
     let bytes = encode(state);
-    write_synced(&dir.join(TEMP_NAME), &bytes).map_err(failed_on(Place::StateFile))?;
+    data_file::write_new(&dir.join(TEMP_NAME), &bytes).map_err(failed_on(Place::StateFile))?;
     let copy = matches!(state, Loaded::Mark(_));
     if copy {
         let copy_dir = dir.join(COPY_DIR);
         if !copy_dir.is_dir() {
             make_dir(dir, &copy_dir).map_err(failed_on(Place::Copy))?;
         }
-        write_synced(&copy_dir.join(COPY_TEMP_NAME), &bytes).map_err(failed_on(Place::Copy))?;
+        data_file::write_new(&copy_dir.join(COPY_TEMP_NAME), &bytes)
+            .map_err(failed_on(Place::Copy))?;
     }
     Ok(Prepared {
         dir: dir.to_path_buf(),
         copy,
     })
-}
-
-fn write_synced(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(path)?;
-    file.write_all_at(bytes, 0)?;
-    file.sync_data()?;
-    Ok(())
 }
 
 /// The copy's directory, mode 0700 as the data directory, its name made durable by a sync of
@@ -307,40 +297,20 @@ impl Prepared {
     /// rename over the old file, then a sync of its directory, without which a power cut could
     /// bring the old name back (and with it the old mark).
     pub fn replace(self) -> Result<(), WriteError> {
-        put_in_place(&self.dir, TEMP_NAME, FILE_NAME).map_err(failed_on(Place::StateFile))?;
+        data_file::put_in_place(&self.dir, TEMP_NAME, FILE_NAME)
+            .map_err(failed_on(Place::StateFile))?;
         if self.copy {
             let copy_dir = self.dir.join(COPY_DIR);
-            put_in_place(&copy_dir, COPY_TEMP_NAME, COPY_NAME).map_err(failed_on(Place::Copy))?;
+            data_file::put_in_place(&copy_dir, COPY_TEMP_NAME, COPY_NAME)
+                .map_err(failed_on(Place::Copy))?;
         }
         Ok(())
     }
 }
 
-fn put_in_place(dir: &Path, temp: &str, name: &str) -> io::Result<()> {
-    std::fs::rename(dir.join(temp), dir.join(name))?;
-    File::open(dir)?.sync_all()
-}
-
 /// Writes the state durably, replacing the files whole.
 pub fn write(dir: &Path, state: Loaded) -> Result<(), WriteError> {
     prepare(dir, state)?.replace()
-}
-
-/// CRC-32C (Castagnoli), bitwise: the file is written about once a second, so a table would
-/// buy nothing.
-pub fn crc32c(data: &[u8]) -> u32 {
-    let mut crc = !0u32;
-    for &byte in data {
-        crc ^= byte as u32;
-        for _ in 0..8 {
-            crc = if crc & 1 != 0 {
-                (crc >> 1) ^ 0x82F6_3B78
-            } else {
-                crc >> 1
-            };
-        }
-    }
-    !crc
 }
 
 #[cfg(test)]
@@ -353,12 +323,6 @@ mod tests {
             units,
             layout: TWITTER,
         })
-    }
-
-    #[test]
-    fn crc32c_check_value() {
-        // The standard check value of CRC-32C for the ASCII digits 1..9.
-        assert_eq!(crc32c(b"123456789"), 0xE306_9283);
     }
 
     #[test]

@@ -8,14 +8,16 @@
 //! one. A lease is written here only once the registry has recorded its coverage, and before the
 //! generator may use it: the registry always knows at least as much as this file says.
 
-use crate::state_file::crc32c;
-use std::fs::{File, OpenOptions};
-use std::io::{self, ErrorKind, Write};
+use crate::data_file::{self, crc32c};
+use std::io;
 use std::path::Path;
 
 pub const FILE_NAME: &str = "pg_snowflake.registry";
 const TEMP_NAME: &str = "pg_snowflake.registry.tmp";
 const HEADER: &str = "pg_snowflake registry lease 1";
+/// The largest file a lease makes: its lines hold at most about 500 bytes (a namespace is 63
+/// characters of up to 4 bytes).
+const MAX_LEN: usize = 4096;
 
 /// A lease as the registry granted it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -106,36 +108,24 @@ impl Lease {
 /// The cached lease in `dir`, if there is one. A damaged file is an error for the caller to
 /// report; it is then treated as no lease (the registry decides again).
 pub fn read(dir: &Path) -> Result<Option<Lease>, String> {
-    match std::fs::read(dir.join(FILE_NAME)) {
-        Ok(bytes) => {
+    match data_file::read(&dir.join(FILE_NAME), MAX_LEN) {
+        Ok(Some(bytes)) => {
             let text = String::from_utf8(bytes).map_err(|_| "the file is not UTF-8".to_string())?;
             Lease::decode(&text).map(Some)
         }
-        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+        Ok(None) => Ok(None),
         Err(e) => Err(e.to_string()),
     }
 }
 
 /// Replaces the cached lease durably.
 pub fn write(dir: &Path, lease: &Lease) -> io::Result<()> {
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(dir.join(TEMP_NAME))?;
-    file.write_all(lease.encode().as_bytes())?;
-    file.sync_data()?;
-    std::fs::rename(dir.join(TEMP_NAME), dir.join(FILE_NAME))?;
-    File::open(dir)?.sync_all()
+    data_file::replace(dir, TEMP_NAME, FILE_NAME, lease.encode().as_bytes())
 }
 
 /// Removes the cached lease durably (a lease that was lost must not come back at restart).
 pub fn remove(dir: &Path) -> io::Result<()> {
-    match std::fs::remove_file(dir.join(FILE_NAME)) {
-        Err(e) if e.kind() != ErrorKind::NotFound => return Err(e),
-        _ => {}
-    }
-    File::open(dir)?.sync_all()
+    data_file::remove(dir, FILE_NAME)
 }
 
 #[cfg(test)]
