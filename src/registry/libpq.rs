@@ -33,6 +33,10 @@ struct PQconninfoOption {
 const CONNECTION_OK: c_int = 0;
 const CONNECTION_BAD: c_int = 1;
 const PGRES_TUPLES_OK: c_int = 2;
+const PGRES_COPY_OUT: c_int = 3;
+const PGRES_COPY_IN: c_int = 4;
+const PGRES_COPY_BOTH: c_int = 8;
+const PGRES_SINGLE_TUPLE: c_int = 9;
 /// `PostgresPollingStatusType`: what `PQconnectPoll` waits for next.
 const PGRES_POLLING_FAILED: c_int = 0;
 const PGRES_POLLING_READING: c_int = 1;
@@ -67,6 +71,7 @@ struct Api {
     ) -> c_int,
     PQconsumeInput: unsafe extern "C" fn(*mut PGconn) -> c_int,
     PQisBusy: unsafe extern "C" fn(*mut PGconn) -> c_int,
+    PQsetSingleRowMode: unsafe extern "C" fn(*mut PGconn) -> c_int,
     PQgetResult: unsafe extern "C" fn(*mut PGconn) -> *mut PGresult,
     PQstatus: unsafe extern "C" fn(*const PGconn) -> c_int,
     PQerrorMessage: unsafe extern "C" fn(*const PGconn) -> *const c_char,
@@ -77,6 +82,7 @@ struct Api {
     PQnfields: unsafe extern "C" fn(*const PGresult) -> c_int,
     PQgetisnull: unsafe extern "C" fn(*const PGresult, c_int, c_int) -> c_int,
     PQgetvalue: unsafe extern "C" fn(*const PGresult, c_int, c_int) -> *const c_char,
+    PQgetlength: unsafe extern "C" fn(*const PGresult, c_int, c_int) -> c_int,
     PQclear: unsafe extern "C" fn(*mut PGresult),
     PQconninfoParse: unsafe extern "C" fn(*const c_char, *mut *mut c_char) -> *mut PQconninfoOption,
     PQconninfoFree: unsafe extern "C" fn(*mut PQconninfoOption),
@@ -152,6 +158,7 @@ fn load_api(server_lib: Option<&std::path::Path>) -> Result<Api, String> {
             PQsendQueryParams,
             PQconsumeInput,
             PQisBusy,
+            PQsetSingleRowMode,
             PQgetResult,
             PQstatus,
             PQerrorMessage,
@@ -162,6 +169,7 @@ fn load_api(server_lib: Option<&std::path::Path>) -> Result<Api, String> {
             PQnfields,
             PQgetisnull,
             PQgetvalue,
+            PQgetlength,
             PQclear,
             PQconninfoParse,
             PQconninfoFree,
@@ -169,6 +177,61 @@ fn load_api(server_lib: Option<&std::path::Path>) -> Result<Api, String> {
         ));
     }
     Err(format!("libpq could not be loaded: {}", tried.join("; ")))
+}
+
+/// The most memory libpq may take beyond what the process had when `bound_memory` was called:
+/// an answer that needs more fails to be read (libpq reports it out of memory). A registry, or
+/// anyone between it and this server, could otherwise send rows or one message as large as it
+/// likes: 1 MB rows, until the query timed out, grew the worker to 1.5 GB.
+const MEMORY_HEADROOM: u64 = 64 << 20;
+
+/// The data segment limit (`RLIMIT_DATA`, which counts every private writable mapping, malloc's
+/// too) that libpq runs under, 0 for none.
+static MEMORY_LIMIT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// From now on, libpq's calls that read from the registry run with their memory bounded:
+/// `MEMORY_HEADROOM` above this process's data segment now (`VmData`). Only libpq runs under
+/// the limit, which is put back after each call: libpq checks every allocation and fails
+/// cleanly, where Rust code would abort the process, and with it every session of the server.
+pub fn bound_memory() {
+    let data = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find(|l| l.starts_with("VmData:"))?;
+            let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(kb * 1024)
+        });
+    if let Some(data) = data {
+        MEMORY_LIMIT.store(data + MEMORY_HEADROOM, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Runs a libpq call under the memory limit (see `bound_memory`).
+fn bounded_memory<T>(call: impl FnOnce() -> T) -> T {
+    let limit = MEMORY_LIMIT.load(std::sync::atomic::Ordering::Relaxed);
+    let mut old = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit of this process's own data limit, with valid pointers.
+    let lowered = limit > 0
+        && unsafe { libc::getrlimit(libc::RLIMIT_DATA, &mut old) } == 0
+        && limit < old.rlim_cur
+        && unsafe {
+            libc::setrlimit(
+                libc::RLIMIT_DATA,
+                &libc::rlimit {
+                    rlim_cur: limit,
+                    rlim_max: old.rlim_max,
+                },
+            )
+        } == 0;
+    let result = call();
+    if lowered {
+        // SAFETY: as above; raising the soft limit back up to where it was, below the hard one.
+        unsafe { libc::setrlimit(libc::RLIMIT_DATA, &old) };
+    }
+    result
 }
 
 /// An error of the registry's server (with its SQLSTATE) or of the connection (without).
@@ -325,7 +388,7 @@ impl Connection {
                 _ => return Err(plain(conn.error_message())),
             }
             // SAFETY: a live connection object, polled as libpq asks.
-            polled = unsafe { (api.PQconnectPoll)(conn.0) };
+            polled = bounded_memory(|| unsafe { (api.PQconnectPoll)(conn.0) });
             if polled == PGRES_POLLING_FAILED {
                 return Err(plain(conn.error_message()));
             }
@@ -376,6 +439,7 @@ impl Connection {
         params: &[Option<String>],
         timeout: Duration,
         wait: Wait,
+        shape: Shape,
     ) -> Result<Vec<Vec<Option<String>>>, Error> {
         let sql = CString::new(sql).map_err(|_| plain("the statement holds a NUL byte".into()))?;
         let owned: Vec<Option<CString>> = params
@@ -401,49 +465,104 @@ impl Connection {
                 0,
             )
         };
-        if sent == 0 {
+        // SAFETY: a live connection with a statement just sent: rows come one result each, so
+        // that an answer of many rows is refused at the first one too many, before they pile up.
+        if sent == 0 || unsafe { (api.PQsetSingleRowMode)(self.0) } == 0 {
             return Err(plain(self.error_message()));
         }
         let deadline = Instant::now() + timeout;
-        // SAFETY: a live connection; libpq reads what has arrived, and says whether a whole
-        // result is there.
-        while unsafe { (api.PQisBusy)(self.0) } != 0 {
-            self.wait_until(deadline, false, wait, "waiting for the registry's answer")?;
-            if unsafe { (api.PQconsumeInput)(self.0) } == 0 {
-                return Err(plain(self.error_message()));
+        // The rows, one result each, then the statement's end (a result of no rows), then NULL;
+        // an error decides. Each result is waited for on the socket first (PQgetResult would
+        // block, past the deadline and a shutdown, while the rest of the answer is missing).
+        let mut rows = Vec::new();
+        let mut error = None;
+        for _ in 0..shape.rows + 3 {
+            // SAFETY: a live connection; libpq reads what has arrived, and says whether a whole
+            // result is there.
+            while bounded_memory(|| unsafe { (api.PQisBusy)(self.0) }) != 0 {
+                self.wait_until(deadline, false, wait, "waiting for the registry's answer")?;
+                if bounded_memory(|| unsafe { (api.PQconsumeInput)(self.0) }) == 0 {
+                    return Err(plain(self.error_message()));
+                }
             }
-        }
-        // The statement's one result, then NULL; the first that is not rows decides.
-        let mut outcome: Result<Vec<Vec<Option<String>>>, Error> = Err(plain(self.error_message()));
-        loop {
-            // SAFETY: a live connection whose results have all arrived (PQisBusy said so).
-            let res = PqResult(unsafe { (api.PQgetResult)(self.0) }, api);
+            // SAFETY: a live connection whose next result has arrived (PQisBusy said so).
+            let res = PqResult(bounded_memory(|| unsafe { (api.PQgetResult)(self.0) }), api);
             if res.0.is_null() {
-                break;
+                return match error {
+                    Some(e) => Err(e),
+                    None => Ok(rows),
+                };
             }
-            outcome = self.rows_of(&res);
+            // SAFETY: a live result.
+            match unsafe { (api.PQresultStatus)(res.0) } {
+                PGRES_SINGLE_TUPLE | PGRES_TUPLES_OK if error.is_none() => {
+                    rows.extend(self.rows_of(&res, shape)?);
+                    if rows.len() > shape.rows {
+                        return Err(plain(format!(
+                            "the registry answered with more than {} rows",
+                            shape.rows
+                        )));
+                    }
+                }
+                // In a COPY state libpq hands out the same result forever and never NULL: a
+                // registry that answered so spun the worker at 100% CPU, past a shutdown.
+                PGRES_COPY_OUT | PGRES_COPY_IN | PGRES_COPY_BOTH => {
+                    return Err(plain(
+                        "the registry answered with COPY, which no registry statement makes".into(),
+                    ))
+                }
+                _ => error = error.or_else(|| Some(self.error_of(&res))),
+            }
         }
-        outcome
+        Err(plain(
+            "the registry answered with more results than one statement makes".into(),
+        ))
     }
 
-    fn rows_of(&self, res: &PqResult) -> Result<Vec<Vec<Option<String>>>, Error> {
+    /// The error a result reports, cut to a length a log line can hold.
+    fn error_of(&self, res: &PqResult) -> Error {
+        let message = res
+            .field(DIAG_MESSAGE)
+            .unwrap_or_else(|| self.error_message());
+        Error {
+            sqlstate: res.field(DIAG_SQLSTATE).map(|code| bounded(&code, 5)),
+            message: bounded(message.trim_end(), MAX_MESSAGE),
+            detail: res.field(DIAG_DETAIL).map(|d| bounded(&d, MAX_MESSAGE)),
+        }
+    }
+
+    /// The rows of a result of the expected `shape`; an error for a result of another shape.
+    fn rows_of(&self, res: &PqResult, shape: Shape) -> Result<Vec<Vec<Option<String>>>, Error> {
         let api = self.1;
         // SAFETY: a live result.
-        if unsafe { (api.PQresultStatus)(res.0) } != PGRES_TUPLES_OK {
-            let message = res
-                .field(DIAG_MESSAGE)
-                .unwrap_or_else(|| self.error_message());
-            return Err(Error {
-                sqlstate: res.field(DIAG_SQLSTATE),
-                message: message.trim_end().to_string(),
-                detail: res.field(DIAG_DETAIL),
-            });
+        let (rows, columns) = unsafe { ((api.PQntuples)(res.0), (api.PQnfields)(res.0)) };
+        if rows as usize > shape.rows || columns as usize != shape.columns {
+            return Err(plain(format!(
+                "the registry answered with {rows} rows of {columns} columns, where {} of {} \
+                 were expected",
+                shape.rows, shape.columns
+            )));
         }
         // SAFETY: a live result; row and column indexes are within its counts.
+        unsafe {
+            for row in 0..rows {
+                for col in 0..columns {
+                    let len = (api.PQgetlength)(res.0, row, col);
+                    if len as usize > shape.value_bytes {
+                        return Err(plain(format!(
+                            "the registry answered with a value of {len} bytes, where at most \
+                             {} were expected",
+                            shape.value_bytes
+                        )));
+                    }
+                }
+            }
+        }
+        // SAFETY: as above.
         let rows = unsafe {
-            (0..(api.PQntuples)(res.0))
+            (0..rows)
                 .map(|row| {
-                    (0..(api.PQnfields)(res.0))
+                    (0..columns)
                         .map(|col| {
                             ((api.PQgetisnull)(res.0, row, col) == 0).then(|| {
                                 CStr::from_ptr((api.PQgetvalue)(res.0, row, col))
@@ -457,6 +576,27 @@ impl Connection {
         };
         Ok(rows)
     }
+}
+
+/// The longest error message or detail kept from the registry.
+const MAX_MESSAGE: usize = 1024;
+
+/// `text` cut to at most `max` bytes, at a character boundary.
+fn bounded(text: &str, max: usize) -> String {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_string()
+}
+
+/// What an answer must look like: at most `rows` rows of exactly `columns` columns, each value
+/// at most `value_bytes` long. Anything else is refused before a value is copied.
+#[derive(Clone, Copy)]
+pub struct Shape {
+    pub rows: usize,
+    pub columns: usize,
+    pub value_bytes: usize,
 }
 
 impl Drop for Connection {

@@ -23,6 +23,7 @@
 
 mod cache;
 mod libpq;
+mod redact;
 mod worker;
 
 use crate::layout::Layout;
@@ -222,6 +223,7 @@ impl Registry {
     /// Records the outcome of a call, and logs each new problem once (a WARNING): the server log
     /// says what a refusal cannot tell every role.
     fn report(&self, kind: Problem, problem: &str) {
+        let problem = &redact::redact(problem);
         let before = self.problem();
         if before.as_deref().unwrap_or_default() == problem {
             return;
@@ -234,6 +236,7 @@ impl Registry {
     }
 
     fn set_problem(&self, problem: &str) {
+        let problem = &redact::redact(problem);
         let mut bytes = [0u8; STATUS_WORDS * 8];
         // Cut at a character boundary, leaving at least one NUL.
         let mut end = problem.len().min(bytes.len() - 1);

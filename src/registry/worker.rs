@@ -114,12 +114,14 @@ pub extern "C-unwind" fn pg_snowflake_registry_main(_arg: pg_sys::Datum) {
             .map_err(|why| format!("snowflake.registry is not a valid connection string: {why}"))
     });
     if let Err(why) = checked {
-        // Nothing to retry until the configuration changes, which takes a restart.
+        // Nothing to retry until the configuration changes, which takes a restart. (libpq
+        // quotes a string it cannot parse: `report` masks its password.)
         registry.report(Problem::Settings, &why);
         while BackgroundWorker::wait_latch(Some(Duration::from_secs(3600))) {}
         // SAFETY: see below.
         unsafe { pg_sys::proc_exit(1) };
     }
+    libpq::bound_memory();
     loop {
         let wait = renew(registry);
         if !BackgroundWorker::wait_latch(Some(wait)) {
@@ -208,7 +210,11 @@ fn lose(registry: &Registry, why: &str) {
     registry
         .source
         .store(Source::Lost as u32, Ordering::Release);
-    pgrx::warning!("pg_snowflake: this server lost its worker id lease, and refuses ids until it is restarted: {why}");
+    pgrx::warning!(
+        "pg_snowflake: this server lost its worker id lease, and refuses ids until it is \
+         restarted: {}",
+        super::redact::redact(why)
+    );
 }
 
 /// A lease as the registry granted it.
@@ -287,6 +293,27 @@ const LEASE: &str = "
                     $13::pg_catalog.int8)
             WHERE v.ours OFFSET 0) l ON true";
 
+/// The answers the registry may give, and nothing else (see `libpq::Shape`): the session's six
+/// settings, one lease of seven columns (the longest value is a namespace's layout, about 100
+/// bytes), and the version of pg_snowflake there.
+const SESSION_ANSWER: libpq::Shape = libpq::Shape {
+    rows: 1,
+    columns: 6,
+    value_bytes: 64,
+};
+const LEASE_ANSWER: libpq::Shape = libpq::Shape {
+    rows: 1,
+    columns: 7,
+    value_bytes: 512,
+};
+const VERSION_ANSWER: libpq::Shape = libpq::Shape {
+    rows: 1,
+    columns: 1,
+    value_bytes: 64,
+};
+/// Unix ms of the year 10000: no lease runs out later.
+const LAST_MS: i64 = 253_402_300_800_000;
+
 /// Calls `snowflake.snowflake_registry_lease()` in the registry.
 fn call(
     namespace: &str,
@@ -297,7 +324,7 @@ fn call(
     let connect_timeout = libpq::connect_timeout(&conninfo).unwrap_or(CONNECT_TIMEOUT);
     let conn = libpq::Connection::open(&conninfo, &CONNECTION_DEFAULTS, connect_timeout, &wait)
         .map_err(failure)?;
-    conn.query(SESSION, &[], QUERY_TIMEOUT, &wait)
+    conn.query(SESSION, &[], QUERY_TIMEOUT, &wait, SESSION_ANSWER)
         .map_err(failure)?;
     let layout = gucs::layout();
     let rows = conn
@@ -321,6 +348,7 @@ fn call(
             ],
             QUERY_TIMEOUT,
             &wait,
+            LEASE_ANSWER,
         )
         .map_err(|e| match failure(e) {
             (Problem::NotInstalled, why) => (Problem::NotInstalled, not_installed(&conn, why)),
@@ -385,8 +413,22 @@ fn call(
                 "the registry answered with worker id {w}, which this server did not ask for"
             ))
         })?;
-    if start_above_ms < 0 || recorded_until_ms < 0 {
+    if start_above_ms < 0 || recorded_until_ms < 0 || !(1..LAST_MS).contains(&expires_ms) {
         return Err(refused("the registry's answer is not a lease".into()));
+    }
+    // A grant whose previous holders covered the whole lease asked for leaves no time for an id
+    // (one with start_above_ms = 2^63 - 1 was taken, cached across restarts, and every id
+    // failed as past the layout's end): refused, never cached.
+    if start_above_ms >= covered_until_ms.min(recorded_until_ms) {
+        return Err(refused(format!(
+            "the registry granted worker id {worker_id} to start above {}, at or past the end \
+             of the lease it was asked for: no id would fit",
+            if start_above_ms < LAST_MS {
+                crate::text::iso_unix(start_above_ms)
+            } else {
+                format!("{start_above_ms} ms after 1970")
+            }
+        )));
     }
     Ok(Granted {
         worker_id,
@@ -406,6 +448,7 @@ fn not_installed(conn: &libpq::Connection, why: String) -> String {
             &[],
             QUERY_TIMEOUT,
             &wait,
+            VERSION_ANSWER,
         )
         .ok()
         .and_then(|rows| rows.into_iter().next())
