@@ -82,7 +82,7 @@ fn decode(
 }
 
 /// The Unix millisecond of a timestamp (rounded down); `None` for infinity.
-fn finite_unix_ms(ts: TimestampWithTimeZone) -> Option<i64> {
+pub(crate) fn finite_unix_ms(ts: TimestampWithTimeZone) -> Option<i64> {
     if ts.is_infinity() || ts.is_neg_infinity() {
         return None;
     }
@@ -93,19 +93,24 @@ fn finite_unix_ms(ts: TimestampWithTimeZone) -> Option<i64> {
 pub(crate) fn units_of(ts: TimestampWithTimeZone, layout: &Layout) -> u64 {
     match finite_unix_ms(ts).and_then(|ms| layout.units_at(ms)) {
         Some(units) if units <= layout.max_units() => units,
-        _ => errors::timestamp_outside_layout(layout),
+        _ => errors::timestamp_outside_layout(layout, layout.max_units()),
     }
 }
 
-/// The time inside an id of this server's layout: the start of its time unit.
+/// The time inside an id of this server's layout: the start of its time unit. NULL for a
+/// bigint the layout cannot hold (a negative one, or one above its bits, such as 2^53 in
+/// `js53`): it carries no time, as `uuid_extract_timestamp()` is NULL for a uuid without one.
+/// That keeps the planner's rewrite (see `planner`) exact: a comparison with NULL selects no
+/// row, and neither does the id range it becomes. `snowflake_decode()` of such an id is an
+/// error (22003): it is the function that asks what an id is.
 #[pg_extern(immutable, strict, parallel_safe)]
-fn snowflake_timestamp(id: i64) -> TimestampWithTimeZone {
+fn snowflake_timestamp(id: i64) -> Option<TimestampWithTimeZone> {
     let layout = gucs::layout();
-    let Some(parts) = layout.parts(id) else {
-        errors::id_outside_layout(id, layout)
-    };
-    TimestampWithTimeZone::try_from(pg_timestamp(layout.unix_ms(parts.units)))
-        .unwrap_or_else(|_| errors::timestamp_outside_layout(layout))
+    let parts = layout.parts(id)?;
+    Some(
+        TimestampWithTimeZone::try_from(pg_timestamp(layout.unix_ms(parts.units)))
+            .unwrap_or_else(|_| errors::timestamp_outside_layout(layout, layout.max_units())),
+    )
 }
 
 /// The smallest id any worker can make in the time unit that holds `ts`: `id >=

@@ -12,10 +12,10 @@
 //!
 //! It never changes which rows a query returns:
 //! - The ranges are exact for every id the layout can hold, and they leave out the ids it
-//!   cannot (negative ones, or those above its bits, such as 2^53 for `js53`), on which
-//!   `snowflake_timestamp` raises an error: such a row is never returned, where the query as
-//!   written fails on it (or not, depending on its plan, as PostgreSQL evaluates conditions in
-//!   any order).
+//!   cannot (negative ones, or those above its bits, such as 2^53 for `js53`), whose
+//!   `snowflake_timestamp` is NULL: a comparison with it selects no row either.
+//! - Comparisons in the ON clause of a FULL JOIN stay as written: such a join needs a condition
+//!   it can merge or hash, which a range is not.
 //! - Only a comparison of a plain column of a table, with a value that is neither volatile nor
 //!   a set, is rewritten: `snowflake_timestamp(snowflake_next()) = x` is left as written, since
 //!   the bounds would call the argument twice, and so is every comparison under a layout whose
@@ -211,8 +211,13 @@ unsafe fn in_join_tree(query: &pg_sys::Query, node: *mut pg_sys::Node, max_id: i
         } else if is_a(node, pg_sys::NodeTag::T_JoinExpr) {
             let join = node.cast::<pg_sys::JoinExpr>();
             // An ON clause with an equivalent condition in place of another selects the same
-            // pairs, for outer joins too.
-            (*join).quals = with_id_ranges(query, (*join).quals, max_id);
+            // pairs, for outer joins too; but a FULL JOIN needs conditions it can merge or hash
+            // (`=`), which a range is not: there the comparison stays as written ("FULL JOIN is
+            // only supported with merge-joinable or hash-joinable join conditions" otherwise),
+            // and an id range could not reach an index there anyway.
+            if (*join).jointype != pg_sys::JoinType::JOIN_FULL {
+                (*join).quals = with_id_ranges(query, (*join).quals, max_id);
+            }
             in_join_tree(query, (*join).larg, max_id);
             in_join_tree(query, (*join).rarg, max_id);
         }
