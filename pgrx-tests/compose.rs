@@ -6,7 +6,8 @@ mod tests {
     use crate::pg_tests::{error_of, one};
     use pgrx::prelude::*;
 
-    /// Random ids of every width (every bit random, xorshift64): `{...}` for a bigint[].
+    /// Random ids of every width (every bit random, xorshift64; 64 bits: negative ones too):
+    /// `{...}` for a bigint[].
     fn random_ids(seed: u64, bits: u32, n: usize) -> String {
         let mut x = seed;
         let ids: Vec<String> = (0..n)
@@ -14,7 +15,7 @@ mod tests {
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
-                (x >> (64 - bits)).to_string()
+                ((x >> (64 - bits)) as i64).to_string()
             })
             .collect();
         format!("{{{}}}", ids.join(","))
@@ -44,7 +45,8 @@ mod tests {
             ("twitter", 63),
             ("discord", 63),
             ("sonyflake", 63),
-            ("instagram", 63),
+            // Every id of its 64 bits: those after 2046 are negative, and come back too.
+            ("instagram", 64),
             ("js53", 53),
         ] {
             let ids = random_ids(0x5eed_c0de_0000_0002, bits, 5_000);
@@ -56,6 +58,11 @@ mod tests {
             ));
             assert_eq!(wrong, 0, "{layout}");
         }
+        let back: i64 = one(
+            "SELECT snowflake_compose(d.ts, d.worker_id, d.sequence, 'instagram')
+             FROM snowflake_decode(-1, 'instagram') AS d",
+        );
+        assert_eq!(back, -1);
     }
 
     #[pg_test]
@@ -114,8 +121,9 @@ mod tests {
                 "22008",
                 "timestamp out of range for snowflake ids",
             ),
+            // Instagram's 41 bits of time end in 2081 (its ids are negative from 2046 on).
             (
-                "SELECT snowflake_compose('2046-06-27 17:00:49.497+00', 0, 0, 'instagram')",
+                "SELECT snowflake_compose('2081-04-30 12:54:37.273+00', 0, 0, 'instagram')",
                 "22008",
                 "timestamp out of range for snowflake ids",
             ),

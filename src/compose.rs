@@ -2,7 +2,7 @@
 //! for ids that must sort by a time other than now (historical rows given ids by their
 //! original creation time; see the README's backfill recipe).
 
-use crate::decode::{preset, units_of};
+use crate::decode::{finite_unix_ms, preset};
 use crate::layout::{Layout, Parts};
 use crate::text_arg::TextArg;
 use crate::{errors, gucs};
@@ -39,7 +39,12 @@ fn compose(ts: TimestampWithTimeZone, worker_id: i32, sequence: i32, layout: &La
         Ok(s) if u64::from(s) < layout.per_unit() => s,
         _ => errors::field_outside_layout("sequence", sequence, layout.sequence_bits, layout),
     };
-    let units = units_of(ts, layout);
+    // The whole time field, as `snowflake_decode` reads it: a 64-bit layout's ids with the sign
+    // bit set (Instagram's from 2046) come back from their fields too.
+    let units = match finite_unix_ms(ts).and_then(|ms| layout.units_at(ms)) {
+        Some(units) if units <= layout.max_field_units() => units,
+        _ => errors::timestamp_outside_layout(layout, layout.max_field_units()),
+    };
     layout.compose(Parts {
         units,
         worker_id,

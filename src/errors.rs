@@ -203,7 +203,8 @@ pub fn field_outside_layout(field: &str, value: i32, bits: u32, layout: &Layout)
 
 #[cold]
 #[track_caller]
-pub fn timestamp_outside_layout(layout: &Layout) -> ! {
+pub fn timestamp_outside_layout(layout: &Layout, last_unit: u64) -> ! {
+    let end = layout.unix_ms(last_unit.min(layout.max_field_units())) + layout.unit_ms as i64 - 1;
     raise(
         report(
             PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
@@ -213,8 +214,9 @@ pub fn timestamp_outside_layout(layout: &Layout) -> ! {
             "Ids of the {} layout hold times from {} to {}.",
             layout.describe(),
             iso_unix(layout.epoch_unix_ms),
-            iso_unix(layout.end_unix_ms().unwrap_or(i64::MAX))
-        )),
+            iso_unix(end)
+        ))
+        .set_hint("Give a time within that range."),
     )
 }
 
@@ -422,6 +424,28 @@ pub fn clock_too_far_behind(ahead_ms: u64, max_drift_ms: u64, waited_ms: u64) ->
         .set_hint(
             "Ids resume once the clock catches up. If the clock was stepped back on purpose, \
              raise snowflake.max_drift in postgresql.conf and reload.",
+        ),
+    )
+}
+
+#[cold]
+#[track_caller]
+pub fn paced_too_long(waited_ms: u64, max_drift_ms: u64, layout: &Layout) -> ! {
+    raise(
+        report(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            "snowflake_next() waited too long for its turn".into(),
+        )
+        .set_detail(format!(
+            "Ids ran more than half of snowflake.max_drift ({max_drift_ms} ms) ahead of the \
+             clock, where calls take turns at the layout's {} ids per {} ms, and this call's \
+             turn did not come within snowflake.drift_wait ({waited_ms} ms).",
+            layout.per_unit(),
+            layout.unit_ms
+        ))
+        .set_hint(
+            "Ids are being asked for faster than the clock makes them: retry, spread the load, \
+             or use a layout with more sequence bits; snowflake_stats() counts paced waits.",
         ),
     )
 }

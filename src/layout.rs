@@ -256,6 +256,17 @@ impl Layout {
         self.worker_bits + self.sequence_bits
     }
 
+    /// The time field's largest value: the last time unit of any id the layout's bits hold,
+    /// those with the sign bit set included (Instagram's after 2046, which `parts` splits and
+    /// `compose` makes, but the generator never hands out).
+    pub const fn max_field_units(&self) -> u64 {
+        if self.time_bits >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << self.time_bits) - 1
+        }
+    }
+
     /// The last time unit an id can hold: the time field's largest value, or less if a larger
     /// one would set the sign bit (Instagram's).
     pub const fn max_units(&self) -> u64 {
@@ -671,9 +682,11 @@ mod tests {
         for l in all_layouts() {
             let bits = l.time_bits + l.worker_bits + l.sequence_bits;
             for _ in 0..20_000 {
-                let id = (next() & (u64::MAX >> (64 - bits.min(63)))) as i64;
+                // Every bit of the layout's width: negative ids too in a 64-bit layout.
+                let id = (next() & (u64::MAX >> (64 - bits))) as i64;
                 let p = l.parts(id).unwrap();
-                assert!(p.units <= l.max_units(), "{l:?}: {id}");
+                assert!(p.units <= l.max_field_units(), "{l:?}: {id}");
+                assert!(bits == 64 || p.units <= l.max_units(), "{l:?}: {id}");
                 assert_eq!(l.compose(p), id, "{l:?}");
                 let q = Parts {
                     units: next() % (l.max_units() + 1),
