@@ -34,33 +34,41 @@ mkdir -p "$stage/DEBIAN" "$build"
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 say "building $package $deb_version"
 
-# The library and the SQL that cargo pgrx generates, under pg_config's directories. An earlier
-# release is built with the mutation profile (optimised, no LTO): it is only installed to be
-# upgraded, and its release build would take minutes more. It gets a target directory of its
-# own: in a shared one, a build of this tree with the same profile (scripts/mutations.sh)
-# leaves its library where cargo pgrx takes the old release's from, since cargo does not copy
-# an up-to-date artifact there again (the 0.2.0 package then held 0.3.0's functions).
-profile=(); target=$root/target
-[ "$src" = "$root" ] || { profile=(--profile mutation); target=$root/target/package/target-$version; }
-(cd "$src" && CARGO_TARGET_DIR=$target cargo pgrx package --pg-config "$PG_CONFIG" \
-   --out-dir "$build" "${profile[@]}" >/dev/null)
 lib=$stage/usr/lib/postgresql/$major/lib
 ext=$stage/usr/share/postgresql/$major/extension
-install -D -m 644 "$build$("$PG_CONFIG" --pkglibdir)/pg_snowflake.so" "$lib/pg_snowflake.so"
 mkdir -p "$ext"
-install -m 644 "$build$("$PG_CONFIG" --sharedir)"/extension/pg_snowflake* "$ext/"
+if [ "$src" = "$root" ]; then
+  # This release: the library and the SQL that cargo pgrx generates, under pg_config's
+  # directories.
+  cargo pgrx package --pg-config "$PG_CONFIG" --out-dir "$build" >/dev/null
+  install -D -m 644 "$build$("$PG_CONFIG" --pkglibdir)/pg_snowflake.so" "$lib/pg_snowflake.so"
+  install -m 644 "$build$("$PG_CONFIG" --sharedir)"/extension/pg_snowflake* "$ext/"
+  # The upgrade scripts made from templates and the install scripts of earlier releases, as
+  # `make install` adds them.
+  EXTENSION_DIR=$ext scripts/install-sql.sh "$PG_CONFIG"
+else
+  # An earlier release, only installed to be upgraded: its library, built by plain cargo with
+  # the pgrx its Cargo.lock pins (this release's cargo-pgrx refuses another pgrx version), with
+  # the mutation profile (optimised, no LTO: minutes less) and a target directory of its own
+  # (in a shared one, a build of this tree with the same profile left its library where the old
+  # release's was taken from: the 0.2.0 package then held 0.3.0's functions). Its SQL scripts
+  # are the ones it shipped, as sql/ keeps them (a released script never changes): the install
+  # script of each release up to it, and each upgrade step up to it.
+  target=$root/target/package/target-$version
+  (cd "$src" && CARGO_TARGET_DIR=$target PGRX_PG_CONFIG_PATH=$PG_CONFIG \
+     cargo build --lib --profile mutation --no-default-features --features "pg$major" >/dev/null)
+  install -D -m 644 "$target/mutation/libpg_snowflake.so" "$lib/pg_snowflake.so"
+  sed "s/@CARGO_VERSION@/$version/" "$src/pg_snowflake.control" > "$ext/pg_snowflake.control"
+  at_most() { [ "$(printf '%s\n%s\n' "$1" "$version" | sort -V | tail -1)" = "$version" ]; }
+  for f in "$root"/sql/pg_snowflake--*.sql; do
+    step=$(basename "$f" .sql); step=${step#pg_snowflake--}
+    if at_most "${step##*--}"; then install -m 644 "$f" "$ext/"; fi
+  done
+  [ -f "$ext/pg_snowflake--$version.sql" ] ||
+    { echo "$0: sql/ has no install script of $version" >&2; exit 1; }
+fi
 # Debug information stays out of the package (lintian: unstripped-binary-or-object).
 strip --strip-unneeded --remove-section=.comment --remove-section=.note "$lib/pg_snowflake.so"
-
-# The upgrade scripts made from templates and the install scripts of earlier releases, as
-# `make install` adds them (an earlier release's checkout brings its own).
-if [ -x "$src/scripts/install-sql.sh" ]; then
-  (cd "$src" && EXTENSION_DIR=$ext scripts/install-sql.sh "$PG_CONFIG")
-else
-  for f in "$src"/sql/pg_snowflake--*.sql; do
-    case "$f" in *--*--*) ;; *) install -m 644 "$f" "$ext/" ;; esac
-  done
-fi
 chmod 644 "$ext"/*
 
 # Documentation: the copyright in Debian's machine-readable format, and the changelogs.

@@ -8,6 +8,7 @@ use super::*;
 /// The commits of earlier releases (the history of main has them; the tags are v0.2.0, v0.3.0).
 pub const RELEASE_0_2_0: &str = "5c3df56f7c3d9bfe1bd344ba008ea50c7a974e1b";
 pub const RELEASE_0_3_0: &str = "ee29060";
+pub const RELEASE_0_4_0: &str = "60d7897";
 
 /// This release's version, from Cargo.toml.
 pub fn version() -> String {
