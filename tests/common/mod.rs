@@ -20,6 +20,8 @@ pub mod failover;
 pub mod faultfs;
 pub mod http;
 pub mod mallory;
+pub mod nemesis;
+pub mod proxy;
 pub mod release;
 pub mod rng;
 pub use rng::{seed, Rng};
@@ -403,9 +405,9 @@ impl Cluster {
         check(self.pg_ctl(&["reload"]), "pg_ctl reload");
     }
 
+    /// The running postmaster (never the stale pid a killed one left in its pid file).
     pub fn postmaster_pid(&self) -> Option<i32> {
-        let pidfile = fs::read_to_string(self.data().join("postmaster.pid")).ok()?;
-        pidfile.lines().next()?.trim().parse().ok()
+        live_postmaster_pid(&self.data())
     }
 
     /// SIGKILL to the postmaster and all its children, as a power loss would stop them, then
@@ -662,7 +664,17 @@ pub fn live_postmaster_pid(data: &Path) -> Option<i32> {
         .trim()
         .parse()
         .ok()?;
-    Path::new(&format!("/proc/{pid}")).exists().then_some(pid)
+    // A process, not a thread (a thread's id opens /proc/ID too, and ids come round again at
+    // pid_max, 32768 here: a killed server's pid file once named a thread of the test itself),
+    // and a postgres one.
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(str::trim)
+    };
+    (field("Tgid:") == Some(&pid.to_string()) && field("Name:") == Some("postgres")).then_some(pid)
 }
 
 fn signal(pid: i32, sig: &str) {
