@@ -65,9 +65,9 @@ fn member_of(fake: &FakeRegistry, name: &str, extra: &str) -> Cluster {
 }
 
 /// Polls until `snowflake_next()` fails with 55000 and `part` in its detail; any id made
-/// meanwhile fails the test at once.
-fn refused_without_an_id(c: &mut Client, part: &str, within: Duration) -> String {
-    let mut detail = String::new();
+/// meanwhile fails the test at once. Returns the detail and the hint.
+fn refused_without_an_id(c: &mut Client, part: &str, within: Duration) -> (String, String) {
+    let mut seen = (String::new(), String::new());
     poll(within, Duration::from_millis(50), || {
         match c.query_one("SELECT snowflake_next()", &[]) {
             Ok(row) => panic!(
@@ -78,7 +78,7 @@ fn refused_without_an_id(c: &mut Client, part: &str, within: Duration) -> String
                 let db = e.as_db_error().ok_or(format!("{e}"))?;
                 let (code, d) = (db.code().code(), db.detail().unwrap_or_default());
                 if code == "55000" && d.contains(part) {
-                    detail = d.to_string();
+                    seen = (d.to_string(), db.hint().unwrap_or_default().to_string());
                     Ok(())
                 } else {
                     Err(format!("{code}: {} ({d})", db.message()))
@@ -86,14 +86,25 @@ fn refused_without_an_id(c: &mut Client, part: &str, within: Duration) -> String
             }
         }
     });
-    detail
+    seen
+}
+
+/// How a member names what it refused.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Said {
+    /// An answer no registry gives, whoever gave it: the hint says to check what
+    /// snowflake.registry names and to set sslmode=verify-full, never that the registry is out
+    /// of reach.
+    NoRegistryAnswers,
+    /// The connection broke (libpq lost the protocol, or the answer did not come in time).
+    Unreachable,
 }
 
 /// Runs a new member against a fake registry that answers every lease statement with `answer`,
 /// and checks what every hostile answer must give: a refusal of ids naming `part`, the same
 /// problem in `snowflake_stats()` and once in the log, no id, no cached lease, the worker's
 /// memory within libpq's bound, and a fast stop within 2 s while the registry goes on.
-fn refused(name: &str, answer: Answer, part: &str) -> Outcome {
+fn refused(name: &str, answer: Answer, part: &str, said: Said) -> Outcome {
     let fake = FakeRegistry::start(answer);
     // The first lease statement waits until the worker's memory before any answer is known.
     fake.hold();
@@ -111,8 +122,15 @@ fn refused(name: &str, answer: Answer, part: &str) -> Outcome {
     fake.release();
 
     let mut c = m.connect_ext();
-    let detail = refused_without_an_id(&mut c, part, REFUSED_WITHIN);
+    let (detail, hint) = refused_without_an_id(&mut c, part, REFUSED_WITHIN);
     let refused_after = started.elapsed();
+    match said {
+        Said::NoRegistryAnswers => assert!(
+            !detail.contains("unreachable") && hint.contains("sslmode=verify-full"),
+            "{detail} ({hint})"
+        ),
+        Said::Unreachable => assert!(detail.contains("unreachable"), "{detail}"),
+    }
     let registry = registry_stats(&mut c);
     assert_eq!(registry["source"], "none", "{registry}");
     let s = stats(&mut c);
@@ -211,14 +229,24 @@ fn copy(kind: u8) -> Answer {
 /// forever, and 0.4.0's worker asked for the next one at 100% CPU, past a fast stop.
 #[test]
 fn copy_out_is_refused() {
-    let o = refused("hreg_copy_out", copy(b'H'), "answered with COPY");
+    let o = refused(
+        "hreg_copy_out",
+        copy(b'H'),
+        "answered with COPY",
+        Said::NoRegistryAnswers,
+    );
     assert!(o.detail.contains("which no registry statement makes"));
 }
 
 /// COPY IN, likewise.
 #[test]
 fn copy_in_is_refused() {
-    refused("hreg_copy_in", copy(b'G'), "answered with COPY");
+    refused(
+        "hreg_copy_in",
+        copy(b'G'),
+        "answered with COPY",
+        Said::NoRegistryAnswers,
+    );
 }
 
 /// 4 kB of seeded noise in place of the lease's rows: libpq loses its footing in the protocol
@@ -232,7 +260,12 @@ fn garbage_is_refused() {
         r.send(&noise)?;
         r.until_hangup()
     });
-    refused("hreg_garbage", answer, "lost synchronization with server");
+    refused(
+        "hreg_garbage",
+        answer,
+        "lost synchronization with server",
+        Said::Unreachable,
+    );
 }
 
 /// Rows of 1 MB each, as fast as the socket takes them, up to 2 GB: the member reads one row at
@@ -256,6 +289,7 @@ fn rows_of_a_megabyte_are_refused_at_the_first() {
         "hreg_mb_rows",
         answer,
         "answered with a value of 1048576 bytes",
+        Said::NoRegistryAnswers,
     );
     // The member hung up after its first row (the socket's buffers hold a few more).
     assert!(
@@ -301,6 +335,7 @@ fn a_row_announcing_a_gigabyte_is_refused_within_the_memory_bound() {
         "hreg_gb_row",
         answer,
         "cannot allocate memory for input buffer",
+        Said::Unreachable,
     );
     assert!(
         o.answer_bytes < 64 << 20,
@@ -331,6 +366,7 @@ fn a_trickle_of_one_byte_every_two_seconds_is_refused_at_the_query_timeout() {
         "hreg_trickle",
         answer,
         "timeout while waiting for the registry's answer",
+        Said::Unreachable,
     );
     // Refused at the 15 s query timeout, not before: the trickle was waited for.
     assert!(
@@ -347,7 +383,12 @@ fn two_rows_are_refused() {
         let row = r.call.grant(7);
         r.rows(&[row.clone(), row])
     });
-    refused("hreg_two_rows", answer, "answered with more than 1 rows");
+    refused(
+        "hreg_two_rows",
+        answer,
+        "answered with more than 1 rows",
+        Said::NoRegistryAnswers,
+    );
 }
 
 /// A correct grant with an eighth column.
@@ -369,6 +410,7 @@ fn eight_columns_are_refused() {
         "hreg_eight_columns",
         answer,
         "answered with 1 rows of 8 columns, where 1 of 7 were expected",
+        Said::NoRegistryAnswers,
     );
 }
 
@@ -379,6 +421,7 @@ fn a_value_of_100_kb_is_refused() {
         "hreg_100kb",
         altered(|row| row[6] = Some(vec![b'x'; 100 * 1024])),
         "answered with a value of 102400 bytes",
+        Said::NoRegistryAnswers,
     );
 }
 
@@ -390,6 +433,7 @@ fn a_grant_to_start_above_the_largest_bigint_is_refused() {
         "hreg_start_above",
         altered(|row| row[4] = Some(i64::MAX.to_string().into_bytes())),
         "to start above 9223372036854775807 ms after 1970, at or past the end of the lease",
+        Said::NoRegistryAnswers,
     );
 }
 
@@ -400,6 +444,7 @@ fn a_worker_id_outside_the_layout_is_refused() {
         "hreg_worker_id",
         altered(|row| row[2] = Some(b"1024".to_vec())),
         "answered with worker id 1024, which this server did not ask for",
+        Said::NoRegistryAnswers,
     );
 }
 
@@ -546,7 +591,7 @@ fn passwords_are_masked_in_the_log_the_error_and_the_stats() {
         m.append_conf(&[setting]);
         m.start();
         let mut c = m.connect_ext();
-        let detail = refused_without_an_id(&mut c, masked, REFUSED_WITHIN);
+        let (detail, _) = refused_without_an_id(&mut c, masked, REFUSED_WITHIN);
         let (code, message, _) = next_error(&mut c);
         assert_eq!(code, "55000");
         eprintln!("{setting}: {message} ({detail})");
