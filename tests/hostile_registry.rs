@@ -131,7 +131,7 @@ fn refused(name: &str, answer: Answer, part: &str, said: Said) -> Outcome {
     fake.release();
     // Memory first: an answer that got past the bound shows it here, whatever the refusal said.
     fake.wait_for(
-        "hostile answers ended",
+        "hostile answers over (whole, or the member hung up)",
         1,
         REFUSED_WITHIN,
         FakeRegistry::answers_ended,
