@@ -109,6 +109,16 @@ MUTATIONS=(
   "repo_signature~the apt repository's Release is signed neither inline (InRelease) nor apart (Release.gpg)~scripts/repo.sh~s/gpg_ --local-user \x22\\\$fingerprint\x22 --clearsign[^\n]*\ngpg_ --local-user[^\n]*\n//"
   "flag_format_bool~the synchronous-standby flag of servers from before May 2025 is read as the later bits~src/sync_standby.rs~s/FlagFormat::Bool => flag != 0,/FlagFormat::Bool => flag \& SYNC_STANDBY_DEFINED != 0,/"
   "fetch_fallback~a release gone from the archive ends the build (no fallback to the next listed one)~scripts/build-postgres.sh~s/  say \x22PostgreSQL \\\$v cannot be had[^\n]*\n/  break\n/"
+  "registry_copy~a COPY answer is read as any other result, and results are asked for until libpq has no more (0.4.0: the worker spun at 100% CPU, past a fast stop)~src/registry/libpq.rs~s/PGRES_COPY_OUT \| PGRES_COPY_IN \| PGRES_COPY_BOTH =>/PGRES_COPY_OUT | PGRES_COPY_IN | PGRES_COPY_BOTH if false =>/~src/registry/libpq.rs~s/for _ in 0\.\.shape\.rows \+ 3 \{/loop {/"
+  "registry_single_row~the registry's answer is read whole, as libpq gathers it, not a row at a time~src/registry/libpq.rs~s/if sent == 0 \|\| unsafe \{ \(api\.PQsetSingleRowMode\)\(self\.0\) \} == 0 \{/if sent == 0 {/"
+  "registry_rows~an answer of more rows than a lease is read (the member takes the first)~src/registry/libpq.rs~s/                    if rows\.len\(\) > shape\.rows \{/                    if false {/"
+  "registry_columns~an answer of more or other columns than a lease is read~src/registry/libpq.rs~s/ \|\| columns as usize != shape\.columns//"
+  "registry_value_bytes~the registry's values are read whatever their size~src/registry/libpq.rs~s/if len as usize > shape\.value_bytes \{/if false {/"
+  "registry_memory~libpq's memory in the registry's worker is not bounded~src/registry/worker.rs~s/    libpq::bound_memory\(\);\n//"
+  "registry_start_above~a grant to start at or past the end of the lease asked for is taken, and cached~src/registry/worker.rs~s/if start_above_ms >= covered_until_ms\.min\(recorded_until_ms\) \{/if false {/"
+  "registry_worker_range~a worker id outside the layout is taken from the registry~src/registry/worker.rs~s/\.filter\(\|&w\| w <= layout\.max_worker_id\(\) && /.filter(|\&w| /"
+  "registry_redact~passwords are shown as written in the registry's problems~src/registry/redact.rs~s/    mask_keyword_values\(&mask_uri_passwords\(text\)\)/    text.to_string()/"
+  "registry_answer_problem~an answer no registry gives is reported as an unreachable registry~src/registry/worker.rs~s/    if e\.unexpected_answer \{\n        return \(Problem::Answer, e\.to_string\(\)\);\n    \}\n//"
 )
 
 # Each row's substitutions, counted in the tree as it is: a refactor that moves or rewrites the
@@ -167,7 +177,7 @@ SUITES=(--test restart --test crash --test clock --test standby --test sync_stan
         --test extension_upgrade --test layouts --test readme --test multinode --test hostile
         --test time_ranges --test power_loss --test patroni --test registry
         --test registry_shutdown --test hostile_races --test setup_scripts --test stalled_disk
-        --test lost_state_file)
+        --test lost_state_file --test hostile_registry)
 # pg_auto_failover is packaged for 15 only.
 [ "$PG" != 15 ] || SUITES+=(--test auto_failover)
 # MUTATION_SUITES="power_loss crash" runs only those, to check a new row quickly.
