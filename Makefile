@@ -9,6 +9,7 @@
 #   make bench   snowflake_next() against nextval(), bigserial and uuids in one cluster, written
 #                to docs/benchmarks.json (its duration is there too: duration_s)
 #   make bench-hotpath  instructions per id of 0.2.0 and of this tree, by callgrind, in one run
+#   make nemesis SEED=n [SECONDS=s]  seeded faults on a fleet, checked (see tests/nemesis.rs)
 #
 # PG=17 picks a major for any target (`make test PG=18`, `make run PG=17`, `make bench PG=18`);
 # PG_CONFIG=/path/to/pg_config picks a server directly for install, run and bench.
@@ -47,7 +48,7 @@ else
 INSTALL_SETUP := run $(ONE_MAJOR)
 endif
 
-.PHONY: setup install package repo tools run run-cluster stop test test-major test-unit test-sql test-pgrx test-blackbox test-package test-old-flag test-upgrade test-hotpath test-rmgr-id bench bench-hotpath fmt lint
+.PHONY: setup install package repo tools run run-cluster stop test test-major test-unit test-sql test-pgrx test-blackbox test-package test-old-flag test-upgrade test-hotpath test-rmgr-id bench bench-hotpath fmt lint nemesis
 
 setup:
 	@scripts/setup.sh $(INSTALL_SETUP)
@@ -131,9 +132,21 @@ test-pgrx:
 # NAME` runs one). The pg_upgrade tests need two majors: test-upgrade runs them.
 # pg_auto_failover is packaged for 15 only: tests/auto_failover.rs runs there, and the other
 # majors say that they skip it.
+# The nemesis's fixed seeds (tests/nemesis.rs, about four minutes) run on 15 only: the faults it
+# combines are the same code on every major, each tested alone on every major by its own suite.
 test-blackbox: install tools
-	@[ "$(ONE_MAJOR)" = 15 ] || echo "pg_auto_failover: tested on PostgreSQL 15 only (Debian packages it for 15)"
-	scripts/test-suites.py --test-threads=2 --skip pg_upgrade --skip package_ $(if $(filter 15,$(ONE_MAJOR)),,--skip pg_auto_failover)
+	@[ "$(ONE_MAJOR)" = 15 ] || echo "pg_auto_failover and the nemesis: tested on PostgreSQL 15 only (Debian packages pg_auto_failover for 15)"
+	scripts/test-suites.py --test-threads=2 --skip pg_upgrade --skip package_ $(if $(filter 15,$(ONE_MAJOR)),,--skip pg_auto_failover --skip faults_on_a_fleet)
+
+# The nemesis on seeds of your choice, for as long as asked, writing what it ran (seeds, faults,
+# ids checked, availability) into docs/testing.md: `make nemesis SEED=7`, `make nemesis
+# SEED=3,4,5 SECONDS=300` (seconds of faults per seed; default 120). A failing run prints its seed
+# and schedule; the same SEED and SECONDS replay it.
+SEED ?= $(shell date +%s)
+SECONDS ?= 120
+nemesis: install tools
+	NEMESIS_SEEDS="$(SEED)" NEMESIS_SECONDS="$(SECONDS)" NEMESIS_REPORT=docs/testing.md \
+	  cargo test --test nemesis -- --nocapture
 
 # A build with another WAL resource manager id (PG_SNOWFLAKE_RMGR_ID, the way out of a clash
 # with another extension's id, see README): it writes its marks under that id and a standby

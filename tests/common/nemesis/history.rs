@@ -159,6 +159,48 @@ pub fn check(calls: &[Call], promotions: &[Promotion]) -> Findings {
             }
         }
     }
+    // A worker id's holders, one after the other: every id of a later holder is above every id
+    // made with that worker id before (the registry's `start_above`), and a holder's ids stop at
+    // its lease's end (the ceiling), so holders never overlap. Members are told apart, not
+    // servers: a primary and its promoted standby are one holder. By the time calls were sent:
+    // a call sent before a freeze may be answered after it.
+    let mut by_worker: BTreeMap<i64, Vec<&Call>> = BTreeMap::new();
+    for c in calls {
+        if let Outcome::Id { id, .. } = c.outcome {
+            by_worker.entry(worker_id(id)).or_default().push(c);
+        }
+    }
+    for (w, mut acks) in by_worker {
+        acks.sort_by(|a, b| a.sent.total_cmp(&b.sent));
+        let (mut holder_now, mut before, mut run_max): (Option<usize>, Option<&Call>, Option<&Call>) =
+            (None, None, None);
+        for c in acks {
+            if holder_now != Some(c.member) {
+                // A new holder: all ids so far are before it.
+                if run_max.is_some_and(|r| before.is_none_or(|b| id_of(r) > id_of(b))) {
+                    before = run_max;
+                }
+                holder_now = Some(c.member);
+            }
+            if let Some(b) = before {
+                if id_of(c) <= id_of(b) && b.member != c.member {
+                    f.violations.push(format!(
+                        "worker id {w}: {} gave {} (sent at {:.3} s), not above {}, which {} \
+                         gave with that worker id before (answered at {:.3} s)",
+                        holder(c.member),
+                        id_of(c),
+                        c.sent,
+                        id_of(b),
+                        holder(b.member),
+                        b.answered
+                    ));
+                }
+            }
+            if run_max.is_none_or(|r| id_of(c) > id_of(r)) {
+                run_max = Some(c);
+            }
+        }
+    }
     for p in promotions {
         let old_max = calls
             .iter()
@@ -184,6 +226,19 @@ pub fn check(calls: &[Call], promotions: &[Promotion]) -> Findings {
         }
     }
     f
+}
+
+/// The worker id of an id of the layout the fleet runs (twitter: 10 bits above 12 of sequence).
+fn worker_id(id: i64) -> i64 {
+    (id >> 12) & 1023
+}
+
+fn holder(member: usize) -> String {
+    if member == THIEF {
+        "the thief".into()
+    } else {
+        format!("m{}", member + 1)
+    }
 }
 
 fn id_of(c: &Call) -> i64 {

@@ -213,7 +213,10 @@ impl Fleet {
             )
             .unwrap();
             if m == STANDBY_MEMBER {
-                let standby = standby_of(&server, &format!("{name}_m3s"), offset());
+                // The standby's clock 1.5 s behind its primary's: a promoted standby that did
+                // not carry the primary's marks (WAL replay) would go on below its ids.
+                let behind = server.offset_s - 1.5;
+                let standby = standby_of(&server, &format!("{name}_m3s"), behind);
                 synchronous(&server, &standby);
                 client_conninfo.push(format!(
                     "host=127.0.0.1,127.0.0.1 port={},{} user=postgres dbname=postgres \
@@ -347,6 +350,12 @@ impl Fleet {
             }
             Fault::PowerCut { .. } => {
                 let server = self.members[DISK_MEMBER].as_mut().unwrap();
+                // Right after a checkpoint: crash recovery then replays no mark, and only the
+                // state file (and its copy) says where the ids ended, as after a power cut that
+                // comes between a checkpoint and the next renewal.
+                if let Ok(mut c) = Client::connect(&server.cluster.conninfo("postgres"), NoTls) {
+                    let _ = c.batch_execute("CHECKPOINT");
+                }
                 server.fs.as_mut().unwrap().power_cut(&server.cluster);
             }
             Fault::Promote(Target::Registry) => {

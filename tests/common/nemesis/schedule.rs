@@ -213,7 +213,7 @@ pub fn schedule(seed: u64, seconds: f64) -> Vec<Scheduled> {
 const SETTLE_S: f64 = 3.0;
 /// Faults beyond one of each kind, when time allows.
 const EXTRA: usize = 4;
-const KINDS: usize = 10;
+const KINDS: usize = 11;
 
 /// A fault of kind `kind` and its length.
 fn draw(kind: usize, rng: &mut Rng) -> (Fault, f64) {
@@ -276,10 +276,8 @@ fn draw(kind: usize, rng: &mut Rng) -> (Fault, f64) {
             },
             secs(rng, 0.5, 2.0),
         ),
-        8 => (
-            Fault::Promote(*rng.pick(&[Target::Registry, Target::Member(STANDBY_MEMBER)])),
-            secs(rng, 1.0, 3.0),
-        ),
+        8 => (Fault::Promote(Target::Registry), secs(rng, 1.0, 3.0)),
+        9 => (Fault::Promote(Target::Member(STANDBY_MEMBER)), secs(rng, 1.0, 3.0)),
         _ => (
             Fault::Lose {
                 member: *rng.pick(&[0, DISK_MEMBER, FIXED_MEMBER]),
