@@ -213,9 +213,12 @@ impl Fleet {
             )
             .unwrap();
             if m == STANDBY_MEMBER {
-                // The standby's clock 1.5 s behind its primary's: a promoted standby that did
-                // not carry the primary's marks (WAL replay) would go on below its ids.
-                let behind = server.offset_s - 1.5;
+                // The standby's clock 6 s behind its primary's: a promoted standby that did not
+                // carry the primary's marks (WAL replay) would go on below its ids, even after
+                // the seconds a promotion takes here (the kill, `pg_ctl promote`, a lease from
+                // the registry, a synchronous standby back); with them its ids run 6 s and a
+                // lease ahead of its clock, within max_drift (10 s). 1.5 s did not tell.
+                let behind = server.offset_s - 6.0;
                 let standby = standby_of(&server, &format!("{name}_m3s"), behind);
                 synchronous(&server, &standby);
                 client_conninfo.push(format!(
