@@ -132,11 +132,16 @@ test-pgrx:
 # NAME` runs one). The pg_upgrade tests need two majors: test-upgrade runs them.
 # pg_auto_failover is packaged for 15 only: tests/auto_failover.rs runs there, and the other
 # majors say that they skip it.
-# The nemesis's fixed seeds (tests/nemesis.rs, about four minutes) run on 15 only: the faults it
+# The nemesis's fixed seeds (tests/nemesis.rs, about four minutes) run on 16 only: the faults it
 # combines are the same code on every major, each tested alone on every major by its own suite.
+# Not on 15: there libfaketime cannot move the clock of background workers (15's postmaster
+# starts them from a signal handler, while libfaketime's per-thread "do not fake" flag is set in
+# the select() it interrupted), so a member's registry worker would keep the real time through
+# every clock fault.
 test-blackbox: install tools
-	@[ "$(ONE_MAJOR)" = 15 ] || echo "pg_auto_failover and the nemesis: tested on PostgreSQL 15 only (Debian packages pg_auto_failover for 15)"
-	scripts/test-suites.py --test-threads=2 --skip pg_upgrade --skip package_ $(if $(filter 15,$(ONE_MAJOR)),,--skip pg_auto_failover --skip faults_on_a_fleet)
+	@[ "$(ONE_MAJOR)" = 15 ] || echo "pg_auto_failover: tested on PostgreSQL 15 only (Debian packages it for 15)"
+	@[ "$(ONE_MAJOR)" = 16 ] || echo "the nemesis: tested on PostgreSQL 16 only (see the Makefile)"
+	scripts/test-suites.py --test-threads=2 --skip pg_upgrade --skip package_ $(if $(filter 15,$(ONE_MAJOR)),,--skip pg_auto_failover) $(if $(filter 16,$(ONE_MAJOR)),,--skip faults_on_a_fleet)
 
 # The nemesis on seeds of your choice, for as long as asked, writing what it ran (seeds, faults,
 # ids checked, availability) into docs/testing.md: `make nemesis SEED=7`, `make nemesis

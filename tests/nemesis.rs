@@ -5,7 +5,7 @@
 //! none below the old primary's, every acknowledged row present at the end, every refusal with an
 //! allowed SQLSTATE, and every member making ids again within `RECOVERY` once the faults heal.
 //!
-//! `make test` runs the fixed seeds of `SEEDS`; `make nemesis SEED=n SECONDS=s` runs others
+//! `make test` runs the fixed seeds of `SEEDS` (on 16: see the Makefile); `make nemesis SEED=n SECONDS=s` runs others
 //! (`NEMESIS_SEEDS=1,2,3`, `NEMESIS_SECONDS`), and with `NEMESIS_REPORT=docs/testing.md` writes
 //! what it ran there. A failing run prints its seed and its schedule.
 //!

@@ -159,45 +159,53 @@ pub fn check(calls: &[Call], promotions: &[Promotion]) -> Findings {
             }
         }
     }
-    // A worker id's holders, one after the other: every id of a later holder is above every id
-    // made with that worker id before (the registry's `start_above`), and a holder's ids stop at
-    // its lease's end (the ceiling), so holders never overlap. Members are told apart, not
-    // servers: a primary and its promoted standby are one holder. By the time calls were sent:
-    // a call sent before a freeze may be answered after it.
-    let mut by_worker: BTreeMap<i64, Vec<&Call>> = BTreeMap::new();
+    // A worker id's holders, one after another (members, not servers: a primary and its
+    // promoted standby are one holder). The registry gives a worker id whose lease ran out to a
+    // new holder above everything the previous holders covered, and a holder's ids stay below
+    // its coverage (the ceiling). So every id a holder made before the next one's first id is
+    // below all of the next one's ids; and what it makes after (still below its coverage, while
+    // its clock is behind it, or above, once it got the worker id back) never falls among them.
+    let mut by_worker: BTreeMap<i64, BTreeMap<usize, Vec<&Call>>> = BTreeMap::new();
     for c in calls {
         if let Outcome::Id { id, .. } = c.outcome {
-            by_worker.entry(worker_id(id)).or_default().push(c);
+            by_worker
+                .entry(worker_id(id))
+                .or_default()
+                .entry(c.member)
+                .or_default()
+                .push(c);
         }
     }
-    for (w, mut acks) in by_worker {
-        acks.sort_by(|a, b| a.sent.total_cmp(&b.sent));
-        let (mut holder_now, mut before, mut run_max): (Option<usize>, Option<&Call>, Option<&Call>) =
-            (None, None, None);
-        for c in acks {
-            if holder_now != Some(c.member) {
-                // A new holder: all ids so far are before it.
-                if run_max.is_some_and(|r| before.is_none_or(|b| id_of(r) > id_of(b))) {
-                    before = run_max;
+    for (w, holders) in &by_worker {
+        let first_of = |acks: &Vec<&Call>| acks.iter().map(|c| c.answered).fold(f64::MAX, f64::min);
+        let mut order: Vec<(&usize, &Vec<&Call>)> = holders.iter().collect();
+        order.sort_by(|a, b| first_of(a.1).total_cmp(&first_of(b.1)));
+        for (k, (b, b_acks)) in order.iter().enumerate() {
+            let b_first = first_of(b_acks);
+            let b_min = b_acks.iter().map(|c| id_of(c)).min().unwrap_or(i64::MAX);
+            let b_max = b_acks.iter().map(|c| id_of(c)).max().unwrap_or(i64::MIN);
+            for (a, a_acks) in &order[..k] {
+                for c in a_acks.iter() {
+                    let id = id_of(c);
+                    let before = c.answered < b_first && id >= b_min;
+                    let among = id >= b_min && id <= b_max;
+                    if before || among {
+                        f.violations.push(format!(
+                            "worker id {w}: {} gave {id} (answered at {:.3} s), {} {} of {}, \
+                             which holds that worker id since {b_first:.3} s",
+                            holder(**a),
+                            c.answered,
+                            if before { "not below" } else { "among" },
+                            if before {
+                                format!("{b_min}, the lowest id")
+                            } else {
+                                format!("{b_min}..{b_max}, the ids")
+                            },
+                            holder(**b)
+                        ));
+                        break;
+                    }
                 }
-                holder_now = Some(c.member);
-            }
-            if let Some(b) = before {
-                if id_of(c) <= id_of(b) && b.member != c.member {
-                    f.violations.push(format!(
-                        "worker id {w}: {} gave {} (sent at {:.3} s), not above {}, which {} \
-                         gave with that worker id before (answered at {:.3} s)",
-                        holder(c.member),
-                        id_of(c),
-                        c.sent,
-                        id_of(b),
-                        holder(b.member),
-                        b.answered
-                    ));
-                }
-            }
-            if run_max.is_none_or(|r| id_of(c) > id_of(r)) {
-                run_max = Some(c);
             }
         }
     }

@@ -277,7 +277,10 @@ fn draw(kind: usize, rng: &mut Rng) -> (Fault, f64) {
             secs(rng, 0.5, 2.0),
         ),
         8 => (Fault::Promote(Target::Registry), secs(rng, 1.0, 3.0)),
-        9 => (Fault::Promote(Target::Member(STANDBY_MEMBER)), secs(rng, 1.0, 3.0)),
+        9 => (
+            Fault::Promote(Target::Member(STANDBY_MEMBER)),
+            secs(rng, 1.0, 3.0),
+        ),
         _ => (
             Fault::Lose {
                 member: *rng.pick(&[0, DISK_MEMBER, FIXED_MEMBER]),
