@@ -52,9 +52,10 @@ const LAYOUTS: &[(&str, &[&str])] = &[
 /// The seeds `make test` runs on every layout, each with its own tables.
 const FIXED_SEEDS: [u64; 3] = [20_261_126, 7_919, 33];
 
-/// Statements per fixed seed and layout: 12,600 in all, about 6 ms each on 2 cores (12 ms while
-/// other builds load them), to keep the suite near a minute.
-const FIXED_CASES: u64 = 700;
+/// Statements per fixed seed and layout: 9,000 in all, 6 to 13 ms each on 2 cores (the second
+/// while other builds load them to 9), to keep the suite within 90 s. The FULL JOIN rewrite of
+/// 0.4.0 fails the first seed at statement 265.
+const FIXED_CASES: u64 = 500;
 
 /// Statements per seed for `make fuzz` when CASES is not given.
 const FUZZ_CASES: u64 = 2000;
