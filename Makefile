@@ -10,6 +10,9 @@
 #                to docs/benchmarks.json (its duration is there too: duration_s)
 #   make bench-hotpath  instructions per id of 0.2.0 and of this tree, by callgrind, in one run
 #   make nemesis SEED=n [SECONDS=s]  seeded faults on a fleet, checked (see tests/nemesis.rs)
+#   make fuzz SEED=n [CASES=n] [LAYOUT=name]  the planner hook's differential test with one seed
+#                for longer: CASES random statements (default 2000) on each layout, or on one,
+#                hook on against off, in the build installed in PG_CONFIG's server
 #
 # PG=17 picks a major for any target (`make test PG=18`, `make run PG=17`, `make bench PG=18`);
 # PG_CONFIG=/path/to/pg_config picks a server directly for install, run and bench.
@@ -48,7 +51,7 @@ else
 INSTALL_SETUP := run $(ONE_MAJOR)
 endif
 
-.PHONY: setup install package repo tools run run-cluster stop test test-major test-unit test-sql test-pgrx test-blackbox test-package test-old-flag test-upgrade test-hotpath test-rmgr-id bench bench-hotpath fmt lint nemesis
+.PHONY: setup install package repo tools run run-cluster stop test test-major test-unit test-sql test-pgrx test-blackbox test-package test-old-flag test-upgrade test-hotpath test-rmgr-id bench bench-hotpath fmt lint nemesis fuzz
 
 setup:
 	@scripts/setup.sh $(INSTALL_SETUP)
@@ -196,6 +199,17 @@ test-upgrade:
 	@$(MAKE) --no-print-directory install PG=18 PG_CONFIG="$$(scripts/pg-config.sh 18)"
 	PG_CONFIG="$$(scripts/pg-config.sh 18)" PG_UPGRADE_FROM_CONFIG="$$(scripts/pg-config.sh 17)" \
 	  cargo test --test upgrade -- --test-threads=2
+
+# Not part of `make test` (which runs tests/time_ranges.rs with its fixed seeds): random
+# statements with the time-range hook on and off, any difference in rows or SQLSTATE a failure
+# that prints the statement and how to replay it. It installs nothing: it tests the build
+# installed in PG_CONFIG's server, as the black-box suites do (`make install` first, or a
+# mutation's build). Without SEED, each layout takes one from the clock, printed.
+FUZZ_LAYOUTS := twitter discord sonyflake instagram js53 custom
+fuzz:
+	@$(if $(filter-out $(FUZZ_LAYOUTS),$(LAYOUT)),echo "LAYOUT=$(LAYOUT) is none of $(FUZZ_LAYOUTS)" >&2; exit 2)
+	TIME_RANGES_FUZZ=1 $(if $(SEED),TIME_RANGES_SEED=$(SEED)) $(if $(CASES),TIME_RANGES_CASES=$(CASES)) \
+	  cargo test --test time_ranges hook_on_and_off_agree_on_$(LAYOUT) -- --nocapture --test-threads=2
 
 # Not part of `make test`: speed is judged as ratios in one run, not by timed tests. The run
 # goes into docs/benchmarks.json, the one set of figures the pages quote (tests/readme.rs checks
