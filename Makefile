@@ -150,11 +150,9 @@ test-blackbox: install tools
 # ids checked, availability) into docs/testing.md: `make nemesis SEED=7`, `make nemesis
 # SEED=3,4,5 SECONDS=300` (seconds of faults per seed; default 120). A failing run prints its seed
 # and schedule; the same SEED and SECONDS replay it.
-SEED ?= $(shell date +%s)
-SECONDS ?= 120
 nemesis: install tools
-	NEMESIS_SEEDS="$(SEED)" NEMESIS_SECONDS="$(SECONDS)" NEMESIS_REPORT=docs/testing.md \
-	  cargo test --test nemesis -- --nocapture
+	NEMESIS_SEEDS="$(or $(SEED),$$(date +%s))" NEMESIS_SECONDS="$(or $(SECONDS),120)" \
+	  NEMESIS_REPORT=docs/testing.md cargo test --test nemesis -- --nocapture
 
 # A build with another WAL resource manager id (PG_SNOWFLAKE_RMGR_ID, the way out of a clash
 # with another extension's id, see README): it writes its marks under that id and a standby
