@@ -213,12 +213,12 @@ pub fn check(calls: &[Call], promotions: &[Promotion]) -> Findings {
         let old_max = calls
             .iter()
             .filter(|c| c.member == p.member && c.port == p.old_port && c.answered <= p.at)
-            .filter_map(|c| id_or_none(c))
+            .filter_map(id_or_none)
             .max();
         let new_min = calls
             .iter()
             .filter(|c| c.member == p.member && c.port == p.new_port && c.sent >= p.at)
-            .filter_map(|c| id_or_none(c))
+            .filter_map(id_or_none)
             .min();
         if let (Some(old), Some(new)) = (old_max, new_min) {
             if new <= old {
