@@ -195,3 +195,59 @@ fn excerpt(text: &str, secret: &str) -> String {
         .take(300)
         .collect()
 }
+
+/// The registry named by a host name, and a DNS server that does not answer (anyone on the path
+/// to it can drop its answers): libpq resolves the name inside `PQconnectStartParams`, with
+/// glibc's blocking resolver (5 s a try, two tries, per name server), before the worker's wait
+/// on its latch and socket begins. A fast stop waits for it: 10.1 s here, stopped as the first
+/// query came (docs/many-servers.md: the registry "never delays a shutdown"; issue 33: a fast stop
+/// within 2 s). Needs root: the member runs in a mount namespace of its own whose
+/// /etc/resolv.conf names a name server on 127.0.0.2 that this test makes, which reads the
+/// queries and answers none.
+#[test]
+fn a_name_server_that_does_not_answer_delays_no_fast_stop() {
+    if !running_as_root() {
+        eprintln!("skipped: needs root for a mount namespace and port 53");
+        return;
+    }
+    let dns = std::net::UdpSocket::bind(("127.0.0.2", 53)).expect("bind 127.0.0.2:53");
+    dns.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let m = Cluster::init(
+        "attack33_dns",
+        &[
+            "snowflake.worker_id = -1",
+            "snowflake.registry = 'host=registry.attack33.example port=5432 user=fleet \
+             dbname=registry'",
+            SHORTEST_LEASE,
+        ],
+    );
+    let resolv = m.data().join("../resolv.conf");
+    std::fs::write(&resolv, "nameserver 127.0.0.2\n").unwrap();
+    let start = format!(
+        "mount --bind {} /etc/resolv.conf && exec runuser -u postgres -- {} start -w -t 60 -D {} \
+         -l {}",
+        resolv.display(),
+        m.bin("pg_ctl").display(),
+        m.data().display(),
+        m.log_path().display()
+    );
+    check(
+        std::process::Command::new("unshare")
+            .args(["-m", "--propagation", "private", "sh", "-c", &start])
+            .output()
+            .unwrap(),
+        "pg_ctl start in a mount namespace",
+    );
+    // The registry worker is resolving the name.
+    let mut query = [0u8; 512];
+    dns.recv_from(&mut query)
+        .expect("the member asked the name server");
+    let t = Instant::now();
+    m.stop("fast");
+    let stop = t.elapsed();
+    eprintln!("pg_ctl stop -m fast took {stop:?} while the name server did not answer");
+    assert!(
+        stop < Duration::from_secs(2),
+        "pg_ctl stop -m fast took {stop:?} while the registry's name was being resolved"
+    );
+}
