@@ -32,13 +32,12 @@
 //! either newer form, which is just as safe. Versions before 0.4.0 wrote no copy: their data
 //! directory gets one with the first renewal.
 
-use crate::data_file::{self, crc32c};
+use crate::data_file::{crc32c, Dir};
 use crate::layout::TWITTER;
 use crate::mark::Mark;
 use crate::mark::MARK_BYTES;
-use std::fs::File;
 use std::io::{self, ErrorKind};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 pub const FILE_NAME: &str = "pg_snowflake.state";
 /// The copy of the mark, in a directory of its own under another name (see above).
@@ -170,13 +169,15 @@ pub struct Recovered {
 /// with marks), and where they ended is unknown. A state file that is unreadable or corrupt is
 /// an error, whatever its copy holds (the start stops: see `errors::state_file_unreadable`).
 pub fn recover(dir: &Path) -> Result<Recovered, ReadError> {
-    let file = match data_file::read(&dir.join(FILE_NAME), LEN) {
+    let data = Dir::open(dir).map_err(ReadError::Io)?;
+    let file = match data.read(FILE_NAME, LEN) {
         Ok(Some(bytes)) if bytes.is_empty() => Found::Empty,
         Ok(Some(bytes)) => Found::Good(decode(&bytes).map_err(ReadError::Corrupt)?),
         Ok(None) => Found::Missing,
         Err(e) => return Err(ReadError::Io(e)),
     };
-    let copy = match data_file::read(&dir.join(COPY_PATH), LEN) {
+    // mutant: copy_read
+    let copy = match data.open_dir(COPY_DIR).and_then(|d| d.read(COPY_NAME, LEN)) {
         Ok(Some(bytes)) if bytes.is_empty() => Found::Damaged("it is empty".into()),
         Ok(Some(bytes)) => match decode(&bytes) {
             Ok(mark @ Loaded::Mark(_)) => Found::Good(mark),
@@ -184,6 +185,7 @@ pub fn recover(dir: &Path) -> Result<Recovered, ReadError> {
             Err(why) => Found::Damaged(why),
         },
         Ok(None) => Found::Missing,
+        Err(e) if e.kind() == ErrorKind::NotFound => Found::Missing,
         Err(e) => Found::Damaged(e.to_string()),
     };
     let (state, source) = match (&file, &copy) {
@@ -249,8 +251,9 @@ fn failed_on(place: Place) -> impl FnOnce(io::Error) -> WriteError {
 /// anything (see `Prepared::replace`).
 #[must_use = "the state is in place only once replaced"]
 pub struct Prepared {
-    dir: PathBuf,
-    copy: bool,
+    data: Dir,
+    /// The copy's directory, for a mark.
+    copy: Option<Dir>,
 }
 
 /// The temporary files' names: written whole and synced before they are renamed over the state
@@ -265,43 +268,37 @@ const COPY_TEMP_NAME: &str = "mark.tmp";
 /// that file is how an operator settles it.
 pub fn prepare(dir: &Path, state: Loaded) -> Result<Prepared, WriteError> {
     let bytes = encode(state);
-    data_file::write_new(&dir.join(TEMP_NAME), &bytes).map_err(failed_on(Place::StateFile))?;
-    let copy = matches!(state, Loaded::Mark(_));
-    if copy {
-        let copy_dir = dir.join(COPY_DIR);
-        if !copy_dir.is_dir() {
-            make_dir(dir, &copy_dir).map_err(failed_on(Place::Copy))?;
+    let data = Dir::open(dir).map_err(failed_on(Place::StateFile))?;
+    data.write_new(TEMP_NAME, &bytes)
+        .map_err(failed_on(Place::StateFile))?;
+    // mutant: state_copy
+    let copy = match state {
+        Loaded::Mark(_) => {
+            let copy_dir = data
+                .open_or_make(COPY_DIR)
+                .map_err(failed_on(Place::Copy))?;
+            copy_dir
+                .write_new(COPY_TEMP_NAME, &bytes)
+                .map_err(failed_on(Place::Copy))?;
+            Some(copy_dir)
         }
-        data_file::write_new(&copy_dir.join(COPY_TEMP_NAME), &bytes)
-            .map_err(failed_on(Place::Copy))?;
-    }
-    Ok(Prepared {
-        dir: dir.to_path_buf(),
-        copy,
-    })
-}
-
-/// The copy's directory, mode 0700 as the data directory, its name made durable by a sync of
-/// the data directory.
-fn make_dir(parent: &Path, dir: &Path) -> io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
-        Err(e) if e.kind() != ErrorKind::AlreadyExists => return Err(e),
-        _ => {}
-    }
-    File::open(parent)?.sync_all()
+        _ => None,
+    };
+    Ok(Prepared { data, copy })
 }
 
 impl Prepared {
     /// Puts the prepared state in place, durably: the state file, then its copy. Each is a
     /// rename over the old file, then a sync of its directory, without which a power cut could
-    /// bring the old name back (and with it the old mark).
+    /// bring the old name back (and with it the old mark). The directories are those `prepare`
+    /// opened, whatever their names lead to by now.
     pub fn replace(self) -> Result<(), WriteError> {
-        data_file::put_in_place(&self.dir, TEMP_NAME, FILE_NAME)
+        self.data
+            .put_in_place(TEMP_NAME, FILE_NAME)
             .map_err(failed_on(Place::StateFile))?;
-        if self.copy {
-            let copy_dir = self.dir.join(COPY_DIR);
-            data_file::put_in_place(&copy_dir, COPY_TEMP_NAME, COPY_NAME)
+        if let Some(copy_dir) = &self.copy {
+            copy_dir
+                .put_in_place(COPY_TEMP_NAME, COPY_NAME)
                 .map_err(failed_on(Place::Copy))?;
         }
         Ok(())
@@ -317,6 +314,7 @@ pub fn write(dir: &Path, state: Loaded) -> Result<(), WriteError> {
 mod tests {
     use super::*;
     use crate::layout::{SONYFLAKE, TWITTER};
+    use std::path::PathBuf;
 
     fn twitter(units: u64) -> Loaded {
         Loaded::Mark(Mark {

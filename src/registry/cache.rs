@@ -8,7 +8,7 @@
 //! one. A lease is written here only once the registry has recorded its coverage, and before the
 //! generator may use it: the registry always knows at least as much as this file says.
 
-use crate::data_file::{self, crc32c};
+use crate::data_file::{crc32c, Dir};
 use std::io;
 use std::path::Path;
 
@@ -108,7 +108,7 @@ impl Lease {
 /// The cached lease in `dir`, if there is one. A damaged file is an error for the caller to
 /// report; it is then treated as no lease (the registry decides again).
 pub fn read(dir: &Path) -> Result<Option<Lease>, String> {
-    match data_file::read(&dir.join(FILE_NAME), MAX_LEN) {
+    match Dir::open(dir).and_then(|d| d.read(FILE_NAME, MAX_LEN)) {
         Ok(Some(bytes)) => {
             let text = String::from_utf8(bytes).map_err(|_| "the file is not UTF-8".to_string())?;
             Lease::decode(&text).map(Some)
@@ -120,12 +120,12 @@ pub fn read(dir: &Path) -> Result<Option<Lease>, String> {
 
 /// Replaces the cached lease durably.
 pub fn write(dir: &Path, lease: &Lease) -> io::Result<()> {
-    data_file::replace(dir, TEMP_NAME, FILE_NAME, lease.encode().as_bytes())
+    Dir::open(dir)?.replace(TEMP_NAME, FILE_NAME, lease.encode().as_bytes())
 }
 
 /// Removes the cached lease durably (a lease that was lost must not come back at restart).
 pub fn remove(dir: &Path) -> io::Result<()> {
-    data_file::remove(dir, FILE_NAME)
+    Dir::open(dir)?.remove(FILE_NAME)
 }
 
 #[cfg(test)]
