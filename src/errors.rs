@@ -438,9 +438,12 @@ pub fn paced_too_long(waited_ms: u64, max_drift_ms: u64, layout: &Layout) -> ! {
         )
         .set_detail(format!(
             "Ids ran more than half of snowflake.max_drift ({max_drift_ms} ms) ahead of the \
-             clock, where calls take turns at the layout's {} ids per {} ms, and this call's \
+             clock, where calls take turns at the layout's rate ({} per {} ms), and this call's \
              turn did not come within snowflake.drift_wait ({waited_ms} ms).",
-            layout.per_unit(),
+            match layout.per_unit() {
+                1 => "1 id".to_string(),
+                n => format!("{n} ids"),
+            },
             layout.unit_ms
         ))
         .set_hint(

@@ -149,6 +149,9 @@ pub struct RegistryStats {
     pub renewed: Option<String>,
     /// What went wrong last, if the last call failed (or why the lease was lost).
     pub problem: Option<String>,
+    /// The version of the libpq the registry's worker loaded (16 and later refuse to send a
+    /// password in clear text), null until it has.
+    pub libpq: Option<String>,
 }
 
 fn registry_stats() -> Option<RegistryStats> {
@@ -172,6 +175,8 @@ fn registry_stats() -> Option<RegistryStats> {
         expires: time(r.expires_ms),
         renewed: time(r.renewed_ms),
         problem: r.problem,
+        libpq: (r.libpq_version != 0)
+            .then(|| format!("{}.{}", r.libpq_version / 10000, r.libpq_version % 10000)),
     })
 }
 

@@ -12,6 +12,7 @@
 //! that accepted connections and never answered).
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::time::{Duration, Instant};
 
 #[repr(C)]
@@ -72,6 +73,12 @@ struct Api {
     PQconsumeInput: unsafe extern "C" fn(*mut PGconn) -> c_int,
     PQisBusy: unsafe extern "C" fn(*mut PGconn) -> c_int,
     PQsetSingleRowMode: unsafe extern "C" fn(*mut PGconn) -> c_int,
+    PQsetNoticeReceiver: unsafe extern "C" fn(
+        *mut PGconn,
+        Option<unsafe extern "C" fn(*mut c_void, *const PGresult)>,
+        *mut c_void,
+    ) -> *mut c_void,
+    PQlibVersion: unsafe extern "C" fn() -> c_int,
     PQgetResult: unsafe extern "C" fn(*mut PGconn) -> *mut PGresult,
     PQstatus: unsafe extern "C" fn(*const PGconn) -> c_int,
     PQerrorMessage: unsafe extern "C" fn(*const PGconn) -> *const c_char,
@@ -159,6 +166,8 @@ fn load_api(server_lib: Option<&std::path::Path>) -> Result<Api, String> {
             PQconsumeInput,
             PQisBusy,
             PQsetSingleRowMode,
+            PQsetNoticeReceiver,
+            PQlibVersion,
             PQgetResult,
             PQstatus,
             PQerrorMessage,
@@ -232,6 +241,19 @@ fn bounded_memory<T>(call: impl FnOnce() -> T) -> T {
         unsafe { libc::setrlimit(libc::RLIMIT_DATA, &old) };
     }
     result
+}
+
+/// The notice receiver of every connection: notices are dropped (see `Connection::open`).
+unsafe extern "C" fn drop_notice(_arg: *mut c_void, _res: *const PGresult) {}
+
+/// The version of the libpq loaded, as `PQlibVersion` gives it (160002 for 16.2); 0 before
+/// `load`.
+pub fn version() -> i32 {
+    match API.get() {
+        // SAFETY: a plain call of the libpq loaded.
+        Some(Ok(api)) => unsafe { (api.PQlibVersion)() },
+        _ => 0,
+    }
 }
 
 /// An error of the registry's server (with its SQLSTATE), of the connection (without), or an
@@ -312,10 +334,9 @@ pub enum Waited {
 /// The worker's waits on its latch as well, and leaves the process at a shutdown.
 pub type Wait<'a> = &'a dyn Fn(c_int, bool, Duration) -> Waited;
 
-/// The `connect_timeout` that `conninfo` sets, if it sets one: libpq applies it only to blocking
-/// connections, so the caller of `open` applies it. Values below 2 s count as 2 s, as libpq
-/// counts them.
-pub fn connect_timeout(conninfo: &str) -> Option<Duration> {
+/// The value `conninfo` gives `keyword`, as libpq reads it (its URI form decoded), if it gives
+/// one and libpq can read the string.
+pub fn option(conninfo: &str, keyword: &CStr) -> Option<String> {
     let api = api().ok()?;
     let text = CString::new(conninfo).ok()?;
     let mut err: *mut c_char = std::ptr::null_mut();
@@ -332,19 +353,167 @@ pub fn connect_timeout(conninfo: &str) -> Option<Duration> {
         let mut found = None;
         let mut option = options;
         while !(*option).keyword.is_null() {
-            if CStr::from_ptr((*option).keyword) == c"connect_timeout" && !(*option).val.is_null() {
-                found = CStr::from_ptr((*option).val)
-                    .to_str()
-                    .ok()
-                    .and_then(|v| v.trim().parse::<u64>().ok())
-                    .filter(|&s| s > 0)
-                    .map(|s| Duration::from_secs(s.max(2)));
+            if CStr::from_ptr((*option).keyword) == keyword && !(*option).val.is_null() {
+                found = Some(CStr::from_ptr((*option).val).to_string_lossy().into_owned());
             }
             option = option.add(1);
         }
         (api.PQconninfoFree)(options);
         found
     }
+}
+
+/// The `connect_timeout` that `conninfo` sets, if it sets one: libpq applies it only to blocking
+/// connections, so the caller of `open` applies it. Values below 2 s count as 2 s, as libpq
+/// counts them.
+pub fn connect_timeout(conninfo: &str) -> Option<Duration> {
+    option(conninfo, c"connect_timeout")
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|&s| s > 0)
+        .map(|s| Duration::from_secs(s.max(2)))
+}
+
+/// Whether `conninfo` makes libpq authenticate the server (`sslmode` require or verify-*):
+/// only then can no one else answer in its place.
+pub fn requires_tls(conninfo: &str) -> bool {
+    matches!(
+        option(conninfo, c"sslmode").as_deref(),
+        Some("require" | "verify-ca" | "verify-full")
+    )
+}
+
+/// The registry's host names resolved by this process, not by libpq: libpq resolves them inside
+/// `PQconnectStartParams` with the C library's blocking resolver (5 s a try, two tries, per name
+/// server), before any wait on the latch, and a fast shutdown waited for a name server that did
+/// not answer (10.1 s). Here a thread of its own (every signal blocked) asks, while this one
+/// waits on its latch and a pipe the thread writes to: a shutdown ends the wait at once, and the
+/// thread with the process. Returns `host`, `hostaddr` and `port` to give libpq (each name as
+/// many times as it has addresses, each with its address, so that libpq still tries them all
+/// in turn); nothing where no name needs resolving (addresses, socket directories, `hostaddr`
+/// given).
+fn resolved(
+    conninfo: &str,
+    deadline: Instant,
+    wait: Wait,
+) -> Result<Vec<(&'static str, String)>, Error> {
+    if option(conninfo, c"hostaddr").is_some_and(|a| !a.is_empty()) {
+        return Ok(vec![]);
+    }
+    let Some(hosts) = option(conninfo, c"host").filter(|h| !h.is_empty()) else {
+        return Ok(vec![]);
+    };
+    let hosts: Vec<String> = hosts.split(',').map(str::to_string).collect();
+    let is_name =
+        |h: &str| !h.is_empty() && !h.starts_with('/') && h.parse::<std::net::IpAddr>().is_err();
+    if !hosts.iter().any(|h| is_name(h)) {
+        return Ok(vec![]);
+    }
+    let ports: Vec<String> = option(conninfo, c"port")
+        .unwrap_or_default()
+        .split(',')
+        .map(str::to_string)
+        .collect();
+    let port_of = |i: usize| -> String {
+        match ports.len() {
+            0 => String::new(),
+            1 => ports[0].clone(),
+            _ => ports.get(i).cloned().unwrap_or_default(),
+        }
+    };
+    // The thread resolves every name; the answer comes through a channel, and a byte on the
+    // pipe wakes the wait.
+    let mut fds = [0 as c_int; 2];
+    // SAFETY: an out-array of two descriptors.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
+        return Err(plain(format!("pipe: {}", std::io::Error::last_os_error())));
+    }
+    // SAFETY: descriptors pipe2 just made, each owned once.
+    let (read_end, write_end) = unsafe {
+        (
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        )
+    };
+    let names: Vec<String> = hosts.iter().filter(|h| is_name(h)).cloned().collect();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let resolver = move || {
+        use std::net::ToSocketAddrs;
+        let answers: Vec<(String, Result<Vec<std::net::IpAddr>, String>)> = names
+            .into_iter()
+            .map(|name| {
+                let found = (name.as_str(), 0)
+                    .to_socket_addrs()
+                    .map(|addrs| {
+                        let mut ips: Vec<std::net::IpAddr> = addrs.map(|a| a.ip()).collect();
+                        ips.dedup();
+                        ips
+                    })
+                    .map_err(|e| e.to_string());
+                (name, found)
+            })
+            .collect();
+        let _ = tx.send(answers);
+        // SAFETY: one byte to a pipe whose write end this thread owns.
+        unsafe { libc::write(write_end.as_raw_fd(), [1u8].as_ptr().cast(), 1) };
+    };
+    // SAFETY: the mask of this thread, blocked in full while the thread is made (which inherits
+    // it), then set back: no signal of PostgreSQL's is ever handled on the resolver's thread.
+    let spawned = unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        let spawned = std::thread::Builder::new()
+            .name("registry resolver".into())
+            .spawn(resolver);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        spawned
+    };
+    spawned.map_err(|e| plain(format!("cannot start the resolver: {e}")))?;
+    let answers = loop {
+        if let Ok(answers) = rx.try_recv() {
+            break answers;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(plain(
+                "timeout while resolving the registry's host name (no answer within the time \
+                 allowed)"
+                    .into(),
+            ));
+        }
+        wait(read_end.as_raw_fd(), false, left);
+    };
+    let mut out_hosts = vec![];
+    let mut out_addrs = vec![];
+    let mut out_ports = vec![];
+    for (i, host) in hosts.iter().enumerate() {
+        let addrs = match answers.iter().find(|(name, _)| name == host) {
+            Some((_, Ok(ips))) if !ips.is_empty() => ips.iter().map(|ip| ip.to_string()).collect(),
+            Some((_, Ok(_))) => {
+                return Err(plain(format!("the host name \"{host}\" has no address")));
+            }
+            Some((_, Err(why))) => {
+                return Err(plain(format!(
+                    "could not translate host name \"{host}\" to address: {why}"
+                )));
+            }
+            None => vec![String::new()],
+        };
+        for addr in addrs {
+            out_hosts.push(host.clone());
+            out_addrs.push(addr);
+            out_ports.push(port_of(i));
+        }
+    }
+    let mut pairs = vec![
+        ("host", out_hosts.join(",")),
+        ("hostaddr", out_addrs.join(",")),
+    ];
+    if !ports.is_empty() && ports.iter().any(|p| !p.is_empty()) {
+        pairs.push(("port", out_ports.join(",")));
+    }
+    Ok(pairs)
 }
 
 /// An open connection, closed on drop.
@@ -368,8 +537,16 @@ impl Connection {
             ));
         }
         // libpq expands a `dbname` that is a connection string; its settings take precedence
-        // over the entries before it.
+        // over the entries before it, and the entries after it over its own.
         pairs.push((c"dbname".to_owned(), CString::new(conninfo).map_err(nul)?));
+        let deadline = Instant::now() + timeout;
+        // mutant: registry_resolve
+        for (key, value) in resolved(conninfo, deadline, wait)? {
+            pairs.push((
+                CString::new(key).map_err(nul)?,
+                CString::new(value).map_err(nul)?,
+            ));
+        }
         let mut keywords: Vec<*const c_char> = pairs.iter().map(|(k, _)| k.as_ptr()).collect();
         let mut values: Vec<*const c_char> = pairs.iter().map(|(_, v)| v.as_ptr()).collect();
         keywords.push(std::ptr::null());
@@ -384,11 +561,16 @@ impl Connection {
         if conn.0.is_null() {
             return Err(plain("libpq is out of memory".into()));
         }
+        // SAFETY: a live connection object; the receiver keeps nothing of what it is given.
+        // libpq's own prints every notice whole to stderr, which is the server log: whoever
+        // answered (before authentication too) wrote 730 MB of forged log lines in 10 s. A
+        // registry's notices say nothing the lease's answer does not.
+        // mutant: registry_notices
+        unsafe { (api.PQsetNoticeReceiver)(conn.0, Some(drop_notice), std::ptr::null_mut()) };
         // SAFETY: a live connection object.
         if unsafe { (api.PQstatus)(conn.0) } == CONNECTION_BAD {
             return Err(plain(conn.error_message()));
         }
-        let deadline = Instant::now() + timeout;
         // As after PQconnectStartParams: the first poll comes once the socket is writable.
         let mut polled = PGRES_POLLING_WRITING;
         loop {

@@ -164,6 +164,8 @@ pub struct Registry {
     renewed_ms: AtomicI64,
     /// `Problem` of the last call.
     problem_kind: AtomicU32,
+    /// `PQlibVersion()` of the libpq the worker loaded (0 until it has).
+    libpq_version: AtomicU32,
     /// The last problem in words ("" while there is none), behind a sequence lock: odd while
     /// the one writer writes.
     status_seq: AtomicU64,
@@ -181,6 +183,8 @@ pub struct Snapshot {
     pub expires_ms: i64,
     pub renewed_ms: i64,
     pub problem: Option<String>,
+    /// `PQlibVersion()` of the libpq the worker loaded (0 until it has).
+    pub libpq_version: u32,
 }
 
 impl Registry {
@@ -192,6 +196,7 @@ impl Registry {
             expires_ms: AtomicI64::new(0),
             renewed_ms: AtomicI64::new(0),
             problem_kind: AtomicU32::new(Problem::None as u32),
+            libpq_version: AtomicU32::new(0),
             status_seq: AtomicU64::new(0),
             status: [const { AtomicU64::new(0) }; STATUS_WORDS],
         }
@@ -287,6 +292,7 @@ impl Registry {
             expires_ms: self.expires_ms.load(Ordering::Acquire),
             renewed_ms: self.renewed_ms.load(Ordering::Acquire),
             problem: self.problem(),
+            libpq_version: self.libpq_version.load(Ordering::Acquire),
         }
     }
 }

@@ -6,11 +6,144 @@
 /// What a password is shown as.
 const MASK: &str = "********";
 
-/// `text` with every password of a connection string in it masked: the value of a `password`
-/// keyword (key/value form, quoted or not, or a URI's query parameter) and the part after `:`
-/// in a URI's `user:password@`.
+/// The secrets of the configured connection string (see `know_secrets`).
+static SECRETS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+
+/// Keeps the secrets of `conninfo` (and the `decoded` values libpq reads from it), so that
+/// `redact` masks them wherever they stand: libpq quotes a value alone in some errors
+/// (`invalid percent-encoded token: "Pa%ssw0rd"`), where no pattern around it is left to see.
+pub fn know_secrets(conninfo: &str, decoded: &[String]) {
+    let mut secrets = secrets_of(conninfo);
+    secrets.extend(decoded.iter().filter(|s| s.len() >= MIN_SECRET).cloned());
+    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    secrets.dedup();
+    let _ = SECRETS.set(secrets);
+}
+
+/// Shorter secrets are left to the patterns: masking every "ab" would garble every message.
+const MIN_SECRET: usize = 3;
+
+/// `text` with every password of a connection string in it masked: the secrets of the
+/// configured string wherever they stand, the value of a `password` keyword (key/value form,
+/// quoted or not, or a URI's query parameter) and the part after `:` in a URI's
+/// `user:password@`.
 pub fn redact(text: &str) -> String {
-    mask_keyword_values(&mask_uri_passwords(text))
+    let mut text = text.to_string();
+    for secret in SECRETS.get().into_iter().flatten() {
+        text = text.replace(secret.as_str(), MASK);
+    }
+    // mutant: registry_redact
+    mask_keyword_values(&mask_uri_passwords(&text))
+}
+
+/// Every secret a connection string holds, as written and percent-decoded, and each piece of
+/// one that spaces or quotes split (libpq may quote a piece): a URI's password (after the
+/// first `:` of what comes before its last `@`), and the values of `password` and `sslpassword`
+/// (the client key's passphrase), as keywords or a URI's query parameters (whose names libpq
+/// percent-decodes too: `pass%77ord` is `password`).
+fn secrets_of(conninfo: &str) -> Vec<String> {
+    let mut found: Vec<String> = vec![];
+    let lower = conninfo.to_ascii_lowercase();
+    if let Some(scheme) = ["postgresql://", "postgres://"]
+        .iter()
+        .filter_map(|s| lower.find(s).map(|i| i + s.len()))
+        .min()
+    {
+        let rest = &conninfo[scheme..];
+        if let Some(at) = rest.rfind('@') {
+            if let Some((_, password)) = rest[..at].split_once(':') {
+                found.push(password.to_string());
+            }
+        }
+        if let Some((_, query)) = rest.split_once('?') {
+            for pair in query.split('&') {
+                if let Some((key, value)) = pair.split_once('=') {
+                    if is_secret_key(&percent_decoded(key)) {
+                        found.push(value.to_string());
+                    }
+                }
+            }
+        }
+    }
+    // The keyword form: `password = 'a b'`, `sslpassword=x`.
+    let bytes = conninfo.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let start = i;
+        while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+            i += 1;
+        }
+        let key = &conninfo[start..i];
+        let mut j = i;
+        while j < bytes.len() && bytes[j] == b' ' {
+            j += 1;
+        }
+        if !key.is_empty() && j < bytes.len() && bytes[j] == b'=' && is_secret_key(key) {
+            j += 1;
+            while j < bytes.len() && bytes[j] == b' ' {
+                j += 1;
+            }
+            let mut value = Vec::new();
+            if j < bytes.len() && bytes[j] == b'\'' {
+                j += 1;
+                while j < bytes.len() && bytes[j] != b'\'' {
+                    if bytes[j] == b'\\' && j + 1 < bytes.len() {
+                        j += 1;
+                    }
+                    value.push(bytes[j]);
+                    j += 1;
+                }
+            } else {
+                while j < bytes.len() && !bytes[j].is_ascii_whitespace() {
+                    value.push(bytes[j]);
+                    j += 1;
+                }
+            }
+            found.push(String::from_utf8_lossy(&value).into_owned());
+            i = j;
+        }
+        i = i.max(start + 1);
+    }
+    let mut secrets = vec![];
+    for s in found {
+        let decoded = percent_decoded(&s);
+        for whole in [s, decoded] {
+            let pieces: Vec<String> = whole
+                .split(|c: char| c.is_whitespace() || c == '"' || c == '\'')
+                .map(str::to_string)
+                .collect();
+            secrets.push(whole);
+            secrets.extend(pieces);
+        }
+    }
+    secrets.retain(|s| s.len() >= MIN_SECRET);
+    secrets
+}
+
+fn is_secret_key(key: &str) -> bool {
+    key.eq_ignore_ascii_case("password") || key.eq_ignore_ascii_case("sslpassword")
+}
+
+/// `%XX` decoded; anything else kept.
+fn percent_decoded(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let Some(b) = std::str::from_utf8(&bytes[i + 1..i + 3])
+                .ok()
+                .and_then(|hex| u8::from_str_radix(hex, 16).ok())
+            {
+                out.push(b);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// `scheme://user:password@host...` for PostgreSQL's two URI schemes.
@@ -110,7 +243,37 @@ fn mask_keyword_values(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::redact;
+    use super::{redact, secrets_of};
+
+    #[test]
+    fn the_secrets_of_a_connection_string_are_found_in_every_form() {
+        let has = |conninfo: &str, secret: &str| {
+            let found = secrets_of(conninfo);
+            assert!(
+                found.iter().any(|s| s == secret),
+                "{conninfo}: {secret} not among {found:?}"
+            );
+        };
+        has(
+            "postgresql://fleet:Pa%ssw0rd@127.0.0.1/registry",
+            "Pa%ssw0rd",
+        );
+        has("postgresql://fleet:p%40ss@hub/db", "p@ss");
+        has(
+            "postgresql://fleet@[::1/registry?sslpassword=KeyPassphrase",
+            "KeyPassphrase",
+        );
+        has(
+            "postgresql://fleet@[::1/registry?pass%77ord=S3cretPW",
+            "S3cretPW",
+        );
+        has("postgresql://fleet:S3c r3t@[::1", "S3c r3t");
+        has("postgresql://fleet:S3c r3t@[::1", "r3t");
+        has("host=hub password='a b\\' c' user=x", "a b' c");
+        has("host=hub sslpassword=Phrase1 user=x", "Phrase1");
+        assert!(secrets_of("host=hub user=fleet").is_empty());
+        assert!(secrets_of("postgresql://fleet@hub/db").is_empty());
+    }
 
     #[test]
     fn uri_passwords_are_masked() {

@@ -33,6 +33,53 @@ const CONNECTION_DEFAULTS: [(&str, &str); 7] = [
     ("tcp_user_timeout", "10000"),
 ];
 
+/// Every default of the connection: `CONNECTION_DEFAULTS`, and with libpq 16 or later
+/// `require_auth=!password`: whoever answers in the registry's place (libpq's default `sslmode`
+/// is `prefer`, which takes a server that does not offer TLS) could otherwise ask for the
+/// password in clear text, and libpq would send it (seen against a fake registry). md5 and SCRAM
+/// still work, and so does trust. A `require_auth` in `snowflake.registry` wins. Older libpq
+/// cannot refuse: `warn_of_cleartext` says so at start.
+fn connection_defaults() -> Vec<(&'static str, &'static str)> {
+    let mut defaults = CONNECTION_DEFAULTS.to_vec();
+    if libpq::version() >= 160000 {
+        // mutant: registry_require_auth
+        defaults.push(("require_auth", "!password"));
+    }
+    defaults
+}
+
+/// With a libpq older than 16 (Debian 12's is 15), which cannot refuse to send a password in
+/// clear text, and a connection string that does not make libpq authenticate the server: a
+/// WARNING at start, with what to do.
+fn warn_of_cleartext(conninfo: &str) {
+    let version = libpq::version();
+    if version == 0 || version >= 160000 || libpq::requires_tls(conninfo) {
+        return;
+    }
+    pgrx::pg_sys::panic::ErrorReport::new(
+        pgrx::PgSqlErrorCode::ERRCODE_WARNING,
+        format!(
+            "pg_snowflake: the libpq loaded ({}.{}) cannot refuse to send the registry's password \
+             in clear text",
+            version / 10000,
+            version % 10000
+        ),
+        "pg_snowflake",
+    )
+    .set_detail(
+        "snowflake.registry does not make libpq authenticate the server (sslmode is not require, \
+         verify-ca or verify-full): whoever answers in the registry's place can ask for the \
+         password in clear text, and this libpq sends it. libpq 16 and later refuse \
+         (require_auth).",
+    )
+    .set_hint(
+        "Set sslmode=verify-full (with sslrootcert) in snowflake.registry, or install libpq 16 or \
+         later (libpq5), or use an authentication method without a password over a network only \
+         the fleet reaches.",
+    )
+    .report(pgrx::PgLogLevel::WARNING);
+}
+
 /// `connect_timeout`'s default, as above (libpq applies it to blocking connections only; `open`
 /// is told).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -109,8 +156,16 @@ pub extern "C-unwind" fn pg_snowflake_registry_main(_arg: pg_sys::Datum) {
         unsafe { CStr::from_ptr((&raw const pg_sys::pkglib_path).cast::<std::ffi::c_char>()) }
             .to_string_lossy()
             .into_owned();
-    let checked = libpq::load(Some(Path::new(&server_lib))).and_then(|()| {
-        libpq::check_conninfo(&gucs::registry().unwrap_or_default())
+    let conninfo = gucs::registry().unwrap_or_default();
+    let loaded = libpq::load(Some(Path::new(&server_lib)));
+    // Before anything can quote the string: its secrets, as written and as libpq reads them.
+    let decoded: Vec<String> = [c"password", c"sslpassword"]
+        .iter()
+        .filter_map(|k| libpq::option(&conninfo, k))
+        .collect();
+    super::redact::know_secrets(&conninfo, &decoded);
+    let checked = loaded.and_then(|()| {
+        libpq::check_conninfo(&conninfo)
             .map_err(|why| format!("snowflake.registry is not a valid connection string: {why}"))
     });
     if let Err(why) = checked {
@@ -122,6 +177,10 @@ pub extern "C-unwind" fn pg_snowflake_registry_main(_arg: pg_sys::Datum) {
         unsafe { pg_sys::proc_exit(1) };
     }
     libpq::bound_memory();
+    registry
+        .libpq_version
+        .store(libpq::version().max(0) as u32, Ordering::Release);
+    warn_of_cleartext(&gucs::registry().unwrap_or_default());
     loop {
         let wait = renew(registry);
         if !BackgroundWorker::wait_latch(Some(wait)) {
@@ -330,7 +389,7 @@ fn call(
 ) -> Result<Granted, (Problem, String)> {
     let conninfo = gucs::registry().unwrap_or_default();
     let connect_timeout = libpq::connect_timeout(&conninfo).unwrap_or(CONNECT_TIMEOUT);
-    let conn = libpq::Connection::open(&conninfo, &CONNECTION_DEFAULTS, connect_timeout, &wait)
+    let conn = libpq::Connection::open(&conninfo, &connection_defaults(), connect_timeout, &wait)
         .map_err(failure)?;
     conn.query(SESSION, &[], QUERY_TIMEOUT, &wait, SESSION_ANSWER)
         .map_err(failure)?;
