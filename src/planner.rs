@@ -28,8 +28,14 @@
 //!   tests compare both).
 //!
 //! The functions are found through the system caches, by the C symbol of `snowflake_timestamp`
-//! and then by name and argument types in its schema, never through the search_path or with a
-//! privilege check: a view that uses them works for its grantees as it does for its owner.
+//! and then by name and argument types in its schema, never through the search_path. The
+//! rewritten query calls `snowflake_id_bound`, which the executor checks the current user may
+//! run (PUBLIC may, unless an administrator revoked it): for a role that may not, the comparison
+//! stays as written. Where rows or errors could differ between the two forms, they stay as
+//! written too: a sub-select compared with `=` (two bounds would run it twice), and the
+//! conditions of a FULL JOIN. A value that fails (a bad cast of a parameter) fails the rewritten
+//! query when its scan starts, where the query as written might fail only on a row that reaches
+//! the comparison: PostgreSQL evaluates conditions in the order its plan chooses, either way.
 //!
 //! Why a planner hook and not a `SUPPORT` function: PostgreSQL asks a support function for an
 //! index condition (`SupportRequestIndexCondition`) only when one side of the comparison *is*
@@ -355,8 +361,22 @@ unsafe fn id_range(
         if pg_sys::contain_volatile_functions(value) || pg_sys::expression_returns_set(value) {
             return None;
         }
+        // `=` puts the value into two bounds, each evaluated on its own: a sub-select could give
+        // two answers (`TABLESAMPLE BERNOULLI`: between 0 and 61 rows where the query as written
+        // gave 1). A comparison gives one bound, evaluated once, as the comparison's was.
+        // mutant: planner_sublink
+        if strategy == EQUAL && pg_sys::contain_subplans(value) {
+            return None;
+        }
         let relation = table_of(query, column)?;
         let bound_function = bound_function(timestamp)?;
+        // A role that may not call snowflake_id_bound (an administrator revoked it from PUBLIC)
+        // gets the comparison as written, not a "permission denied" for a function its query
+        // never names.
+        // mutant: planner_execute
+        if !may_execute(bound_function) {
+            return None;
+        }
         let keep = needs_the_comparison(relation, timestamp);
         let bound = |strategy: i32| -> *mut pg_sys::Node {
             let mut bound_args = PgList::<pg_sys::Node>::new();
@@ -481,13 +501,40 @@ unsafe fn needs_the_comparison(relid: pg_sys::Oid, timestamp: pg_sys::Oid) -> bo
                 if index_rel.is_null() {
                     continue;
                 }
+                // An index on an expression that calls it, or one whose predicate does (a
+                // partial index `WHERE snowflake_timestamp(id) > ...` is matched against the
+                // comparison; without it, a lookup of one value became a range scan).
                 let exprs = pg_sys::RelationGetIndexExpressions(index_rel);
                 indexed |= !exprs.is_null() && calls(exprs.cast(), timestamp);
+                // mutant: planner_partial_index
+                let predicate = pg_sys::RelationGetIndexPredicate(index_rel);
+                indexed |= !predicate.is_null() && calls(predicate.cast(), timestamp);
                 pg_sys::RelationClose(index_rel);
             }
         }
         pg_sys::RelationClose(rel);
         partitioned || indexed
+    }
+}
+
+/// Whether the current user may execute `function`.
+///
+/// # Safety
+/// Reads the system caches: call while a transaction is in progress (as in planning).
+unsafe fn may_execute(function: pg_sys::Oid) -> bool {
+    // SAFETY: an ACL check of a function oid for the current user.
+    unsafe {
+        let user = pg_sys::GetUserId();
+        #[cfg(feature = "pg15")]
+        let result = pg_sys::pg_proc_aclcheck(function, user, pg_sys::ACL_EXECUTE as _);
+        #[cfg(not(feature = "pg15"))]
+        let result = pg_sys::object_aclcheck(
+            pg_sys::ProcedureRelationId,
+            function,
+            user,
+            pg_sys::ACL_EXECUTE as _,
+        );
+        result == pg_sys::AclResult::ACLCHECK_OK
     }
 }
 
