@@ -111,12 +111,65 @@ fn the_password_is_not_sent_in_clear_text_to_whoever_answers() {
         Duration::from_secs(60),
         FakeRegistry::startups,
     );
+    let mut c = m.connect_ext();
+    let mut libpq = String::new();
+    poll(Duration::from_secs(30), Duration::from_millis(50), || {
+        libpq = registry_stats(&mut c)["libpq"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        (!libpq.is_empty())
+            .then_some(())
+            .ok_or("the worker has not loaded libpq yet".into())
+    });
+    drop(c);
     std::thread::sleep(Duration::from_millis(500));
+    m.stop("fast");
+    let major: u32 = libpq.split('.').next().unwrap().parse().unwrap();
+    eprintln!(
+        "the member's libpq is {libpq}; passwords the fake got: {:?}",
+        fake.passwords()
+    );
+    if major >= 16 {
+        // require_auth=!password, the member's default.
+        assert_eq!(
+            fake.passwords(),
+            Vec::<String>::new(),
+            "the member sent its registry password in clear text to whoever answered"
+        );
+        return;
+    }
+    // An older libpq cannot refuse: the member says so at start, with what to do, and what it
+    // says to do works.
+    let log = m.log();
+    assert!(
+        log.contains("cannot refuse to send the registry's password in clear text")
+            && log.contains("sslmode=verify-full"),
+        "no warning of libpq {libpq}'s cleartext passwords:\n{log}"
+    );
+    let fake = FakeRegistry::start(grant(7));
+    fake.set_auth(Auth::CleartextThenRefuse(
+        "password authentication failed for user \"fleet\"",
+    ));
+    let m = member_of(
+        &fake,
+        "attack33_cleartext_tls",
+        &format!("password={SECRET} sslmode=require"),
+    );
+    m.start();
+    let mut c = m.connect_ext();
+    wait_for_refusal(&mut c, "SSL", Duration::from_secs(30));
+    drop(c);
     m.stop("fast");
     assert_eq!(
         fake.passwords(),
         Vec::<String>::new(),
-        "the member sent its registry password in clear text to whoever answered"
+        "with sslmode=require the member still sent its password to a server without TLS"
+    );
+    assert!(
+        !m.log()
+            .contains("cannot refuse to send the registry's password in clear text"),
+        "the member warned although its connection string requires TLS"
     );
 }
 
@@ -206,10 +259,10 @@ fn excerpt(text: &str, secret: &str) -> String {
 /// queries and answers none.
 #[test]
 fn a_name_server_that_does_not_answer_delays_no_fast_stop() {
-    if !running_as_root() {
-        eprintln!("skipped: needs root for a mount namespace and port 53");
-        return;
-    }
+    assert!(
+        running_as_root(),
+        "this test needs root, for a mount namespace and port 53 (make test runs as root)"
+    );
     let dns = std::net::UdpSocket::bind(("127.0.0.2", 53)).expect("bind 127.0.0.2:53");
     dns.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let m = Cluster::init(

@@ -53,6 +53,8 @@ pub enum Auth {
     /// Asks for the password in clear text (`AuthenticationCleartextPassword`), records it, and
     /// refuses the connection as a server does with a wrong one (28P01), with `message`.
     CleartextThenRefuse(&'static str),
+    /// Refuses the connection at once (28P01), with `message`, asking for nothing.
+    Refuse(&'static str),
 }
 
 /// One call of the lease statement: its parameters as the member bound them ($1 is
@@ -567,6 +569,10 @@ impl Connection {
             .filter(|kv| kv.len() == 2 && !kv[0].is_empty())
             .map(|kv| (kv[0].clone(), kv[1].clone()))
             .collect();
+        if let Auth::Refuse(message) = self.auth {
+            stream.write_all(&msg::error("FATAL", "28P01", message))?;
+            return Ok(());
+        }
         if let Auth::CleartextThenRefuse(message) = self.auth {
             stream.write_all(&msg::authentication(3))?;
             let mut kind = [0u8];
