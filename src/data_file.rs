@@ -88,7 +88,12 @@ impl Dir {
     /// Opens the directory `name` in this one (see `open`).
     pub fn open_dir(&self, name: &str) -> io::Result<Dir> {
         let fd = open_dir_at(self.fd.as_raw_fd(), Path::new(name)).map_err(|e| {
-            io::Error::new(e.kind(), format!("{}/{name}: {e}", self.path.display()))
+            // The data directory is the server's working directory: its files by their names.
+            let path = match self.path.as_os_str().to_str() {
+                Some(".") => name.to_string(),
+                _ => self.path.join(name).display().to_string(),
+            };
+            io::Error::new(e.kind(), format!("{path}: {e}"))
         })?;
         Ok(Dir {
             fd,

@@ -219,3 +219,85 @@ fn a_lease_cache_that_is_not_a_regular_file_is_reported_and_ignored() {
         cluster.stop("fast");
     }
 }
+
+/// The copy's directory itself replaced: by a FIFO (a blocking open of it would hold the
+/// postmaster at start, as a FIFO under a file's name did), and by a link to a directory
+/// outside the data directory holding a mark a year ahead (followed, it would move every id a
+/// year ahead). Neither is opened as the copy: the start goes on from the state file, says what
+/// stands there, and the next renewal makes the directory anew.
+#[test]
+fn a_fifo_or_a_link_in_place_of_the_copys_directory_is_not_followed_at_start() {
+    let cluster = Cluster::start_new("planted_copy_dir", &[]);
+    let mut c = cluster.connect_ext();
+    let before = ids(&mut c, "SELECT snowflake_next()")[0];
+    let a_year_from_now: i64 = c
+        .query_one("SELECT snowflake_min_id(now() + interval '1 year')", &[])
+        .unwrap()
+        .get(0);
+    drop(c);
+    let copy_dir = cluster.data().join("pg_snowflake");
+    let mark = std::fs::read(copy_dir.join("mark")).unwrap();
+    let outside = cluster.dir.join("outside");
+    for planted in ["fifo", "link"] {
+        cluster.stop("fast");
+        std::fs::remove_dir_all(&copy_dir).unwrap();
+        if planted == "fifo" {
+            Planted::Fifo.plant(&copy_dir);
+        } else {
+            let _ = std::fs::remove_dir_all(&outside);
+            std::fs::create_dir(&outside).unwrap();
+            std::fs::write(outside.join("mark"), a_year_later(&mark)).unwrap();
+            std::os::unix::fs::symlink(&outside, &copy_dir).unwrap();
+        }
+        let started = Instant::now();
+        cluster.start();
+        let took = started.elapsed();
+        let log = cluster.log();
+        let said = if planted == "fifo" {
+            "is damaged (pg_snowflake: it is not a directory)"
+        } else {
+            "is damaged (pg_snowflake: it is a symbolic link, not a directory)"
+        };
+        assert!(
+            log.contains(said),
+            "{planted}: the log lacks {said:?}:\n{log}"
+        );
+        let mut c = cluster.connect_ext();
+        let next = ids(&mut c, "SELECT snowflake_next()")[0];
+        assert!(next > before, "{planted}: {next} is not above {before}");
+        assert!(
+            next < a_year_from_now / 2 + before / 2,
+            "{planted}: {next} comes from the copy outside the data directory"
+        );
+        poll(Duration::from_secs(10), Duration::from_millis(20), || {
+            let meta = std::fs::symlink_metadata(&copy_dir).map_err(|e| e.to_string())?;
+            meta.is_dir()
+                .then_some(())
+                .ok_or(format!("{planted}: the copy's directory is {meta:?}"))
+        });
+        eprintln!("{planted} in place of the copy's directory: started in {took:?}");
+    }
+}
+
+/// The mark file `mark` (twitter's 1 ms units) a year later, its checksum made anew: what a
+/// link to another directory could bring in. The format is src/state_file.rs's: magic (8), time
+/// units (8, little endian), layout (16), CRC-32C of those 32 bytes (4), zero (4).
+fn a_year_later(mark: &[u8]) -> Vec<u8> {
+    assert_eq!(mark.len(), 40, "a mark file of 0.4.0 or later");
+    let mut later = mark.to_vec();
+    let units = u64::from_le_bytes(later[8..16].try_into().unwrap()) + 365 * 86_400_000;
+    later[8..16].copy_from_slice(&units.to_le_bytes());
+    let mut crc = !0u32;
+    for &byte in &later[..32] {
+        crc ^= byte as u32;
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0x82F6_3B78
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    later[32..36].copy_from_slice(&(!crc).to_le_bytes());
+    later
+}
