@@ -28,6 +28,9 @@ endif
 ifneq ($(RUSTUP_TOOLCHAIN),)
 export RUSTUP_TOOLCHAIN
 endif
+# Every library keeps only the pgrx wrappers it calls, so that it loads on every minor of its
+# major (see scripts/build-env.sh, which the scripts that build outside make source).
+export CARGO_PGRX_DISABLE_GC_SECTIONS_WORKAROUND := 1
 ifeq ($(MAKELEVEL),0)
 $(info ==> Rust: $(shell rustc --version 2>/dev/null)$(if $(RUSTUP_TOOLCHAIN), (toolchain $(RUSTUP_TOOLCHAIN))))
 endif

@@ -16,11 +16,8 @@
 # from git afterwards (the tree must be clean). Prints a Markdown table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# The Rust toolchain of the build (pgrx 0.19.3 needs 1.96): the Makefile's, or the same choice.
-if [ -z "${RUSTUP_TOOLCHAIN:-}" ]; then
-  toolchain=$(scripts/toolchain.sh) || exit 1
-  [ -z "$toolchain" ] || export RUSTUP_TOOLCHAIN=$toolchain
-fi
+# The build's toolchain and link (the Makefile sets the same).
+. scripts/build-env.sh
 # name ~ what it removes ~ file ~ perl substitution [~ file ~ substitution ...]
 MUTATIONS=(
   "durable_mark~the mark is neither WAL-logged nor written to the state file~src/generator/lease.rs~s/self.write_mark\(layout, mark\).err\(\)/{ self.mark.store(mark, Ordering::Release); None }/"

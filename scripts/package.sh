@@ -17,11 +17,8 @@
 # into servers laid out as Debian's (scripts/build-postgres.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# The Rust toolchain of the build (pgrx 0.19.3 needs 1.96): the Makefile's, or the same choice.
-if [ -z "${RUSTUP_TOOLCHAIN:-}" ]; then
-  toolchain=$(scripts/toolchain.sh) || exit 1
-  [ -z "$toolchain" ] || export RUSTUP_TOOLCHAIN=$toolchain
-fi
+# The build's toolchain and link (the Makefile sets the same).
+. scripts/build-env.sh
 root=$PWD
 PG_CONFIG=$(command -v "${1:?usage: $0 PG_CONFIG [SOURCE_DIR]}")
 src=$(cd "${2:-.}" && pwd)
