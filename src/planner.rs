@@ -115,6 +115,10 @@ pub fn init() {
 /// turned into a Rust panic and back. This frame holds nothing to drop; only `rewrite`, which
 /// runs Rust code, is guarded.
 ///
+/// PostgreSQL 19 gives the hook, and `standard_planner`, a fifth argument (optimizer/planner.h):
+/// the `ExplainState` of an `EXPLAIN`, NULL otherwise. It is passed on as it came: called with
+/// four, 19's planner would read whatever the register held as that pointer.
+///
 /// # Safety
 /// Called by PostgreSQL as its `planner_hook`, with the query it is about to plan.
 unsafe extern "C-unwind" fn plan(
@@ -122,6 +126,7 @@ unsafe extern "C-unwind" fn plan(
     query_string: *const std::ffi::c_char,
     cursor_options: std::ffi::c_int,
     bound_params: pg_sys::ParamListInfo,
+    #[cfg(feature = "pg19")] es: *mut pg_sys::ExplainState,
 ) -> *mut pg_sys::PlannedStmt {
     // SAFETY: PostgreSQL passes the query it is about to plan, which the planner may change;
     // the previous hook and standard_planner are PostgreSQL's own C functions.
@@ -130,10 +135,17 @@ unsafe extern "C-unwind" fn plan(
             check_only_relation(parse, ONLY_RELATION.swap(0, Ordering::Relaxed));
         }
         rewrite(parse);
-        match PREVIOUS {
+        #[cfg(feature = "pg19")]
+        let planned = match PREVIOUS {
+            Some(previous) => previous(parse, query_string, cursor_options, bound_params, es),
+            None => standard_planner(parse, query_string, cursor_options, bound_params, es),
+        };
+        #[cfg(not(feature = "pg19"))]
+        let planned = match PREVIOUS {
             Some(previous) => previous(parse, query_string, cursor_options, bound_params),
             None => standard_planner(parse, query_string, cursor_options, bound_params),
-        }
+        };
+        planned
     }
 }
 
@@ -144,6 +156,7 @@ unsafe extern "C-unwind" {
         query_string: *const std::ffi::c_char,
         cursor_options: std::ffi::c_int,
         bound_params: pg_sys::ParamListInfo,
+        #[cfg(feature = "pg19")] es: *mut pg_sys::ExplainState,
     ) -> *mut pg_sys::PlannedStmt;
 }
 
