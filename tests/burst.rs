@@ -1,7 +1,11 @@
 //! Bursts: sessions that draw ids far faster than the layout holds per millisecond borrow time
 //! from the clock, but while the clock moves forward normally they never use up
-//! `snowflake.max_drift` for everyone else. With `drift_wait = 0` any caller that met the bound
-//! would fail at once; none does, and the ids stop about halfway, where pacing holds them.
+//! `snowflake.max_drift` for everyone else: no caller ever waits for the clock (a caller that met
+//! the bound would), none fails, and the ids stop about halfway, where pacing holds them. A paced
+//! call waits for its slot within `snowflake.drift_wait` (since 1127a8a, which shares it between
+//! a call's waits for its slot and for the clock): 100 ms here, against slots that come 512 to a
+//! millisecond. (With `drift_wait = 0`, as this test had it before, every paced call failed at
+//! its first nap: 14 598 failures in 8 s.)
 //!
 //! Twitter's widths with 9 sequence bits (512 ids per ms, 512 000 a second): two bursting
 //! sessions outrun that on any machine (one makes several million ids a second), where Twitter's
@@ -28,7 +32,7 @@ fn bursts_never_make_single_row_callers_fail() {
             "snowflake.worker_bits = 10",
             "snowflake.sequence_bits = 9",
             "snowflake.max_drift = '1s'",
-            "snowflake.drift_wait = 0",
+            "snowflake.drift_wait = '100ms'",
         ],
     );
     cluster
@@ -115,7 +119,8 @@ fn bursts_never_make_single_row_callers_fail() {
         errors[0]
     );
     // The bursts did borrow deep enough to be paced (the server counts the naps of paced
-    // backends), and were held below max_drift (1 s), where every caller would have failed.
+    // backends), and were held below max_drift (1 s), where every caller would have waited for
+    // the clock (counted in waits_ms) before failing.
     let stats = stats(&mut cluster.connect());
     assert!(
         stats["clock"]["paced_ms"].as_u64().unwrap() > 0,
@@ -123,6 +128,7 @@ fn bursts_never_make_single_row_callers_fail() {
          test did not exercise it"
     );
     assert_eq!(stats["clock"]["failures"], 0, "{stats}");
+    assert_eq!(stats["clock"]["waits_ms"], 0, "{stats}");
     assert!(deepest_ms < 1000.0, "ids ran {deepest_ms:.0} ms ahead");
     assert!(inserts > 1000, "only {inserts} inserts");
     assert!(burst_ids > 0);

@@ -14,8 +14,10 @@ use std::time::{Duration, Instant};
 /// processes: six sessions burst, four take one id every 20 ms and time each call. Pacing hands
 /// out one slot per millisecond, first come, first served, so the bursts are held halfway to
 /// `max_drift` and a single-row caller waits behind at most one slot of each waiting session
-/// (about 10 ms): none fails (`drift_wait = 0` fails any call that meets the bound at once), and
-/// none waits as long as the default `drift_wait` (100 ms).
+/// (about 10 ms): none fails, none waits for the clock (a call that met the bound would), and
+/// none waits as long as `drift_wait` (100 ms, the default), which a paced call's wait for its
+/// slot shares with its waits for the clock since 1127a8a (with `drift_wait = 0`, as before,
+/// every paced call would fail at its first nap).
 #[test]
 fn one_id_per_time_unit_is_shared_fairly_between_bursts_and_single_calls() {
     let cluster = Cluster::start_new(
@@ -24,7 +26,7 @@ fn one_id_per_time_unit_is_shared_fairly_between_bursts_and_single_calls() {
             "snowflake.layout = custom",
             "snowflake.sequence_bits = 0",
             "snowflake.max_drift = '1s'",
-            "snowflake.drift_wait = 0",
+            "snowflake.drift_wait = '100ms'",
         ],
     );
     cluster.connect_ext();
@@ -96,6 +98,10 @@ fn one_id_per_time_unit_is_shared_fairly_between_bursts_and_single_calls() {
     assert!(
         stats["clock"]["paced_ms"].as_u64().unwrap() > 0,
         "the bursts were never paced: the test did not exercise pacing"
+    );
+    assert_eq!(
+        stats["clock"]["waits_ms"], 0,
+        "a call met the bound: {stats}"
     );
     // The bursts took about what the clock added (1000 ids/s), not six times that.
     assert!(
