@@ -118,14 +118,15 @@ make_root() {
 # the copies tests/debian.rs and tests/repo.rs install into are Debian's as shipped) under an
 # overlay whose upper layer (debian-sid-19.build) holds what building and testing add: 19's
 # server headers (the listed release's postgresql-server-dev-19 and libpq-dev), sid's
-# postgresql-server-dev-18, build-essential, libclang-dev and what scripts/setup.sh installs
+# postgresql-server-dev-18 with libicu-dev (Debian's 18 is built with ICU, and its pg_locale.h
+# includes ICU's headers, which bindgen reads), build-essential, libclang-dev and what scripts/setup.sh installs
 # there. The checkout is mounted at its own path, with target/sid-19 as its target/ (builds,
 # virtual environments and logs of another libc), /root/.rustup and /root/.cargo are the host's
 # (the toolchain and cargo-pgrx), the host's CA bundle is the root's, and the other roots are
 # mounted read-only for the tests that copy them. One session at a time: an overlay's upper
 # layer takes one mount.
 RECIPE_19=1
-RECIPE_BUILD=1
+RECIPE_BUILD=2
 VERSIONS=${PG_SNOWFLAKE_VERSIONS:-scripts/postgres-versions}
 DEBS=$BASE/debs-19
 BUILD=$BASE/debian-sid-19.build
@@ -245,7 +246,7 @@ in_build_root() {
        "$DEBS/$version/libpq-dev_${version}_amd64.deb" "$BUILD/upper/tmp/debs-19/"
     session "$lower" "" apt-get update -qq >/dev/null
     session "$lower" "" apt-get install -y -qq --no-install-recommends /tmp/debs-19/postgresql-server-dev-19_${version}_amd64.deb \
-      /tmp/debs-19/libpq-dev_${version}_amd64.deb postgresql-server-dev-18 \
+      /tmp/debs-19/libpq-dev_${version}_amd64.deb postgresql-server-dev-18 libicu-dev \
       build-essential libclang-dev pkg-config make git curl ca-certificates sudo python3 python3-venv >/dev/null
     session "$lower" "" apt-get clean
     rm -rf "$BUILD/upper/tmp/debs-19"
