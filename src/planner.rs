@@ -356,12 +356,10 @@ unsafe fn id_range(
             _ => return None,
         };
         let (left, right) = (args.get_ptr(0)?, args.get_ptr(1)?);
-        let ((column, timestamp), value, strategy) = if let Some(call) = timestamp_call(left) {
-            (call, right, strategy)
-        } else if let Some(call) = timestamp_call(right) {
-            (call, left, 6 - strategy) // value op ts(id) is ts(id) commuted-op value
-        } else {
-            return None;
+        let ((column, timestamp), value, strategy) = match timestamp_call(left) {
+            Some(call) => (call, right, strategy),
+            // value op ts(id) is ts(id) commuted-op value
+            None => (timestamp_call(right)?, left, 6 - strategy),
         };
         // The value goes into one or two bounds, evaluated apart from the comparison: it must
         // give the same answer each time, and one.
