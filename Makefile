@@ -11,9 +11,10 @@
 #                to docs/benchmarks.json (its duration is there too: duration_s)
 #   make bench-hotpath  instructions per id of 0.2.0 and of this tree, by callgrind, in one run
 #
-# PG=17 picks a major for any target (`make test PG=18`, `make run PG=17`, `make bench PG=18`);
+# PG=17 picks a major for any target (`make test PG=18`, `make run PG=17`, `make bench PG=18`;
+# 19 only for test and repo, which go into its Debian root: scripts/debian-root.sh);
 # PG_CONFIG=/path/to/pg_config picks a server directly for install, run and bench.
-PG_MAJORS := 15 16 17 18
+PG_MAJORS := 15 16 17 18 19
 # Majors built and tested inside a Debian root, not on this host: Debian packages 19 only for sid
 # (experimental's binaries need sid's libc 2.43), and serves no source of it. `make test PG=19`
 # runs every layer of 19 there (test-root).
@@ -30,7 +31,9 @@ ifneq ($(RUSTUP_TOOLCHAIN),)
 export RUSTUP_TOOLCHAIN
 endif
 ifeq ($(MAKELEVEL),0)
-$(info ==> Rust: $(shell rustc --version 2>/dev/null)$(if $(RUSTUP_TOOLCHAIN), (toolchain $(RUSTUP_TOOLCHAIN))))
+# (Named in $(shell) too: GNU make before 4.4, Debian 12's 4.3, exports nothing to it, and it
+# said rustc 1.95.0 beside the toolchain nightly.)
+$(info ==> Rust: $(shell $(if $(RUSTUP_TOOLCHAIN),RUSTUP_TOOLCHAIN=$(RUSTUP_TOOLCHAIN) )rustc --version 2>/dev/null)$(if $(RUSTUP_TOOLCHAIN), (toolchain $(RUSTUP_TOOLCHAIN))))
 endif
 # The test binaries of tests/ do not link the extension, but cargo builds its crate for them with
 # the bindings of its default feature, 15's. In a Debian root (/.pg_snowflake-root), which has no
@@ -238,4 +241,4 @@ fmt:
 
 lint:
 	cargo fmt --all -- --check
-	cargo clippy --all-targets -- -D warnings
+	cargo clippy --all-targets $(TEST_FEATURES) -- -D warnings
