@@ -1,6 +1,7 @@
 # pg_snowflake. From a fresh Debian 12 machine, as root:
 #   make run     install what is missing, build, install, start a demo cluster (PostgreSQL 15)
-#   make test    every test layer on every supported major (15, 16, 17 with assertions, 18)
+#   make test    every test layer on every supported major (15, 16, 17 with assertions, 18, and 19
+#                in a Debian sid root: scripts/debian-root.sh)
 #   make install build and install into the PostgreSQL that PG_CONFIG names
 #   make package the Debian package postgresql-N-pg-snowflake in target/package/
 #   make repo    a signed apt repository of every major's package in target/repo/
@@ -14,9 +15,14 @@
 #                for longer: CASES random statements (default 2000) on each layout, or on one,
 #                hook on against off, in the build installed in PG_CONFIG's server
 #
-# PG=17 picks a major for any target (`make test PG=18`, `make run PG=17`, `make bench PG=18`);
+# PG=17 picks a major for any target (`make test PG=18`, `make run PG=17`, `make bench PG=18`;
+# 19 only for test and repo, which go into its Debian root: scripts/debian-root.sh);
 # PG_CONFIG=/path/to/pg_config picks a server directly for install, run and bench.
-PG_MAJORS := 15 16 17 18
+PG_MAJORS := 15 16 17 18 19
+# Majors built and tested inside a Debian root, not on this host: Debian packages 19 only for sid
+# (experimental's binaries need sid's libc 2.43), and serves no source of it. `make test PG=19`
+# runs every layer of 19 there (test-root).
+ROOT_MAJORS := 19
 PG ?=
 # pgrx 0.19.3 needs Rust 1.96 or later: stable where it is that new, else the newest installed
 # toolchain (scripts/toolchain.sh). Every cargo that make and its scripts run uses it, and so do
@@ -32,7 +38,15 @@ endif
 # major (see scripts/build-env.sh, which the scripts that build outside make source).
 export CARGO_PGRX_DISABLE_GC_SECTIONS_WORKAROUND := 1
 ifeq ($(MAKELEVEL),0)
-$(info ==> Rust: $(shell rustc --version 2>/dev/null)$(if $(RUSTUP_TOOLCHAIN), (toolchain $(RUSTUP_TOOLCHAIN))))
+# (Named in $(shell) too: GNU make before 4.4, Debian 12's 4.3, exports nothing to it, and it
+# said rustc 1.95.0 beside the toolchain nightly.)
+$(info ==> Rust: $(shell $(if $(RUSTUP_TOOLCHAIN),RUSTUP_TOOLCHAIN=$(RUSTUP_TOOLCHAIN) )rustc --version 2>/dev/null)$(if $(RUSTUP_TOOLCHAIN), (toolchain $(RUSTUP_TOOLCHAIN))))
+endif
+# The test binaries of tests/ do not link the extension, but cargo builds its crate for them with
+# the bindings of its default feature, 15's. In a Debian root (/.pg_snowflake-root), which has no
+# 15, with those of the root's major.
+ifneq ($(wildcard /.pg_snowflake-root),)
+TEST_FEATURES = --no-default-features --features pg$(ONE_MAJOR)
 endif
 # test: every major unless PG names some; the other targets: one major, 15 unless PG names one.
 TEST_MAJORS := $(or $(PG),$(PG_MAJORS))
@@ -54,7 +68,7 @@ else
 INSTALL_SETUP := run $(ONE_MAJOR)
 endif
 
-.PHONY: setup install package repo tools run run-cluster stop test test-major test-unit test-sql test-pgrx test-blackbox test-package test-old-flag test-upgrade test-hotpath test-rmgr-id bench bench-hotpath fmt lint nemesis fuzz
+.PHONY: setup install package repo tools run run-cluster stop test test-root test-in-root test-major test-unit test-sql test-pgrx test-blackbox test-package test-old-flag test-upgrade test-hotpath test-rmgr-id bench bench-hotpath fmt lint nemesis fuzz
 
 setup:
 	@scripts/setup.sh $(INSTALL_SETUP)
@@ -86,22 +100,42 @@ stop:
 	@scripts/run.sh stop
 
 # First, in seconds and without a build, that every mutation row still applies to the code and
-# that docs/testing.md lists the rows (scripts/mutations.sh --check). Then each major in turn,
-# every layer; the first failure stops the run. Then pg_upgrade from 17 to 18, when both are
-# tested.
+# that docs/testing.md lists the rows (scripts/mutations.sh --check). Then each major of this host
+# in turn, every layer; the first failure stops the run. Then pg_upgrade from 17 to 18, when both
+# are tested. Then the majors of Debian roots (19), each in its root, pg_upgrade from 18 there
+# included.
+HOST_TEST_MAJORS := $(filter-out $(ROOT_MAJORS),$(TEST_MAJORS))
 test:
 	@scripts/mutations.sh --check
 	@scripts/setup.sh test $(TEST_MAJORS)
-	@for v in $(TEST_MAJORS); do \
+	@for v in $(HOST_TEST_MAJORS); do \
 	  printf '\033[1m==> PostgreSQL %s\033[0m\n' "$$v"; \
 	  $(MAKE) --no-print-directory test-major PG=$$v PG_CONFIG="$$(scripts/pg-config.sh $$v)" || exit 1; \
 	done
 ifneq ($(and $(filter 17,$(TEST_MAJORS)),$(filter 18,$(TEST_MAJORS))),)
 	@printf '\033[1m==> pg_upgrade from 17 to 18\033[0m\n'
 	@$(MAKE) --no-print-directory test-upgrade
-else
+else ifneq ($(HOST_TEST_MAJORS),)
 	@printf '\033[1m==> pg_upgrade not tested: it needs PG to include 17 and 18\033[0m\n'
 endif
+	@for v in $(filter $(ROOT_MAJORS),$(TEST_MAJORS)); do \
+	  printf '\033[1m==> PostgreSQL %s, in the Debian sid root of scripts/debian-root.sh\033[0m\n' "$$v"; \
+	  $(MAKE) --no-print-directory test-root PG=$$v || exit 1; \
+	done
+
+# Every layer of 19 in its build root (scripts/debian-root.sh build sid-19: this checkout, with
+# target/sid-19 as its target/), as test-major runs them here, then pg_upgrade from the root's
+# Debian 18 to 19: the root's setup first (its test tools, made once), then test-in-root.
+test-root:
+	scripts/debian-root.sh build sid-$(ONE_MAJOR) make --no-print-directory test-in-root PG=$(ONE_MAJOR)
+
+# Only inside the root (test-root).
+test-in-root:
+	@[ -n "$$(grep -s '^sid-$(ONE_MAJOR) ' /.pg_snowflake-root)" ] || { echo "test-in-root runs inside the root of $(ONE_MAJOR): make test-root PG=$(ONE_MAJOR)" >&2; exit 1; }
+	@scripts/setup.sh test $(ONE_MAJOR)
+	@$(MAKE) --no-print-directory test-major PG=$(ONE_MAJOR)
+	@printf '\033[1m==> pg_upgrade from 18 to %s\033[0m\n' "$(ONE_MAJOR)"
+	@$(MAKE) --no-print-directory test-upgrade UPGRADE_FROM=18 UPGRADE_TO=$(ONE_MAJOR)
 
 # test-pgrx installs its own build (with the test schema) into the server: the release build
 # is installed after it, once (make runs `install` once), for test-sql and test-blackbox. The
@@ -147,7 +181,7 @@ test-pgrx:
 test-blackbox: install tools
 	@[ "$(ONE_MAJOR)" = 15 ] || echo "pg_auto_failover: tested on PostgreSQL 15 only (Debian packages it for 15)"
 	@[ "$(ONE_MAJOR)" = 16 ] || echo "the nemesis: tested on PostgreSQL 16 only (see the Makefile)"
-	scripts/test-suites.py --test-threads=2 --skip pg_upgrade --skip package_ $(if $(filter 15,$(ONE_MAJOR)),,--skip pg_auto_failover) $(if $(filter 16,$(ONE_MAJOR)),,--skip faults_on_a_fleet)
+	scripts/test-suites.py $(if $(TEST_FEATURES),$(TEST_FEATURES) --) --test-threads=2 --skip pg_upgrade --skip package_ $(if $(filter 15,$(ONE_MAJOR)),,--skip pg_auto_failover) $(if $(filter 16,$(ONE_MAJOR)),,--skip faults_on_a_fleet)
 
 # The nemesis on seeds of your choice, for as long as asked, writing what it ran (seeds, faults,
 # ids checked, availability) into docs/testing.md: `make nemesis SEED=7`, `make nemesis
@@ -155,7 +189,7 @@ test-blackbox: install tools
 # and schedule; the same SEED and SECONDS replay it.
 nemesis: install tools
 	NEMESIS_SEEDS="$(or $(SEED),$$(date +%s))" NEMESIS_SECONDS="$(or $(SECONDS),120)" \
-	  NEMESIS_REPORT=docs/testing.md cargo test --test nemesis -- --nocapture
+	  NEMESIS_REPORT=docs/testing.md cargo test $(TEST_FEATURES) --test nemesis -- --nocapture
 
 # A build with another WAL resource manager id (PG_SNOWFLAKE_RMGR_ID, the way out of a clash
 # with another extension's id, see README): it writes its marks under that id and a standby
@@ -170,9 +204,9 @@ test-rmgr-id: install
 # package in Debian's own PostgreSQL of this major (17: Debian 13's, 18: sid's), and the signed
 # apt repository, each in a copy of a Debian root (scripts/debian-root.sh), never on this host.
 test-package: package
-	cargo test --test package -- --test-threads=1
+	cargo test $(TEST_FEATURES) --test package -- --test-threads=1
 	@$(MAKE) --no-print-directory install
-	cargo test --test debian --test repo -- --test-threads=2
+	cargo test $(TEST_FEATURES) --test debian --test repo -- --test-threads=2
 
 # 16.2, the one server with the synchronous-standby flag format from before May 2025
 # (scripts/build-postgres.sh 16-old unpacked it), gets the files `make install` put into 16, as a
@@ -189,17 +223,28 @@ test-old-flag:
 # scripts/repo.sh; its key is made once into target/repo-key).
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 repo:
-	@for v in $(REPO_MAJORS); do \
+	@for v in $(filter-out $(ROOT_MAJORS),$(REPO_MAJORS)); do \
 	  scripts/setup.sh run $$v && \
 	  $(MAKE) --no-print-directory package PG=$$v PG_CONFIG="$$(scripts/pg-config.sh $$v)" || exit 1; \
 	done
+	@# 19's package is built in its root (target/sid-19 there) and published with the others.
+	@for v in $(filter $(ROOT_MAJORS),$(REPO_MAJORS)); do \
+	  scripts/setup.sh test $$v && \
+	  scripts/debian-root.sh build sid-$$v make --no-print-directory package PG=$$v && \
+	  mkdir -p target/package && \
+	  cp target/sid-$$v/package/postgresql-$$v-pg-snowflake_$(VERSION)-1_amd64.deb target/package/ || exit 1; \
+	done
 	scripts/repo.sh target/repo $(foreach v,$(REPO_MAJORS),target/package/postgresql-$(v)-pg-snowflake_$(VERSION)-1_amd64.deb)
 
+# pg_upgrade from UPGRADE_FROM to UPGRADE_TO: 17 to 18 here, 18 to 19 in the root of 19 (its
+# Debian 18.6, see README).
+UPGRADE_FROM ?= 17
+UPGRADE_TO ?= 18
 test-upgrade:
-	@$(MAKE) --no-print-directory install PG=17 PG_CONFIG="$$(scripts/pg-config.sh 17)"
-	@$(MAKE) --no-print-directory install PG=18 PG_CONFIG="$$(scripts/pg-config.sh 18)"
-	PG_CONFIG="$$(scripts/pg-config.sh 18)" PG_UPGRADE_FROM_CONFIG="$$(scripts/pg-config.sh 17)" \
-	  cargo test --test upgrade -- --test-threads=2
+	@$(MAKE) --no-print-directory install PG=$(UPGRADE_FROM) PG_CONFIG="$$(scripts/pg-config.sh $(UPGRADE_FROM))"
+	@$(MAKE) --no-print-directory install PG=$(UPGRADE_TO) PG_CONFIG="$$(scripts/pg-config.sh $(UPGRADE_TO))"
+	PG_CONFIG="$$(scripts/pg-config.sh $(UPGRADE_TO))" PG_UPGRADE_FROM_CONFIG="$$(scripts/pg-config.sh $(UPGRADE_FROM))" \
+	  cargo test $(TEST_FEATURES) --test upgrade -- --test-threads=2
 
 # Not part of `make test` (which runs tests/time_ranges.rs with its fixed seeds): random
 # statements with the time-range hook on and off, any difference in rows or SQLSTATE a failure
@@ -210,7 +255,7 @@ FUZZ_LAYOUTS := twitter discord sonyflake instagram js53 custom
 fuzz:
 	@$(if $(filter-out $(FUZZ_LAYOUTS),$(LAYOUT)),echo "LAYOUT=$(LAYOUT) is none of $(FUZZ_LAYOUTS)" >&2; exit 2)
 	TIME_RANGES_FUZZ=1 $(if $(SEED),TIME_RANGES_SEED=$(SEED)) $(if $(CASES),TIME_RANGES_CASES=$(CASES)) \
-	  cargo test --test time_ranges hook_on_and_off_agree_on_$(LAYOUT) -- --nocapture --test-threads=2
+	  cargo test $(TEST_FEATURES) --test time_ranges hook_on_and_off_agree_on_$(LAYOUT) -- --nocapture --test-threads=2
 
 # Not part of `make test`: speed is judged as ratios in one run, not by timed tests. The run
 # goes into docs/benchmarks.json, the one set of figures the pages quote (tests/readme.rs checks
@@ -229,4 +274,4 @@ fmt:
 
 lint:
 	cargo fmt --all -- --check
-	cargo clippy --all-targets -- -D warnings
+	cargo clippy --all-targets $(TEST_FEATURES) -- -D warnings

@@ -6,6 +6,8 @@
 #   scripts/setup.sh build --pg-config P #   toolchain, `cargo pgrx init` (for P's major)
 #   scripts/setup.sh run 17              # build, and the server of that major (make run, bench)
 #   scripts/setup.sh test 15 16 17 18    # run, and what the tests use (make test)
+#   scripts/setup.sh test 19             # on this host: the Debian roots (19 runs in one); in
+#                                        #   the build root of 19: what building and testing need
 #
 # What each adds:
 #   build  Debian packages: libclang-dev (bindgen), build-essential, pkg-config; cargo-pgrx
@@ -29,6 +31,13 @@
 #          scripts/debian-root.sh, gnupg and dpkg-dev (the apt repository's test), valgrind
 #          (the hot path's cost budget, scripts/callgrind.sh)
 #
+# PostgreSQL 19: Debian packages it only for sid (experimental's 19~rc1, which needs sid's libc
+# 6 2.43; this host's is 2.36), and its source is not served. It is built and tested in the build
+# root of scripts/debian-root.sh (`make test PG=19` goes there): on this host `setup.sh test 19`
+# makes the Debian roots (and the root of 19 with its build layer) and installs cargo-pgrx;
+# run inside that root, it installs there what the tests use, as on this host for the other
+# majors, with the root's own Debian 18 and 19 as the servers (nothing is built from source).
+#
 # On a system without apt-get it installs nothing: it names what is missing and stops.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,8 +54,12 @@ while [ $# -gt 0 ]; do
     *) usage ;;
   esac
 done
-SUPPORTED=(15 16 17 18)
+SUPPORTED=(15 16 17 18 19)
 PGRX_VERSION=0.19.3
+# Inside the build root of 19 (scripts/debian-root.sh build sid-19), whose servers are Debian's
+# own 18 and 19; on this host, 19 is made as that root.
+IN_ROOT_19=; case "$(cat /.pg_snowflake-root 2>/dev/null)" in "sid-19 "*) IN_ROOT_19=1 ;; esac
+ROOT_19=
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf '%s: %s\n' "$0" "$*" >&2; exit 1; }
@@ -65,16 +78,53 @@ if [ -n "$PG_CONFIG_GIVEN" ]; then
     die "$path is PostgreSQL $major; pg_snowflake supports ${SUPPORTED[*]}"
   MAJORS=("$major")
 fi
-[ ${#MAJORS[@]} -gt 0 ] || MAJORS=("${SUPPORTED[@]}")
+[ ${#MAJORS[@]} -gt 0 ] || MAJORS=(15 16 17 18)
 for v in "${MAJORS[@]}"; do
   printf '%s\n' "${SUPPORTED[@]}" | grep -qx "$v" ||
     die "PostgreSQL $v is not supported (supported: ${SUPPORTED[*]}; 13 and 14 lack custom WAL resource managers)"
 done
 has() { printf '%s\n' "${MAJORS[@]}" | grep -qx "$1"; }
+if [ -n "$IN_ROOT_19" ]; then
+  for v in "${MAJORS[@]}"; do
+    case "$v" in 18|19) ;; *) die "the build root of 19 has Debian's 18 and 19 only, not $v" ;; esac
+  done
+elif has 19 && [ -z "$PG_CONFIG_GIVEN" ]; then
+  # This host builds nothing for 19: `make test` makes the root of 19 here, and the root's own
+  # setup installs the rest there.
+  [ "$PURPOSE" = test ] || die "PostgreSQL 19 is not packaged for Debian 12 (only Debian experimental's binaries, built for sid's libc 2.43, exist): \
+make test PG=19 tests it in a Debian sid root (scripts/debian-root.sh build sid-19 make ... runs any target there); \
+to install into a PostgreSQL 19 of your own, name its pg_config: make install PG_CONFIG=/path/to/pg_config"
+  ROOT_19=1
+  rest=(); for v in "${MAJORS[@]}"; do [ "$v" = 19 ] || rest+=("$v"); done
+  MAJORS=("${rest[@]}")
+  if [ ${#MAJORS[@]} -eq 0 ]; then
+    SUDO=; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+    need=()
+    for p in debootstrap curl ca-certificates; do
+      dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
+    done
+    if [ ${#need[@]} -gt 0 ]; then
+      say "installing Debian packages: ${need[*]}"
+      $SUDO apt-get update -qq
+      DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+    fi
+    command -v cargo >/dev/null || die "cargo is missing: install Rust 1.96 or later (https://rustup.rs)"
+    toolchain=$(scripts/toolchain.sh) || exit 1
+    [ -z "$toolchain" ] || export RUSTUP_TOOLCHAIN=$toolchain
+    if ! cargo pgrx --version 2>/dev/null | grep -q " $PGRX_VERSION\$"; then
+      say "installing cargo-pgrx $PGRX_VERSION (about 4 minutes on 2 cores)"
+      cargo install cargo-pgrx --version "=$PGRX_VERSION" --locked
+    fi
+    # trixie for tests/setup_scripts.rs; the root of 19 (from sid's) with its build layer.
+    scripts/debian-root.sh make trixie >/dev/null
+    scripts/debian-root.sh build sid-19 true
+    exit 0
+  fi
+fi
 
 # Debian packages, by purpose and major.
 PACKAGES=(libclang-dev build-essential pkg-config curl ca-certificates python3)
-if [ -z "$PG_CONFIG_GIVEN" ]; then
+if [ -z "$PG_CONFIG_GIVEN" ] && [ -z "$IN_ROOT_19" ]; then
   ! has 15 || PACKAGES+=(postgresql-server-dev-15)
   for v in 17 18; do ! has $v || { PACKAGES+=(bison flex libssl-dev zlib1g-dev bzip2); break; }; done
   ! has 16 || PACKAGES+=(python3 python3-pip patchelf)
@@ -86,7 +136,9 @@ if [ "$PURPOSE" != build ]; then
   ! has 15 || PACKAGES+=(postgresql-15)
 fi
 if [ "$PURPOSE" = test ]; then
-  PACKAGES+=(sudo faketime libfaketime nodejs npm python3-venv fuse3 lintian etcd-server valgrind)
+  PACKAGES+=(sudo faketime libfaketime nodejs npm python3-venv fuse3 lintian etcd-server)
+  # valgrind: the hot path's budget, counted on 15 only (make test-hotpath).
+  [ -n "$IN_ROOT_19" ] || PACKAGES+=(valgrind)
   # The Debian roots of tests/debian.rs and tests/repo.rs, and the repository of scripts/repo.sh.
   PACKAGES+=(debootstrap gnupg dpkg-dev)
   # The clients of docs/clients.md that Debian packages: ActiveRecord, Go with pgx, JDBC.
@@ -139,19 +191,22 @@ command -v cargo >/dev/null || die "cargo is missing: install Rust 1.96 or later
 toolchain=$(scripts/toolchain.sh) || exit 1
 [ -z "$toolchain" ] || export RUSTUP_TOOLCHAIN=$toolchain
 
-# PostgreSQL majors that Debian 12 does not package.
-if [ -z "$PG_CONFIG_GIVEN" ]; then
+# PostgreSQL majors that Debian 12 does not package (in the root of 19, Debian's own are there).
+if [ -z "$PG_CONFIG_GIVEN" ] && [ -z "$IN_ROOT_19" ]; then
   for v in "${MAJORS[@]}"; do
     [ "$v" = 15 ] || scripts/build-postgres.sh "$v"
   done
 fi
 if [ "$PURPOSE" = test ]; then
   # 16.2 beside 16, for the synchronous-standby flag format from before May 2025 (make test-old-flag).
-  ! has 16 || scripts/build-postgres.sh 16-old
+  [ -n "$IN_ROOT_19" ] || ! has 16 || scripts/build-postgres.sh 16-old
   # Debian's own PostgreSQL in Debian roots, made once per machine: trixie (Debian 13) for 17,
   # and for the setup scripts' test on every major; sid for 18.
   scripts/debian-root.sh make trixie >/dev/null
   ! has 18 || scripts/debian-root.sh make sid >/dev/null
+  # In the root of 19, these are the host's, mounted read-only: made (or checked) as above.
+  ! has 19 || scripts/debian-root.sh make sid-19 >/dev/null
+  [ -z "$ROOT_19" ] || scripts/debian-root.sh build sid-19 true
 fi
 
 if ! cargo pgrx --version 2>/dev/null | grep -q " $PGRX_VERSION\$"; then
@@ -166,7 +221,9 @@ config="${PGRX_HOME:-$HOME/.pgrx}/config.toml"
 args=(); new=()
 for v in "${SUPPORTED[@]}"; do
   old=$(sed -nE "s/^pg$v = \"(.*)\"/\1/p" "$config" 2>/dev/null || true)
-  if has "$v"; then
+  # In the root of 19, Debian's 18 and 19 are both pointed at at once: each later init would
+  # rewrite the file (and rebuild the bindings).
+  if has "$v" || { [ -n "$IN_ROOT_19" ] && [ -z "$PG_CONFIG_GIVEN" ] && [ -x "$(scripts/pg-config.sh "$v")" ]; }; then
     path=${PG_CONFIG_GIVEN:-$(scripts/pg-config.sh "$v")}
     # A user's own pg_config for a major pgrx already knows keeps the old one: bindings are
     # the major's, and cargo pgrx install is told which server to install into.

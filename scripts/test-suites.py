@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs the black-box suites of tests/, several at a time, each suite's output kept together.
 
-    scripts/test-suites.py [LIBTEST_ARGS...]
+    scripts/test-suites.py [CARGO_ARGS... --] [LIBTEST_ARGS...]
 
 Each suite is its own test binary and starts its own clusters; most of their time is spent
 waiting on servers (fsync, replication, failover, timeouts), with the CPU mostly idle. One
@@ -20,7 +20,9 @@ after another they took 9 min 13 s on 15 here, on 2 cores; in two lanes, 4 min 5
   longest takes about 75) is killed, with its process group, and fails.
 - The first failure stops the scheduling of new suites; the running ones finish (killing them
   would leave their clusters running), and the run exits with the failed suites' names.
-- LIBTEST_ARGS go to every suite (`--test-threads=2 --skip pg_upgrade`).
+- LIBTEST_ARGS go to every suite (`--test-threads=2 --skip pg_upgrade`); CARGO_ARGS, before a
+  `--`, to the build (`--no-default-features --features pg19` in the root of 19, which has no
+  15 for the default feature's bindings).
 """
 import json
 import os
@@ -39,10 +41,11 @@ ALONE_MARK = "//! Runs alone"
 BOLD, PLAIN = ("\033[1m", "\033[0m") if sys.stdout.isatty() else ("", "")
 
 
-def build() -> dict:
+def build(cargo_args: list) -> dict:
     """Builds every suite of tests/; returns {name: (executable, source file)}."""
     out = subprocess.run(
-        ["cargo", "test", "--no-run", "--test", "*", "--message-format=json-render-diagnostics"],
+        ["cargo", "test", "--no-run", "--test", "*", "--message-format=json-render-diagnostics"]
+        + cargo_args,
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,
@@ -146,11 +149,15 @@ class Run:
 
 def main() -> None:
     args = sys.argv[1:]
+    cargo_args = []
+    if "--" in args:
+        cut = args.index("--")
+        cargo_args, args = args[:cut], args[cut + 1 :]
     lanes = int(os.environ.get("PG_SNOWFLAKE_TEST_LANES", "2"))
     timeout = float(os.environ.get("PG_SNOWFLAKE_SUITE_TIMEOUT", "1200"))
     if not 1 <= lanes <= 16:
         sys.exit("test-suites: PG_SNOWFLAKE_TEST_LANES must be 1 to 16")
-    suites = build()
+    suites = build(cargo_args)
     OUT.mkdir(parents=True, exist_ok=True)
     try:
         last = json.loads(TIMES.read_text())

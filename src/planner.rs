@@ -121,6 +121,10 @@ pub fn init() {
 /// turned into a Rust panic and back. This frame holds nothing to drop; only `rewrite`, which
 /// runs Rust code, is guarded.
 ///
+/// PostgreSQL 19 gives the hook, and `standard_planner`, a fifth argument (optimizer/planner.h):
+/// the `ExplainState` of an `EXPLAIN`, NULL otherwise. It is passed on as it came: called with
+/// four, 19's planner would read whatever the register held as that pointer.
+///
 /// # Safety
 /// Called by PostgreSQL as its `planner_hook`, with the query it is about to plan.
 unsafe extern "C-unwind" fn plan(
@@ -128,6 +132,7 @@ unsafe extern "C-unwind" fn plan(
     query_string: *const std::ffi::c_char,
     cursor_options: std::ffi::c_int,
     bound_params: pg_sys::ParamListInfo,
+    #[cfg(feature = "pg19")] es: *mut pg_sys::ExplainState,
 ) -> *mut pg_sys::PlannedStmt {
     // SAFETY: PostgreSQL passes the query it is about to plan, which the planner may change;
     // the previous hook and standard_planner are PostgreSQL's own C functions.
@@ -136,10 +141,17 @@ unsafe extern "C-unwind" fn plan(
             check_only_relation(parse, ONLY_RELATION.swap(0, Ordering::Relaxed));
         }
         rewrite(parse);
-        match PREVIOUS {
+        #[cfg(feature = "pg19")]
+        let planned = match PREVIOUS {
+            Some(previous) => previous(parse, query_string, cursor_options, bound_params, es),
+            None => standard_planner(parse, query_string, cursor_options, bound_params, es),
+        };
+        #[cfg(not(feature = "pg19"))]
+        let planned = match PREVIOUS {
             Some(previous) => previous(parse, query_string, cursor_options, bound_params),
             None => standard_planner(parse, query_string, cursor_options, bound_params),
-        }
+        };
+        planned
     }
 }
 
@@ -150,6 +162,7 @@ unsafe extern "C-unwind" {
         query_string: *const std::ffi::c_char,
         cursor_options: std::ffi::c_int,
         bound_params: pg_sys::ParamListInfo,
+        #[cfg(feature = "pg19")] es: *mut pg_sys::ExplainState,
     ) -> *mut pg_sys::PlannedStmt;
 }
 
@@ -349,12 +362,10 @@ unsafe fn id_range(
             _ => return None,
         };
         let (left, right) = (args.get_ptr(0)?, args.get_ptr(1)?);
-        let ((column, timestamp), value, strategy) = if let Some(call) = timestamp_call(left) {
-            (call, right, strategy)
-        } else if let Some(call) = timestamp_call(right) {
-            (call, left, 6 - strategy) // value op ts(id) is ts(id) commuted-op value
-        } else {
-            return None;
+        let ((column, timestamp), value, strategy) = match timestamp_call(left) {
+            Some(call) => (call, right, strategy),
+            // value op ts(id) is ts(id) commuted-op value
+            None => (timestamp_call(right)?, left, 6 - strategy),
         };
         // The value goes into one or two bounds, evaluated apart from the comparison: it must
         // give the same answer each time, and one.

@@ -27,7 +27,7 @@ const SYNC_STANDBY_INIT: u8 = 1 << 0;
 const SYNC_STANDBY_DEFINED: u8 = 1 << 1;
 /// The index of `remote_flush` in `WalSndCtlData.lsn` (syncrep.h).
 const SYNC_REP_WAIT_FLUSH: usize = 1;
-/// `SyncRepLock` is `MainLWLockArray[32]` in PostgreSQL 15 to 18 (lwlocknames.h, lwlocklist.h).
+/// `SyncRepLock` is `MainLWLockArray[32]` in PostgreSQL 15 to 19 (lwlocknames.h, lwlocklist.h).
 const SYNC_REP_LOCK: usize = 32;
 /// Polls start at 1 ms (a loopback standby answers within that) and back off to 16 ms while a
 /// standby is away, so that many waiting backends do not wake a thousand times a second each.
@@ -36,7 +36,8 @@ const LONGEST_NAP_MS: i64 = 16;
 
 /// How the shared flag byte is read. Before the minor releases of May 2025 it was a `bool`
 /// (`sync_standbys_defined`); since then it holds the two flags above. The byte is at the same
-/// place in both, so the running server's version decides how to read it.
+/// place in both, so the running server's version decides how to read it. (19 declares it
+/// `uint8`, not `bits8`: the same byte right after `lsn`, with the same two flags.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FlagFormat {
     Bool,

@@ -1,7 +1,9 @@
 //! This project's package, installed by apt into Debian's own PostgreSQL: the server most
 //! Debian users of a major run, built by Debian, not by this project. For the major that
 //! `PG_CONFIG` names, in a copy of the Debian root that packages it (scripts/debian-root.sh:
-//! trixie's postgresql-17, sid's postgresql-18): `apt-get install ./postgresql-N-pg-snowflake_*.deb`
+//! trixie's postgresql-17, sid's postgresql-18, experimental's postgresql-19 in a root of sid;
+//! 19's tests run inside a build root over that root, which stays as Debian ships it):
+//! `apt-get install ./postgresql-N-pg-snowflake_*.deb`
 //! resolves its dependencies against Debian's packages, then a black-box smoke run against
 //! Debian's server: ids and their decoding, a restart with the clock 30 s behind (only the
 //! carried mark keeps ids above), a standby that refuses ids, and its promotion with its own
@@ -20,7 +22,7 @@ fn package_in_debians_own_postgresql_makes_ids_across_a_restart_and_a_promotion(
     let major = major_under_test();
     let Some(suite) = suite_of(&major) else {
         eprintln!(
-            "Debian builds no PostgreSQL {major} in trixie or sid: the package is tested in Debian's own server on 17 and 18"
+            "Debian builds no PostgreSQL {major} in trixie or sid: the package is tested in Debian's own server on 17, 18 and 19"
         );
         return;
     };

@@ -165,6 +165,18 @@ fn update_from_0_3_0_keeps_the_claims_and_matches_a_fresh_install() {
     );
 }
 
+/// 0.4.0's install script as pgrx 0.18.1 generated it (sql/), on every major this release
+/// supports: 19 included, which 0.4.0's library never ran on.
+#[test]
+fn update_from_0_4_0_keeps_the_registry_and_matches_a_fresh_install() {
+    update_keeps_the_data_and_matches_a_fresh_install(
+        "0.4.0",
+        "SELECT snowflake_registry_lease('default', 'twitter', 1023, NULL, 7, 'n', 60000, 1);
+         INSERT INTO snowflake.snowflake_claims
+         VALUES (42, 1, 'twitter', 'other', now(), now(), now() + interval '1 hour')",
+    );
+}
+
 #[test]
 fn update_from_0_4_0_keeps_the_claims_and_the_registry_and_matches_a_fresh_install() {
     update_keeps_the_data_and_matches_a_fresh_install(

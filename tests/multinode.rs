@@ -95,11 +95,14 @@ fn consolidate(name: &str, clock_offsets_s: [f64; 3]) {
             )),
         }
     });
-    // No apply worker met an error (a duplicate key would stop it and count here).
+    // No apply worker met an error (a duplicate key would stop it and count here): every
+    // *_error_count column, by name, as 19 split sync_error_count (15 to 18) into
+    // sync_table_error_count and sync_seq_error_count.
     let errors: i64 = h
         .query_one(
-            "SELECT coalesce(sum(apply_error_count + sync_error_count), 0)::int8
-             FROM pg_stat_subscription_stats",
+            "SELECT coalesce(sum(e.value::int8), 0)::int8
+             FROM pg_stat_subscription_stats s, jsonb_each_text(to_jsonb(s)) e
+             WHERE e.key LIKE '%error_count'",
             &[],
         )
         .unwrap()

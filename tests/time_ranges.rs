@@ -1935,3 +1935,45 @@ fn pruning_expression_indexes_volatile_arguments_and_views_keep_working() {
     let n = app.query("SELECT * FROM public.recent", &[]).unwrap().len();
     assert_eq!(n, 1);
 }
+
+/// PostgreSQL 19 gives the planner hook the `ExplainState` of an `EXPLAIN`, which the hook must
+/// pass on: 19's `pg_plan_advice`, loaded before pg_snowflake (so that pg_snowflake's hook runs
+/// first, and standard_planner then gets whatever it was passed), writes its advice into the
+/// EXPLAIN through it. With the rewrite in the same plan, so both ran. Before 19 the hook has
+/// four arguments and there is no `pg_plan_advice`: 15 to 18 say so.
+#[test]
+fn an_explain_state_passes_through_the_hook_to_pg_plan_advice() {
+    let major: u32 = major_under_test().parse().unwrap();
+    if major < 19 {
+        eprintln!(
+            "pg_plan_advice and the planner's ExplainState are 19's (PostgreSQL {major} here)"
+        );
+        return;
+    }
+    let cluster = Cluster::start_new(
+        "ranges_plan_advice",
+        &["shared_preload_libraries = 'pg_plan_advice, pg_snowflake'"],
+    );
+    let mut c = cluster.connect_ext();
+    c.batch_execute(
+        "CREATE TABLE e (id bigint PRIMARY KEY DEFAULT snowflake_next(), v int);
+         INSERT INTO e (v) SELECT g FROM generate_series(1, 1000) g;
+         ANALYZE e",
+    )
+    .unwrap();
+    let p: String = c
+        .query(
+            "EXPLAIN (COSTS OFF, PLAN_ADVICE)
+             SELECT * FROM e WHERE snowflake_timestamp(id) > now() - interval '1 hour'",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<_, String>(0))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        p.contains("snowflake_id_bound") && p.contains("Generated Plan Advice:"),
+        "the rewrite and pg_plan_advice's advice, both:\n{p}"
+    );
+}

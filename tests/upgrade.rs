@@ -1,4 +1,5 @@
-//! pg_upgrade from one major to the next (17 to 18 in `make test`): the new cluster continues
+//! pg_upgrade from one major to the next (17 to 18 in `make test`, and 18 to 19 in the root of
+//! 19, from Debian's 18 there): the new cluster continues
 //! above every id of the old one with its clock set 30 s back, because the old server passes its
 //! mark on during the upgrade; and a new cluster whose old server did not pass a mark on refuses
 //! to generate ids until an operator settles it.
@@ -15,12 +16,35 @@ use std::path::Path;
 fn old_pg_config() -> String {
     std::env::var("PG_UPGRADE_FROM_CONFIG").expect(
         "PG_UPGRADE_FROM_CONFIG must name the pg_config of the major to upgrade from \
-         (make test sets it when it tests 17 and 18)",
+         (make test sets it when it tests 17 and 18, and in the root of 19)",
     )
 }
 
-/// The new cluster: PostgreSQL 18's initdb enables data checksums by default, and pg_upgrade
-/// needs both clusters alike.
+/// initdb arguments of the old cluster: 18's initdb enables data checksums by default, and the
+/// new cluster has none (below); pg_upgrade needs both alike. 17's initdb has no
+/// `--no-data-checksums` and enables none.
+fn old_initdb() -> &'static [&'static str] {
+    let out = std::process::Command::new(old_pg_config())
+        .arg("--version")
+        .output()
+        .expect("the old pg_config runs");
+    let version = String::from_utf8_lossy(&out.stdout).into_owned();
+    let major: u32 = version
+        .trim()
+        .trim_start_matches("PostgreSQL ")
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or_else(|| panic!("the old pg_config says {version:?}"));
+    if major >= 18 {
+        &["--no-data-checksums"]
+    } else {
+        &[]
+    }
+}
+
+/// The new cluster: PostgreSQL 18's and 19's initdb enable data checksums by default, and
+/// pg_upgrade needs both clusters alike.
 fn new_cluster(name: &str) -> Cluster {
     Cluster::init_with(
         name,
@@ -76,7 +100,7 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
 
 #[test]
 fn pg_upgrade_carries_the_mark_and_ids_continue_above_with_the_clock_set_back() {
-    let old = Cluster::init_with("upgrade_old", &old_pg_config(), &[], &[]);
+    let old = Cluster::init_with("upgrade_old", &old_pg_config(), old_initdb(), &[]);
     old.start();
     let mut c = old.connect_ext();
     c.batch_execute(
@@ -127,7 +151,7 @@ fn pg_upgrade_from_a_server_that_did_not_pass_a_mark_on_refuses_until_settled() 
     let old = Cluster::init_with(
         "upgrade_old_bare",
         &old_pg_config(),
-        &[],
+        old_initdb(),
         &["shared_preload_libraries = ''"],
     );
     old.start();

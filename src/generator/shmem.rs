@@ -71,9 +71,10 @@ impl PgSharedMemoryInitialization for Slot {
     /// Called by pgrx from PostgreSQL's `shmem_startup_hook`, in the postmaster (and in each
     /// backend on platforms without fork, which PostgreSQL on Linux is not).
     unsafe fn on_shmem_startup(&'static self, value: Generator) {
-        // SAFETY: AddinShmemInitLock (MainLWLockArray[21], as pgrx's own PgAtomic uses it)
-        // serialises ShmemInitStruct between processes, and the struct is written only by the
-        // process that created it.
+        // SAFETY: AddinShmemInitLock (MainLWLockArray[21] in 15 to 19, as pgrx's own PgAtomic
+        // uses it) serialises ShmemInitStruct between processes, and the struct is written only
+        // by the process that created it. 19 keeps ShmemInitStruct beside its new
+        // RegisterShmemCallbacks, as "legacy" (storage/shmem.h).
         unsafe {
             let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock;
             pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);

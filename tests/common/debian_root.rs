@@ -1,5 +1,6 @@
 //! Debian's own PostgreSQL, in a Debian root made by `scripts/debian-root.sh` (debootstrap):
-//! trixie's postgresql-17 and sid's postgresql-18, as a distribution built them. Each test works
+//! trixie's postgresql-17, sid's postgresql-18 and experimental's postgresql-19 (in a root of
+//! sid, where `make test` runs the tests of 19), as a distribution built them. Each test works
 //! in a copy of the cached root, so that what it installs, and the clusters it makes, go away
 //! with it, and the host's PostgreSQL and dpkg database are never touched.
 //!
@@ -9,12 +10,14 @@
 
 use super::*;
 
-/// The Debian suite that packages `major` as a binary package, if any (see
-/// scripts/debian-root.sh: neither trixie nor sid has 15 or 16).
+/// The Debian root whose suite packages `major` as a binary package, if any (see
+/// scripts/debian-root.sh: neither trixie nor sid has 15 or 16; 19 is experimental's, in a root
+/// of sid of its own).
 pub fn suite_of(major: &str) -> Option<&'static str> {
     match major {
         "17" => Some("trixie"),
         "18" => Some("sid"),
+        "19" => Some("sid-19"),
         _ => None,
     }
 }

@@ -57,7 +57,8 @@ pub fn default_pg_config() -> String {
     std::env::var("PG_CONFIG").unwrap_or_else(|_| "pg_config".into())
 }
 
-/// The major of the server `PG_CONFIG` names ("15" of "PostgreSQL 15.20 (Debian ...)").
+/// The major of the server `PG_CONFIG` names ("15" of "PostgreSQL 15.20 (Debian ...)", "19" of
+/// "PostgreSQL 19rc1 (Debian 19~rc1-1)": its leading digits, as a release candidate has no dot).
 pub fn major_under_test() -> String {
     let out = Command::new(default_pg_config())
         .arg("--version")
@@ -66,10 +67,9 @@ pub fn major_under_test() -> String {
     String::from_utf8_lossy(&out.stdout)
         .trim()
         .trim_start_matches("PostgreSQL ")
-        .split('.')
-        .next()
-        .unwrap()
-        .to_string()
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect()
 }
 
 /// The repository's top directory (scripts/, sql/, target/).
