@@ -10,6 +10,12 @@
 //! A background worker renews the claim every `snowflake.claims_interval` in
 //! `snowflake.claims_database`; without it, an operator or a scheduler can call
 //! `snowflake_claim()` just as well.
+//!
+//! On a node of a Citus cluster (the claims database has Citus), the worker also reads every
+//! node's own claim through Citus (`run_command_on_all_nodes`) and writes it here: the claims of
+//! a Citus cluster's nodes meet in every node's table, where the trigger reports two nodes that
+//! make ids with one worker id, within one interval of the second's start, without any
+//! replication set up (docs/citus.md).
 
 use crate::layout::Layout;
 use crate::{errors, generator, gucs, own_schema, privileges, registry};
@@ -35,6 +41,11 @@ pub fn init() {
         return;
     }
     if gucs::claims_database().is_none() {
+        // On a Citus node a worker id set by hand, with no registry and no claims, is checked
+        // against the other nodes' by nothing: said at every start (docs/citus.md).
+        if gucs::registry().is_none() && citus_preloaded() {
+            errors::citus_worker_id_unchecked();
+        }
         return;
     }
     BackgroundWorkerBuilder::new("pg_snowflake claims")
@@ -96,6 +107,13 @@ pub extern "C-unwind" fn pg_snowflake_claims_main(_arg: pg_sys::Datum) {
             write_claim(gucs::layout(), worker_id);
             None
         });
+        // In a transaction of its own, after this node's claim is committed: an error here
+        // (Citus in a state it cannot answer from) restarts the worker, whose claim is written.
+        BackgroundWorker::transaction(|| {
+            if why_not.is_none() && citus_installed() {
+                gather_citus_claims();
+            }
+        });
         if why_not != skipped {
             if let Some(why) = &why_not {
                 pgrx::log!("pg_snowflake: no worker id claim is written: {why}");
@@ -110,6 +128,56 @@ pub extern "C-unwind" fn pg_snowflake_claims_main(_arg: pg_sys::Datum) {
             unsafe { pg_sys::proc_exit(1) };
         }
     }
+}
+
+/// Whether `citus` is in `shared_preload_libraries` (as written there: a name, maybe quoted).
+fn citus_preloaded() -> bool {
+    // SAFETY: a string setting PostgreSQL set before _PG_init; NUL-terminated when not null.
+    let list = unsafe { pg_sys::shared_preload_libraries_string };
+    if list.is_null() {
+        return false;
+    }
+    // SAFETY: see above.
+    let list = unsafe { std::ffi::CStr::from_ptr(list) }.to_string_lossy();
+    list.split(',')
+        .any(|l| l.trim().trim_matches('"').eq_ignore_ascii_case("citus"))
+}
+
+/// Whether Citus is installed in this database (at a release that has
+/// `run_command_on_all_nodes`, 11.0 and later: the only function named below).
+fn citus_installed() -> bool {
+    Spi::get_one::<bool>(
+        "SELECT EXISTS (SELECT FROM pg_catalog.pg_extension e
+                         WHERE e.extname OPERATOR(pg_catalog.=) 'citus')
+            AND pg_catalog.to_regprocedure(
+                    'pg_catalog.run_command_on_all_nodes(pg_catalog.text, pg_catalog.bool, \
+                     pg_catalog.bool)') IS NOT NULL",
+    ) == Ok(Some(true))
+}
+
+/// Every node's own claims (in the table of each node, written by its claims worker), read
+/// through Citus and written into this node's table; the table's trigger warns of each clash
+/// once. Citus's function is in pg_catalog, where only a superuser creates functions; a node it
+/// cannot reach answers `success = false` and is passed over until the next interval.
+fn gather_citus_claims() {
+    const OWN_CLAIMS: &str = "SELECT pg_catalog.coalesce(pg_catalog.json_agg(c), '[]')
+          FROM snowflake.snowflake_claims c
+         WHERE c.system_identifier OPERATOR(pg_catalog.=)
+               (SELECT s.system_identifier FROM pg_catalog.pg_control_system() s)";
+    // SAFETY: reads a value PostgreSQL set at start.
+    let own = unsafe { pg_sys::GetSystemIdentifier() } as i64;
+    Spi::run_with_args(
+        "INSERT INTO snowflake.snowflake_claims AS c
+         SELECT x.* FROM pg_catalog.run_command_on_all_nodes($1::pg_catalog.text) r,
+                pg_catalog.json_populate_recordset(NULL::snowflake.snowflake_claims,
+                                                   r.result::pg_catalog.json) x
+          WHERE r.success AND x.system_identifier OPERATOR(pg_catalog.<>) $2
+         ON CONFLICT (system_identifier, worker_id, layout) DO UPDATE SET
+             node_name = excluded.node_name, since = excluded.since,
+             last_seen = excluded.last_seen, expires = excluded.expires",
+        &[OWN_CLAIMS.into(), own.into()],
+    )
+    .unwrap_or_else(|e| errors::claims_table_failed("gather", &e));
 }
 
 /// Whether pg_snowflake is installed in this database.
