@@ -115,7 +115,11 @@ fn every_path_that_makes_an_id_makes_it_once_with_the_worker_id_of_its_node() {
     let mut c = citus.coordinator.connect();
     let ports = worker_ids(&citus);
     let distinct: BTreeSet<i64> = ports.values().copied().collect();
-    assert_eq!(distinct.len(), 3, "three nodes, three worker ids: {ports:?}");
+    assert_eq!(
+        distinct.len(),
+        3,
+        "three nodes, three worker ids: {ports:?}"
+    );
     println!(
         "worker ids by port: {ports:?} (coordinator {})",
         citus.coordinator.port
@@ -171,11 +175,8 @@ fn every_path_that_makes_an_id_makes_it_once_with_the_worker_id_of_its_node() {
     c.batch_execute(&format!("{MADE_ON}; {PATHS}")).unwrap();
     // Through the coordinator: single-row, multi-row, COPY, INSERT ... SELECT.
     for k in 0..200 {
-        c.execute(
-            "INSERT INTO paths (k, path) VALUES ($1, 'single')",
-            &[&k],
-        )
-        .unwrap();
+        c.execute("INSERT INTO paths (k, path) VALUES ($1, 'single')", &[&k])
+            .unwrap();
     }
     c.batch_execute(
         "INSERT INTO paths (k, path) SELECT g, 'multi' FROM generate_series(1, 2000) g;
@@ -198,8 +199,11 @@ fn every_path_that_makes_an_id_makes_it_once_with_the_worker_id_of_its_node() {
     for w in &citus.workers {
         let mut wc = w.connect();
         for k in 0..100 {
-            wc.execute("INSERT INTO paths (k, path) VALUES ($1, 'worker-single')", &[&k])
-                .unwrap();
+            wc.execute(
+                "INSERT INTO paths (k, path) VALUES ($1, 'worker-single')",
+                &[&k],
+            )
+            .unwrap();
         }
         wc.batch_execute(
             "INSERT INTO paths (k, path) SELECT g, 'worker-multi' FROM generate_series(1, 500) g;
@@ -236,7 +240,10 @@ fn every_path_that_makes_an_id_makes_it_once_with_the_worker_id_of_its_node() {
                 })
             })
             .collect();
-        handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
     });
     assert_eq!(acknowledged.iter().collect::<BTreeSet<_>>().len(), 1800);
 
@@ -270,7 +277,9 @@ fn every_path_that_makes_an_id_makes_it_once_with_the_worker_id_of_its_node() {
         assert!(rows > 0, "{path}");
     }
     let (rows, distinct, wrong) = audit(&mut c, "paths", "true", &ports);
-    report.push(format!("all: {rows} rows, {distinct} distinct ids, {wrong} wrong"));
+    report.push(format!(
+        "all: {rows} rows, {distinct} distinct ids, {wrong} wrong"
+    ));
     println!("{}", report.join("\n"));
     assert_eq!((distinct, wrong), (rows, 0));
     // INSERT ... SELECT between distributed tables: the ids are made by the workers that hold
@@ -297,7 +306,11 @@ fn every_path_that_makes_an_id_makes_it_once_with_the_worker_id_of_its_node() {
         .get(0);
     w1.crash();
     w1.start();
-    assert_eq!(leased_worker_id(w1), w1_id, "the same lease after the restart");
+    assert_eq!(
+        leased_worker_id(w1),
+        w1_id,
+        "the same lease after the restart"
+    );
     let mut wc = w1.connect();
     let after: i64 = wc
         .query_one(
@@ -454,7 +467,13 @@ impl Writer {
             (self.count() >= until).then_some(()).ok_or(format!(
                 "{what}: {} of {until} rows; errors: {:?}",
                 self.count(),
-                self.errors.lock().unwrap().iter().rev().take(3).collect::<Vec<_>>()
+                self.errors
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .rev()
+                    .take(3)
+                    .collect::<Vec<_>>()
             ))
         });
     }
@@ -486,8 +505,13 @@ fn a_shard_move_a_node_added_a_rebalance_and_a_node_removed_and_added_back_under
     let (w1, w2) = (&citus.workers[0], &citus.workers[1]);
     let w3 = citus.init_worker(&[]);
     let writers: Vec<Writer> = (0..5).map(|_| Writer::new()).collect();
-    let (coord_w, w1_w, w2_w, w3_w, w2_again_w) =
-        (&writers[0], &writers[1], &writers[2], &writers[3], &writers[4]);
+    let (coord_w, w1_w, w2_w, w3_w, w2_again_w) = (
+        &writers[0],
+        &writers[1],
+        &writers[2],
+        &writers[3],
+        &writers[4],
+    );
     let mut steps = Vec::new();
     std::thread::scope(|s| {
         s.spawn(|| coord_w.run(&citus.coordinator, 1));
@@ -507,7 +531,10 @@ fn a_shard_move_a_node_added_a_rebalance_and_a_node_removed_and_added_back_under
             w1.port, w1.port, w2.port
         ))
         .unwrap();
-        steps.push(format!("shard move: {:.1} s", started.elapsed().as_secs_f64()));
+        steps.push(format!(
+            "shard move: {:.1} s",
+            started.elapsed().as_secs_f64()
+        ));
         for w in [coord_w, w1_w, w2_w] {
             w.wait_for_more(20, "writers after the move");
         }
@@ -524,7 +551,8 @@ fn a_shard_move_a_node_added_a_rebalance_and_a_node_removed_and_added_back_under
         s.spawn(|| w3_w.run(&w3, 4));
         w3_w.wait_for_more(50, "the third node's writer");
         let started = Instant::now();
-        c.batch_execute("SELECT rebalance_table_shards('moves')").unwrap();
+        c.batch_execute("SELECT rebalance_table_shards('moves')")
+            .unwrap();
         let on_w3: i64 = c
             .query_one(
                 "SELECT count(*) FROM citus_shards WHERE table_name = 'moves'::regclass
@@ -563,7 +591,8 @@ fn a_shard_move_a_node_added_a_rebalance_and_a_node_removed_and_added_back_under
         assert_eq!(w2_id, ports[&(w2.port as i32)]);
         assert!(group_after > group_before);
         s.spawn(|| w2_again_w.run(w2, 5));
-        c.batch_execute("SELECT rebalance_table_shards('moves')").unwrap();
+        c.batch_execute("SELECT rebalance_table_shards('moves')")
+            .unwrap();
         for w in [coord_w, w1_w, w3_w, w2_again_w] {
             w.wait_for_more(20, "writers at the end");
         }
@@ -578,9 +607,18 @@ fn a_shard_move_a_node_added_a_rebalance_and_a_node_removed_and_added_back_under
     let mut errors = Vec::new();
     for (i, w) in writers.iter().enumerate() {
         for &(id, port) in w.acknowledged.lock().unwrap().iter() {
-            assert!(acknowledged.insert(id, port).is_none(), "id {id} acknowledged twice");
+            assert!(
+                acknowledged.insert(id, port).is_none(),
+                "id {id} acknowledged twice"
+            );
         }
-        errors.extend(w.errors.lock().unwrap().iter().map(|e| format!("writer {i}: {e}")));
+        errors.extend(
+            w.errors
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|e| format!("writer {i}: {e}")),
+        );
     }
     let stored: BTreeMap<i64, i32> = c
         .query("SELECT id, port FROM moves", &[])
@@ -602,7 +640,11 @@ fn a_shard_move_a_node_added_a_rebalance_and_a_node_removed_and_added_back_under
         .keys()
         .filter(|id| !stored.contains_key(id))
         .collect();
-    assert!(lost.is_empty(), "{} acknowledged rows lost: {lost:?}", lost.len());
+    assert!(
+        lost.is_empty(),
+        "{} acknowledged rows lost: {lost:?}",
+        lost.len()
+    );
     assert_eq!((distinct, wrong), (rows, 0));
     // A statement whose answer was lost may have committed: at most one row for each failure.
     assert!(
@@ -611,4 +653,688 @@ fn a_shard_move_a_node_added_a_rebalance_and_a_node_removed_and_added_back_under
         stored.len(),
         acknowledged.len()
     );
+}
+
+/// Twitter's layout, the default: its epoch in Unix microseconds, and the bits below the time.
+const EPOCH_US: i64 = 1_288_834_974_657_000;
+const LOW_BITS: u32 = 22;
+
+/// ISO 8601 with microseconds, in UTC, of Unix microseconds.
+fn iso_us(us: i64) -> String {
+    let (days, rest) = (us.div_euclid(86_400_000_000), us.rem_euclid(86_400_000_000));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}.{:06}+00",
+        rest / 3_600_000_000,
+        rest / 60_000_000 % 60,
+        rest / 1_000_000 % 60,
+        rest % 1_000_000
+    )
+}
+
+/// A value to compare `snowflake_timestamp` with: a unit edge of an id's time, a microsecond
+/// either side, half a unit on, before the epoch, infinity, NULL.
+fn ts_value(rng: &mut Rng, ids: &[i64]) -> String {
+    let id = (*rng.pick(ids)).max(0);
+    let start = EPOCH_US + (id >> LOW_BITS) * 1000;
+    let us = match rng.below(9) {
+        0 => start - 1,
+        1 => start + 1,
+        2 => start + 500,
+        3 => start + 999,
+        4 => EPOCH_US - 86_400_000_000,
+        5 => return rng.pick(&["'infinity'", "'-infinity'", "NULL"]).to_string(),
+        _ => start,
+    };
+    format!("'{}'::timestamptz", iso_us(us))
+}
+
+/// A random condition on `snowflake_timestamp(col)`: AND-ed comparisons (what the hook
+/// rewrites), sometimes under OR or NOT (what it leaves).
+fn ts_condition(rng: &mut Rng, col: &str, ids: &[i64], depth: u32) -> String {
+    let ts = format!("snowflake_timestamp({col})");
+    match rng.below(if depth == 0 { 8 } else { 11 }) {
+        8 => format!(
+            "{} AND {}",
+            ts_condition(rng, col, ids, depth - 1),
+            ts_condition(rng, col, ids, depth - 1)
+        ),
+        9 => format!(
+            "({} OR {})",
+            ts_condition(rng, col, ids, depth - 1),
+            ts_condition(rng, col, ids, depth - 1)
+        ),
+        10 => format!("NOT ({})", ts_condition(rng, col, ids, depth - 1)),
+        7 => format!(
+            "{ts} BETWEEN {} AND {}",
+            ts_value(rng, ids),
+            ts_value(rng, ids)
+        ),
+        _ => {
+            let op = rng.pick(&["<", "<=", "=", ">=", ">"]);
+            let value = ts_value(rng, ids);
+            if rng.below(2) == 0 {
+                format!("{ts} {op} {value}")
+            } else {
+                format!("{value} {op} {ts}")
+            }
+        }
+    }
+}
+
+/// The sorted first column of a query (ids), or its SQLSTATE, with the hook on or off. Off is
+/// `SET LOCAL snowflake.time_ranges = off`, which Citus passes on to the shard queries' sessions
+/// (`citus.propagate_set_commands = 'local'`): no node rewrites the query then.
+fn ids_with_hook(c: &mut Client, on: bool, sql: &str) -> Result<Vec<i64>, String> {
+    let mut t = c.transaction().unwrap();
+    if !on {
+        t.batch_execute("SET LOCAL snowflake.time_ranges = off")
+            .unwrap();
+    }
+    let out = match t.query(sql, &[]) {
+        Ok(rows) => {
+            let mut ids: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
+            ids.sort_unstable();
+            Ok(ids)
+        }
+        Err(e) => Err(db_error(&e).0),
+    };
+    let _ = t.rollback();
+    out
+}
+
+/// The plan of `sql` with the hook on or off, as one text.
+fn plan_with_hook(c: &mut Client, on: bool, sql: &str) -> String {
+    let mut t = c.transaction().unwrap();
+    if !on {
+        t.batch_execute("SET LOCAL snowflake.time_ranges = off")
+            .unwrap();
+    }
+    let plan = t
+        .query(&format!("EXPLAIN (VERBOSE, COSTS OFF) {sql}"), &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<_, String>(0))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let _ = t.rollback();
+    plan
+}
+
+#[test]
+fn time_ranges_on_distributed_tables_give_the_rows_of_the_unrewritten_query() {
+    let citus = Citus::start("citus_ranges", 2, &[]);
+    let mut c = citus.coordinator.connect();
+    let mut rng = Rng(seed("CITUS_TIME_RANGES_SEED", "citus"));
+    // Ids of the layout: unit edges near the epoch, in 2026 and at the end, random ones, each
+    // with the lowest and highest worker id and sequence, and a few negative bigints (no time).
+    let now_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as i64;
+    let now_units = (now_us - EPOCH_US) / 1000;
+    let mut units: Vec<i64> = vec![0, 1, 2, (1 << 41) - 1, (1 << 41) - 2, now_units];
+    units.extend((0..40).map(|_| now_units - rng.below(30 * 86_400_000) as i64));
+    units.extend((0..20).map(|_| rng.below(1 << 41) as i64));
+    let mut ids: Vec<i64> = Vec::new();
+    for u in &units {
+        for (w, s) in [
+            (0, 0),
+            (1023, 4095),
+            (rng.below(1024) as i64, rng.below(4096) as i64),
+        ] {
+            ids.push(u << LOW_BITS | w << 12 | s);
+        }
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    let valid = ids.clone();
+    ids.extend([-1, i64::MIN, -(rng.below(1 << 40) as i64) - 2]);
+    let list = |ids: &[i64]| {
+        ids.iter()
+            .map(|i| format!("({i})"))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let (p1, p2) = (
+        ids[ids.len() / 3].max(0),
+        ids[2 * ids.len() / 3].max(ids[ids.len() / 3].max(0) + 1),
+    );
+    c.batch_execute(&format!(
+        "SET citus.propagate_set_commands = 'local';
+         CREATE TABLE tr (id bigint PRIMARY KEY);
+         SELECT create_distributed_table('tr', 'id');
+         CREATE TABLE tr2 (id bigint PRIMARY KEY);
+         SELECT create_distributed_table('tr2', 'id', colocate_with => 'tr');
+         CREATE TABLE trp (id bigint NOT NULL) PARTITION BY RANGE (id);
+         CREATE TABLE trp_1 PARTITION OF trp FOR VALUES FROM (MINVALUE) TO ({p1});
+         CREATE TABLE trp_2 PARTITION OF trp FOR VALUES FROM ({p1}) TO ({p2});
+         CREATE TABLE trp_3 PARTITION OF trp FOR VALUES FROM ({p2}) TO (MAXVALUE);
+         SELECT create_distributed_table('trp', 'id', colocate_with => 'tr');
+         CREATE TABLE tr2_local (id bigint PRIMARY KEY);
+         INSERT INTO tr VALUES {all};
+         INSERT INTO trp VALUES {all};
+         INSERT INTO tr2 VALUES {valid};
+         INSERT INTO tr2_local VALUES {valid};",
+        all = list(&ids),
+        valid = list(&valid),
+    ))
+    .unwrap();
+    let w1 = &citus.workers[0];
+    let mut wc = w1.connect();
+    wc.batch_execute("SET citus.propagate_set_commands = 'local'")
+        .unwrap();
+
+    // The id range reaches the shard queries, from the coordinator and from a worker; off, it
+    // does not (so the baseline below is the unrewritten query on every node).
+    let day = "SELECT count(*) FROM tr WHERE snowflake_timestamp(id) >= '2026-01-05 00:00:00+00'
+                AND snowflake_timestamp(id) < '2026-01-06 00:00:00+00'";
+    for (who, client) in [("coordinator", &mut c), ("worker", &mut wc)] {
+        let on = plan_with_hook(client, true, day);
+        let off = plan_with_hook(client, false, day);
+        println!("EXPLAIN from the {who}, hook on:\n{on}");
+        // The coordinator folds the bounds to constants before Citus deparses the shard query.
+        assert!(
+            on.lines().any(|l| l.contains("Query:")
+                && l.contains("id OPERATOR(pg_catalog.>=) '")
+                && l.contains("id OPERATOR(pg_catalog.<=) '")
+                && !l.contains("snowflake_timestamp")),
+            "{who}: no id range in the shard query:\n{on}"
+        );
+        assert!(
+            on.lines()
+                .any(|l| l.contains("Index Cond:") && l.contains("id >=") && l.contains("id <=")),
+            "{who}: the shard's plan does not use the range:\n{on}"
+        );
+        assert!(
+            off.lines()
+                .any(|l| l.contains("Query:") && l.contains("snowflake_timestamp(id)"))
+                && !off.contains("Index Cond"),
+            "{who}: hook off, yet the range:\n{off}"
+        );
+    }
+
+    // The differential: every form, hook on and off, the same ids (or the same error).
+    let mut cases = BTreeMap::<&str, (usize, usize)>::new();
+    let mut compare = |form: &'static str, client: &mut Client, sql: &str| {
+        let on = ids_with_hook(client, true, sql);
+        let off = ids_with_hook(client, false, sql);
+        assert_eq!(on, off, "{form}: {sql}");
+        let e = cases.entry(form).or_default();
+        e.0 += 1;
+        e.1 += on.map(|r| r.len()).unwrap_or(0);
+    };
+    for _ in 0..60 {
+        let cond = ts_condition(&mut rng, "id", &ids, 1);
+        compare(
+            "multi-shard",
+            &mut c,
+            &format!("SELECT id FROM tr WHERE {cond}"),
+        );
+        compare(
+            "multi-shard from a worker",
+            &mut wc,
+            &format!("SELECT id FROM tr WHERE {cond}"),
+        );
+        // A router query's one id, and a condition at the edges of its own time unit.
+        let one = *rng.pick(&valid);
+        let near = ts_condition(&mut rng, "id", &[one], 0);
+        compare(
+            "router",
+            &mut c,
+            &format!("SELECT id FROM tr WHERE id = {one} AND {near}"),
+        );
+        compare(
+            "router from a worker",
+            &mut wc,
+            &format!("SELECT id FROM tr WHERE id = {one} AND {near}"),
+        );
+        compare(
+            "partitioned by id ranges",
+            &mut c,
+            &format!("SELECT id FROM trp WHERE {cond}"),
+        );
+        let cond_a = ts_condition(&mut rng, "a.id", &ids, 1);
+        compare(
+            "co-located join",
+            &mut c,
+            &format!("SELECT a.id FROM tr a JOIN tr2 b ON b.id = a.id AND {cond_a}"),
+        );
+        compare(
+            "co-located join from a worker",
+            &mut wc,
+            &format!("SELECT b.id FROM tr a JOIN tr2 b USING (id) WHERE {cond_a}"),
+        );
+    }
+    // Prepared statements, past the five custom plans to the generic one.
+    for (form, client) in [("prepared", &mut c), ("prepared from a worker", &mut wc)] {
+        for op in ["<", "<=", "=", ">=", ">"] {
+            let sql = format!(
+                "SELECT id FROM tr WHERE snowflake_timestamp(id) {op} $1::text::timestamptz"
+            );
+            let mut with_hook = Vec::new();
+            for on in [true, false] {
+                let mut t = client.transaction().unwrap();
+                if !on {
+                    t.batch_execute("SET LOCAL snowflake.time_ranges = off")
+                        .unwrap();
+                }
+                let statement = t.prepare(&sql).unwrap();
+                let mut results = Vec::new();
+                for i in 0..8 {
+                    let v = &valid[(i * 37) % valid.len()];
+                    let ts: String = t
+                        .query_one("SELECT snowflake_timestamp($1)::text", &[v])
+                        .unwrap()
+                        .get(0);
+                    let rows: Vec<i64> = t
+                        .query(&statement, &[&ts])
+                        .unwrap()
+                        .iter()
+                        .map(|r| r.get(0))
+                        .collect();
+                    let mut rows = rows;
+                    rows.sort_unstable();
+                    results.push(rows);
+                }
+                let _ = t.rollback();
+                let e = cases.entry(form).or_default();
+                if on {
+                    e.0 += 8;
+                    e.1 += results.iter().map(Vec::len).sum::<usize>();
+                    with_hook = results;
+                } else {
+                    assert_eq!(with_hook, results, "{form}: {sql}");
+                }
+            }
+        }
+    }
+    for (form, (n, rows)) in &cases {
+        println!("time ranges, {form}: {n} conditions, {rows} rows, the same with the hook off");
+    }
+
+    // Decoding in WHERE and GROUP BY: the distributed table answers as one server does.
+    for _ in 0..10 {
+        let v = ts_value(&mut rng, &valid);
+        let q = |t: &str| {
+            format!(
+                "SELECT (snowflake_decode(id)).worker_id, count(*)::int8, min(id), max(id)
+                   FROM {t} WHERE (snowflake_decode(id)).ts >= {v}
+                  GROUP BY 1 ORDER BY 1"
+            )
+        };
+        let get = |client: &mut Client, t: &str| -> Vec<(i32, i64, i64, i64)> {
+            client
+                .query(&q(t), &[])
+                .unwrap()
+                .iter()
+                .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+                .collect()
+        };
+        let local = get(&mut c, "tr2_local");
+        assert_eq!(get(&mut c, "tr2"), local, "{}", q("tr2"));
+        assert_eq!(get(&mut wc, "tr2"), local, "from a worker: {}", q("tr2"));
+    }
+}
+
+/// The extension's version on every node.
+fn versions(citus: &Citus) -> Vec<String> {
+    citus
+        .nodes()
+        .iter()
+        .map(|n| {
+            n.connect()
+                .query_one(
+                    "SELECT extversion FROM pg_extension WHERE extname = 'pg_snowflake'",
+                    &[],
+                )
+                .unwrap()
+                .get(0)
+        })
+        .collect()
+}
+
+/// What a statement fails with: SQLSTATE, message, detail and hint.
+fn failure(c: &mut Client, sql: &str) -> (String, String, String, String) {
+    let e = c
+        .batch_execute(sql)
+        .expect_err(&format!("{sql} should have failed"));
+    let db = e.as_db_error().unwrap_or_else(|| panic!("{e}"));
+    (
+        db.code().code().to_string(),
+        db.message().to_string(),
+        db.detail().unwrap_or_default().to_string(),
+        db.hint().unwrap_or_default().to_string(),
+    )
+}
+
+#[test]
+fn lifecycle_an_update_from_0_4_0_nodes_without_the_library_or_a_worker_id_and_the_wrong_order() {
+    let citus = Citus::start_with(
+        "citus_life",
+        2,
+        &[],
+        true,
+        "CREATE EXTENSION pg_snowflake VERSION '0.4.0'",
+    );
+    let mut c = citus.coordinator.connect();
+    // CREATE EXTENSION on the coordinator reached every node, at the version it named.
+    assert_eq!(versions(&citus), vec!["0.4.0"; 3]);
+    c.batch_execute(
+        "CREATE TABLE src (k int PRIMARY KEY);
+         SELECT create_distributed_table('src', 'k');
+         INSERT INTO src SELECT g FROM generate_series(1, 1000) g;
+         CREATE TABLE life (k int NOT NULL, id bigint NOT NULL DEFAULT snowflake_next(),
+                            PRIMARY KEY (k, id));
+         SELECT create_distributed_table('life', 'k');
+         INSERT INTO life (k) SELECT k FROM src;",
+    )
+    .unwrap();
+    // ALTER EXTENSION UPDATE on the coordinator updates every node, with the same objects.
+    c.batch_execute("ALTER EXTENSION pg_snowflake UPDATE")
+        .unwrap();
+    assert_eq!(versions(&citus), vec![env!("CARGO_PKG_VERSION"); 3]);
+    let members = |n: &Cluster| -> i64 {
+        n.connect()
+            .query_one(
+                "SELECT count(*) FROM pg_depend WHERE deptype = 'e'
+                   AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'pg_snowflake')",
+                &[],
+            )
+            .unwrap()
+            .get(0)
+    };
+    let on_coordinator = members(&citus.coordinator);
+    for w in &citus.workers {
+        assert_eq!(members(w), on_coordinator, "{}", w.name);
+    }
+    c.batch_execute("INSERT INTO life (k) SELECT k FROM src")
+        .unwrap();
+    let count = |c: &mut Client| -> i64 {
+        c.query_one("SELECT count(*) FROM life", &[])
+            .unwrap()
+            .get(0)
+    };
+    assert_eq!(count(&mut c), 2000);
+
+    // A worker without the library preloaded: the ids it would make are refused, through
+    // Citus, with pg_snowflake's SQLSTATE and message, and nothing is stored.
+    let w2 = &citus.workers[1];
+    w2.append_conf(&["shared_preload_libraries = 'citus'"]);
+    w2.restart("fast");
+    let insert_select = "INSERT INTO life (k) SELECT k FROM src";
+    let (code, message, _, hint) = failure(&mut c, insert_select);
+    println!("INSERT ... SELECT with a worker that does not preload pg_snowflake: {code}: {message} ({hint})");
+    assert_eq!(code, "55000", "{message}");
+    assert!(message.contains("shared_preload_libraries"), "{message}");
+    assert_eq!(count(&mut c), 2000);
+    let (code, message, _, _) = failure(&mut w2.connect(), "INSERT INTO life (k) VALUES (1)");
+    assert_eq!(
+        (code.as_str(), message.contains("shared_preload_libraries")),
+        ("55000", true)
+    );
+    // snowflake_adopt() on a distributed table then refuses, and changes nothing.
+    c.batch_execute(
+        "CREATE TABLE legacy (tenant int NOT NULL, id bigserial, PRIMARY KEY (tenant, id));
+         SELECT create_distributed_table('legacy', 'tenant');
+         INSERT INTO legacy (tenant) SELECT g FROM generate_series(1, 10) g;",
+    )
+    .unwrap();
+    let (code, message, detail, _) = failure(&mut c, "SELECT snowflake_adopt('legacy', 'id')");
+    println!(
+        "adopt with a worker that does not preload pg_snowflake: {code}: {message} ({detail})"
+    );
+    assert_eq!(code, "55000", "{message}");
+    assert!(detail.contains("Nothing was changed"), "{detail}");
+    for d in defaults(&citus, "legacy", "id") {
+        assert!(d.starts_with("nextval("), "changed: {d}");
+    }
+
+    // A worker with the library but no worker id (no registry either): refused likewise.
+    w2.append_conf(&[
+        "shared_preload_libraries = 'citus,pg_snowflake'",
+        "snowflake.registry = ''",
+    ]);
+    w2.restart("fast");
+    let (code, message, _, hint) = failure(&mut c, insert_select);
+    println!("INSERT ... SELECT with a worker without a worker id: {code}: {message} ({hint})");
+    assert_eq!(code, "55000", "{message}");
+    assert!(
+        message.contains("snowflake.worker_id is not set"),
+        "{message}"
+    );
+    assert_eq!(count(&mut c), 2000);
+
+    // The worker id of another node, by hand, with the coordinator as the registry: the
+    // registry refuses the second node.
+    let w1_id = worker_id_of(&citus.workers[0]).unwrap();
+    w2.append_conf(&[
+        &registry_conf(citus.coordinator.port),
+        &format!("snowflake.worker_id = {w1_id}"),
+    ]);
+    w2.restart("fast");
+    let mut w2c = w2.connect();
+    poll(Duration::from_secs(30), Duration::from_millis(100), || {
+        let s = stats(&mut w2c);
+        let problem = s["registry"]["problem"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        problem
+            .contains("leased to another cluster")
+            .then_some(())
+            .ok_or(format!("{s}"))
+    });
+    let (code, message, detail, _) = failure(&mut c, insert_select);
+    println!("INSERT ... SELECT with a worker given another's worker id by hand: {code}: {message} ({detail})");
+    assert_eq!(code, "55000", "{message}");
+    assert!(
+        message.contains("holds no worker id lease")
+            && detail.contains("leased to another cluster"),
+        "{message} {detail}"
+    );
+    assert_eq!(count(&mut c), 2000);
+
+    // Citus after pg_snowflake in shared_preload_libraries: the server does not start, and its
+    // log says why and what to do (Citus's own message).
+    w2.append_conf(&["shared_preload_libraries = 'pg_snowflake,citus'"]);
+    w2.stop("fast");
+    let log = w2.start_fails();
+    let said: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("Citus has to be loaded first") || l.contains("Place citus"))
+        .collect();
+    println!("the wrong order: {said:?}");
+    assert!(log.contains("Citus has to be loaded first"), "{log}");
+    assert!(
+        log.contains("Place citus at the beginning of shared_preload_libraries"),
+        "{log}"
+    );
+}
+
+#[test]
+fn one_worker_id_for_every_node_repeats_ids_and_the_claims_report_it_on_every_node() {
+    // One configuration for every node, with a worker id in it, as in the issue.
+    let citus = Citus::start_with(
+        "citus_hand",
+        2,
+        &["snowflake.worker_id = 1"],
+        false,
+        "CREATE EXTENSION pg_snowflake",
+    );
+    for node in citus.nodes() {
+        assert!(
+            node.log()
+                .contains("nothing checks that this Citus node's worker id differs"),
+            "{}: no warning at start:\n{}",
+            node.name,
+            node.log()
+        );
+    }
+    let mut c = citus.coordinator.connect();
+    let (rows, repeated) = duplicates_experiment(&mut c);
+    println!(
+        "duplicates experiment, worker id 1 on every node: {rows} rows, {repeated} repeated ids"
+    );
+    assert_eq!(rows, 96_000);
+    assert!(
+        repeated > 0,
+        "the experiment repeated no id: it proves nothing"
+    );
+
+    // With claims in the Citus database, every node reads every other node's claim through
+    // Citus, and reports the shared worker id.
+    let started = Instant::now();
+    for node in citus.nodes() {
+        node.append_conf(&[
+            "snowflake.claims_database = 'postgres'",
+            "snowflake.claims_interval = 1",
+        ]);
+        node.restart("fast");
+    }
+    for node in citus.nodes() {
+        let mut n = node.connect();
+        poll(Duration::from_secs(60), Duration::from_millis(200), || {
+            let clashes: i64 = n
+                .query_one(
+                    "SELECT count(*) FROM snowflake.snowflake_clashes WHERE ongoing",
+                    &[],
+                )
+                .unwrap()
+                .get(0);
+            let warned = node
+                .log()
+                .contains("worker id 1 is claimed by two clusters");
+            (clashes == 3 && warned).then_some(()).ok_or(format!(
+                "{}: {clashes} of 3 clashes, warned: {warned}",
+                node.name
+            ))
+        });
+    }
+    println!(
+        "the shared worker id reported on all 3 nodes within {:.1} s of their restart",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+#[test]
+fn the_coordinator_failing_over_and_a_worker_restored_from_a_backup_keep_their_worker_ids() {
+    let standby_port = free_port();
+    let registry = format!(
+        "snowflake.registry = 'host=127.0.0.1,127.0.0.1 port={{coordinator}},{standby_port} \
+         dbname=postgres user=fleet target_session_attrs=read-write'"
+    );
+    let citus = Citus::start("citus_failover", 1, &[&registry, SHORTEST_LEASE]);
+    let mut c = citus.coordinator.connect();
+    c.batch_execute(
+        "CREATE TABLE src (k int PRIMARY KEY);
+         SELECT create_distributed_table('src', 'k');
+         INSERT INTO src SELECT g FROM generate_series(1, 1000) g;
+         CREATE TABLE t (k int NOT NULL, id bigint NOT NULL DEFAULT snowflake_next(),
+                         PRIMARY KEY (k, id));
+         SELECT create_distributed_table('t', 'k');
+         INSERT INTO t (k) SELECT k FROM src;
+         INSERT INTO t (k) VALUES (1), (2);",
+    )
+    .unwrap();
+    let (coordinator_id, worker_id) = (
+        worker_id_of(&citus.coordinator).unwrap(),
+        worker_id_of(&citus.workers[0]).unwrap(),
+    );
+
+    // A backup of the worker, then more ids there.
+    let w1 = &citus.workers[0];
+    let backup = w1.basebackup("citus_failover_w1_backup");
+    c.batch_execute("INSERT INTO t (k) SELECT k FROM src")
+        .unwrap();
+    let mut w1c = w1.connect();
+    let last_of_w1: i64 = w1c
+        .query_one(
+            "SELECT max(snowflake_next()) FROM generate_series(1, 1000)",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+
+    // The coordinator's synchronous standby, on the port the registry names second.
+    let mut standby = citus.coordinator.basebackup("citus_failover_standby");
+    standby.port = standby_port;
+    standby.append_conf(&[&format!("port = {standby_port}")]);
+    standby.start();
+    make_synchronous(&mut c);
+    drop(c);
+    citus.coordinator.stop("immediate");
+    standby.promote();
+    let promoted = std::time::SystemTime::now();
+    // The worker renews its lease from the new primary, and the promoted coordinator keeps its
+    // own (the same cluster, by its system identifier).
+    poll(Duration::from_secs(60), Duration::from_millis(200), || {
+        let s = stats(&mut w1c);
+        let renewed = s["registry"]["renewed"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let at: std::time::SystemTime = w1c
+            .query_one("SELECT $1::text::timestamptz", &[&renewed])
+            .map(|r| r.get(0))
+            .unwrap_or(std::time::UNIX_EPOCH);
+        (at > promoted && s["registry"]["source"] == "leased")
+            .then_some(())
+            .ok_or(format!(
+                "the worker has not renewed since the failover: {s}"
+            ))
+    });
+    assert_eq!(leased_worker_id(&standby), coordinator_id);
+    assert_eq!(worker_id_of(w1), Some(worker_id));
+    // Citus's metadata follows the new coordinator, and writes go on.
+    let mut c = standby.connect();
+    c.batch_execute(&format!(
+        "SELECT citus_update_node(nodeid, '127.0.0.1', {standby_port})
+           FROM pg_dist_node WHERE groupid = 0;
+         INSERT INTO t (k) SELECT k FROM src;
+         INSERT INTO t (k) VALUES (3), (4);"
+    ))
+    .unwrap();
+
+    // The worker is lost and restored from its backup (started as a primary in its place): it
+    // is the same cluster to the registry, keeps its worker id, and its ids go on above those it
+    // made after the backup (its clock is past them).
+    drop(w1c);
+    w1.stop("immediate");
+    let mut restored = backup;
+    std::fs::remove_file(restored.data().join("standby.signal")).unwrap();
+    restored.port = w1.port;
+    restored.append_conf(&[&format!("port = {}", w1.port)]);
+    restored.start();
+    assert_eq!(leased_worker_id(&restored), worker_id);
+    let first_restored: i64 = restored
+        .connect()
+        .query_one("SELECT snowflake_next()", &[])
+        .unwrap()
+        .get(0);
+    assert!(first_restored > last_of_w1);
+    c.batch_execute("INSERT INTO t (k) SELECT k FROM src")
+        .unwrap();
+    let (rows, repeated): (i64, i64) = {
+        let r = c
+            .query_one("SELECT count(*), count(*) - count(DISTINCT id) FROM t", &[])
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    println!(
+        "failover: coordinator worker id {coordinator_id} kept, worker {worker_id} renewed from the \
+         new primary; restored worker: first id {first_restored} above {last_of_w1}; {rows} rows, \
+         {repeated} repeated"
+    );
+    // The restored worker's shards lost the rows written after its backup: a restore is a
+    // restore. No id repeats.
+    assert_eq!(repeated, 0);
 }

@@ -81,19 +81,29 @@ impl Citus {
     /// coordinator and `conf` (later lines win), pg_snowflake created on the coordinator (Citus
     /// creates it on the workers), and every node's worker id leased.
     pub fn start(name: &str, workers: usize, conf: &[&str]) -> Citus {
-        Citus::start_with(name, workers, conf, true)
+        Citus::start_with(name, workers, conf, true, "CREATE EXTENSION pg_snowflake")
     }
 
     /// `start`, with `registry` false: no `snowflake.registry` line (`conf` then gives the
-    /// worker ids), and no wait for leases.
-    pub fn start_with(name: &str, workers: usize, conf: &[&str], registry: bool) -> Citus {
+    /// worker ids), and no wait for leases; `create` creates pg_snowflake on the coordinator.
+    /// `{coordinator}` in `conf` is the coordinator's port.
+    pub fn start_with(
+        name: &str,
+        workers: usize,
+        conf: &[&str],
+        registry: bool,
+        create: &str,
+    ) -> Citus {
         require_citus();
         let coordinator = Cluster::init(&format!("{name}_coord"), &NODE_CONF);
         let mut lines: Vec<String> = Vec::new();
         if registry {
             lines.push(registry_conf(coordinator.port));
         }
-        lines.extend(conf.iter().map(|l| l.to_string()));
+        lines.extend(
+            conf.iter()
+                .map(|l| l.replace("{coordinator}", &coordinator.port.to_string())),
+        );
         coordinator.append_conf(&lines.iter().map(String::as_str).collect::<Vec<_>>());
         coordinator.start();
         let mut c = coordinator.connect();
@@ -103,7 +113,7 @@ impl Citus {
             "CREATE EXTENSION citus;
              SELECT citus_set_coordinator_host('127.0.0.1', {});
              CREATE ROLE fleet LOGIN;
-             CREATE EXTENSION pg_snowflake;
+             {create};
              GRANT EXECUTE ON FUNCTION snowflake.snowflake_registry_lease TO fleet;",
             coordinator.port
         ))
