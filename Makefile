@@ -6,8 +6,9 @@
 #   make repo    a signed apt repository of every major's package in target/repo/
 #   make run-cluster  three shards and a hub that subscribes to them (logical replication)
 #   make stop    stop the demo clusters
-#   make bench   snowflake_next() against nextval(), bigserial and uuids in one cluster, written
-#                to docs/benchmarks.json (its duration is there too: duration_s)
+#   make bench   snowflake_next() against nextval(), bigserial and uuids in one cluster, and on
+#                Citus against its bigserial, written to docs/benchmarks.json (its duration is
+#                there too: duration_s)
 #   make bench-hotpath  instructions per id of 0.2.0 and of this tree, by callgrind, in one run
 #
 # PG=17 picks a major for any target (`make test PG=18`, `make run PG=17`, `make bench PG=18`);
@@ -182,7 +183,12 @@ test-upgrade:
 # Not part of `make test`: speed is judged as ratios in one run, not by timed tests. The run
 # goes into docs/benchmarks.json, the one set of figures the pages quote (tests/readme.rs checks
 # every one against it), and the tables of docs/benchmarks.md are rendered from it.
+# Citus is built into this project's servers only (scripts/build-citus.sh); in a server that
+# PG_CONFIG names, the Citus part runs if Citus is there.
 bench: install
+ifeq ($(filter command line environment,$(origin PG_CONFIG)),)
+	@scripts/build-citus.sh --missing-ok $(ONE_MAJOR)
+endif
 	cargo run --example bench
 
 # Instructions per snowflake_next() of 0.2.0 and of this tree, counted by callgrind in one run

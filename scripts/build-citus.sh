@@ -39,12 +39,12 @@ ARCHIVE=citus-$VERSION.tar.gz
 # Where the archive may be, in this order.
 CANDIDATES=()
 [ -z "${PG_SNOWFLAKE_VENDOR:-}" ] || CANDIDATES+=("$PG_SNOWFLAKE_VENDOR")
-CANDIDATES+=("$(cd .. && pwd)/shared/vendor" /work/shared/vendor)
+for dir in "$(cd .. && pwd)/shared/vendor" /work/shared/vendor; do
+  [[ " ${CANDIDATES[*]} " == *" $dir "* ]] || CANDIDATES+=("$dir")
+done
 
-how_to_get() {
+recipe() {
   cat <<EOF
-Citus $VERSION (for PostgreSQL $MAJOR) is built from $ARCHIVE, which was not found in:
-$(printf '  %s\n' "${CANDIDATES[@]}")
 Make it on a machine that reaches GitHub, and put it in one of those directories (or name its
 directory in PG_SNOWFLAKE_VENDOR):
   git clone https://github.com/citusdata/citus && cd citus
@@ -52,6 +52,11 @@ directory in PG_SNOWFLAKE_VENDOR):
   sha256sum $ARCHIVE   # must be $SHA256 (tag v$VERSION, commit $COMMIT)
 then run: scripts/build-citus.sh $MAJOR
 EOF
+}
+how_to_get() {
+  echo "Citus $VERSION (for PostgreSQL $MAJOR) is built from $ARCHIVE, which was not found in:"
+  printf '  %s\n' "${CANDIDATES[@]}"
+  recipe
 }
 [ "$MODE" != how ] || { how_to_get; exit 0; }
 
@@ -83,8 +88,9 @@ if [ "$got" != "$SHA256" ]; then
     echo "$0: $archive has the wrong sha256; nothing was built."
     echo "  sha256:   $got"
     echo "  expected: $SHA256 (Citus $VERSION, tag commit $COMMIT)"
-    echo "It is corrupt or another release: make it again as below."
-    how_to_get
+    echo "It is corrupt or another release. Looked in, in this order:"
+    printf '  %s\n' "${CANDIDATES[@]}"
+    recipe
   } >&2
   exit 1
 fi
@@ -97,13 +103,34 @@ done
 work=$(mktemp -d "/tmp/pg_snowflake-build-citus$MAJOR.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 tar -xzf "$archive" -C "$work"
+# Debian's 15.20 declares have_createdb_privilege() in its server headers (PostgreSQL 16 made it
+# extern, and a 15 minor release followed), and Citus 13.2.2 defines a static one of its own for
+# servers before 16: "static declaration of 'have_createdb_privilege' follows non-static
+# declaration". Where the server declares it, Citus's copy (the same check of rolcreatedb) goes.
+compat=$work/citus-$VERSION/src/include/pg_version_compat.h
+if grep -q 'extern bool have_createdb_privilege(void)' \
+     "$("$PG_CONFIG" --includedir-server)/commands/dbcommands.h" 2>/dev/null &&
+   grep -q '^have_createdb_privilege(void)' "$compat"; then
+  perl -0777 -pi -e 's/static inline bool\nhave_createdb_privilege\(void\)\n\{.*?\n\}\n//s' "$compat"
+  ! grep -q '^have_createdb_privilege(void)' "$compat" ||
+    { echo "$0: could not take Citus's own have_createdb_privilege() out of $compat" >&2; exit 1; }
+fi
 SUDO=; [ -w "$LIBDIR" ] || SUDO=sudo
-(
+started=$SECONDS
+# Its output goes to a log, shown when the build fails (PGXS warns of every overridden recipe).
+if ! (
   cd "$work/citus-$VERSION"
   # libcurl only sends anonymous usage statistics.
-  ./configure --quiet PG_CONFIG="$PG_CONFIG" --without-libcurl >/dev/null
-  make -s -j"$(nproc)" >/dev/null
-  $SUDO make -s install >/dev/null
-)
+  ./configure PG_CONFIG="$PG_CONFIG" --without-libcurl &&
+    make -j"$(nproc)" &&
+    $SUDO make install
+) >"$work/build.log" 2>&1; then
+  {
+    echo "$0: building Citus $VERSION for PostgreSQL $MAJOR failed. Its errors:"
+    grep -E 'error:|Error [0-9]' "$work/build.log" | head -20
+    echo "(scripts/setup.sh test installs the headers Citus needs: liblz4-dev, libzstd-dev, and for 15 libkrb5-dev)"
+  } >&2
+  exit 1
+fi
 echo "$WANT" | $SUDO tee "$STAMP" >/dev/null
-printf '\033[1m==> Citus %s is in %s\033[0m\n' "$VERSION" "$LIBDIR"
+printf '\033[1m==> Citus %s is in %s (%d s)\033[0m\n' "$VERSION" "$LIBDIR" $((SECONDS - started))

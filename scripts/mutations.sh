@@ -108,6 +108,10 @@ MUTATIONS=(
   "foreign_postgres~PG=N replaces a postgresql-N that this project did not install~scripts/build-postgres.sh~s/\nif \[ -n \x22\\\$foreign\x22 \]; then/\nif false; then/"
   "repo_signature~the apt repository's Release is signed neither inline (InRelease) nor apart (Release.gpg)~scripts/repo.sh~s/gpg_ --local-user \x22\\\$fingerprint\x22 --clearsign[^\n]*\ngpg_ --local-user[^\n]*\n//"
   "flag_format_bool~the synchronous-standby flag of servers from before May 2025 is read as the later bits~src/sync_standby.rs~s/FlagFormat::Bool => flag != 0,/FlagFormat::Bool => flag \& SYNC_STANDBY_DEFINED != 0,/"
+  "citus_claims~the claims worker does not read the claims of the other Citus nodes~src/claims.rs~s/            \(why_not.is_none\(\) && citus_installed\(\)\)/            (false \&\& citus_installed())/"
+  "citus_warning~a Citus node whose worker id nothing checks says nothing at start~src/claims.rs~s/if gucs::registry\(\).is_none\(\) && citus_preloaded\(\) \{/if false \&\& citus_preloaded() {/"
+  "adopt_every_node~snowflake_adopt() on a Citus table moves the generator of its own node alone~src/adopt.rs~s/            advance_every_node\(advance, top, &table\);/            let _ = (advance_every_node, \&table);/"
+  "adopt_distribution_column~snowflake_adopt() on a Citus distribution column is left to Citus (XX000)~src/adopt.rs~s/    if citus == Some\(Some\(attnum\)\) \{/    if false {/"
   "fetch_fallback~a release gone from the archive ends the build (no fallback to the next listed one)~scripts/build-postgres.sh~s/  say \x22PostgreSQL \\\$v cannot be had[^\n]*\n/  break\n/"
 )
 
@@ -167,7 +171,7 @@ SUITES=(--test restart --test crash --test clock --test standby --test sync_stan
         --test extension_upgrade --test layouts --test readme --test multinode --test hostile
         --test time_ranges --test power_loss --test patroni --test registry
         --test registry_shutdown --test hostile_races --test setup_scripts --test stalled_disk
-        --test lost_state_file)
+        --test lost_state_file --test citus)
 # pg_auto_failover is packaged for 15 only.
 [ "$PG" != 15 ] || SUITES+=(--test auto_failover)
 # MUTATION_SUITES="power_loss crash" runs only those, to check a new row quickly.

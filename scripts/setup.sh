@@ -27,7 +27,10 @@
 #          package tests), etcd and Patroni (the Patroni failover test), 16.2 beside 16 (the
 #          old synchronous-standby flag), debootstrap and the Debian roots of
 #          scripts/debian-root.sh, gnupg and dpkg-dev (the apt repository's test), valgrind
-#          (the hot path's cost budget, scripts/callgrind.sh)
+#          (the hot path's cost budget, scripts/callgrind.sh), liblz4-dev and libzstd-dev and
+#          Citus, built into each major by scripts/build-citus.sh from a vendored archive (the
+#          Citus suite; about a minute a major the first time, then a stamp; where no archive
+#          is found it says how to get one, and only the Citus suite fails)
 #
 # On a system without apt-get it installs nothing: it names what is missing and stops.
 set -euo pipefail
@@ -89,6 +92,10 @@ if [ "$PURPOSE" = test ]; then
   PACKAGES+=(sudo faketime libfaketime nodejs npm python3-venv fuse3 lintian etcd-server valgrind)
   # The Debian roots of tests/debian.rs and tests/repo.rs, and the repository of scripts/repo.sh.
   PACKAGES+=(debootstrap gnupg dpkg-dev)
+  # Citus's build (scripts/build-citus.sh): its compression libraries' headers, and for
+  # Debian's 15, built with GSSAPI, the headers its server headers include (gssapi/gssapi.h).
+  PACKAGES+=(liblz4-dev libzstd-dev)
+  ! has 15 || PACKAGES+=(libkrb5-dev)
   # The clients of docs/clients.md that Debian packages: ActiveRecord, Go with pgx, JDBC.
   PACKAGES+=(ruby-activerecord ruby-pg golang-go golang-github-jackc-pgx-v4-dev
              default-jdk-headless libpostgresql-jdbc-java)
@@ -146,6 +153,8 @@ if [ -z "$PG_CONFIG_GIVEN" ]; then
   done
 fi
 if [ "$PURPOSE" = test ]; then
+  # Citus for tests/citus.rs, into each major's server.
+  for v in "${MAJORS[@]}"; do scripts/build-citus.sh --missing-ok "$v"; done
   # 16.2 beside 16, for the synchronous-standby flag format from before May 2025 (make test-old-flag).
   ! has 16 || scripts/build-postgres.sh 16-old
   # Debian's own PostgreSQL in Debian roots, made once per machine: trixie (Debian 13) for 17,
