@@ -60,7 +60,9 @@ how_to_get() {
 }
 [ "$MODE" != how ] || { how_to_get; exit 0; }
 
-PG_CONFIG=$(scripts/pg-config.sh "$MAJOR")
+# CITUS_PG_CONFIG: another pg_config of that major (tests/setup_scripts.rs names a stand-in whose
+# directories are empty, to see that a wrong archive installs nothing).
+PG_CONFIG=${CITUS_PG_CONFIG:-$(scripts/pg-config.sh "$MAJOR")}
 [ -x "$PG_CONFIG" ] || { echo "$0: PostgreSQL $MAJOR is not installed ($PG_CONFIG): scripts/setup.sh run $MAJOR" >&2; exit 1; }
 LIBDIR=$("$PG_CONFIG" --pkglibdir)
 STAMP=$("$PG_CONFIG" --sharedir)/extension/citus.pg_snowflake-build

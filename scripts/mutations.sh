@@ -112,6 +112,7 @@ MUTATIONS=(
   "citus_warning~a Citus node whose worker id nothing checks says nothing at start~src/claims.rs~s/if gucs::registry\(\).is_none\(\) && citus_preloaded\(\) \{/if false \&\& citus_preloaded() {/"
   "adopt_every_node~snowflake_adopt() on a Citus table moves the generator of its own node alone~src/adopt.rs~s/            advance_every_node\(advance, top, &table\);/            let _ = (advance_every_node, \&table);/"
   "adopt_distribution_column~snowflake_adopt() on a Citus distribution column is left to Citus (XX000)~src/adopt.rs~s/    if citus == Some\(Some\(attnum\)\) \{/    if false {/"
+  "citus_sha256~scripts/build-citus.sh builds an archive whatever its sha256~scripts/build-citus.sh~s/\nif \[ \x22\\\$got\x22 != \x22\\\$SHA256\x22 \]; then/\nif false; then/"
   "fetch_fallback~a release gone from the archive ends the build (no fallback to the next listed one)~scripts/build-postgres.sh~s/  say \x22PostgreSQL \\\$v cannot be had[^\n]*\n/  break\n/"
 )
 
@@ -158,7 +159,8 @@ fi
 
 # What mutations change, restored from git after each (scripts/: the scripts they change, never
 # this one, which bash is still reading).
-MUTABLE=(src sql scripts/build-postgres.sh scripts/own-dir.sh scripts/repo.sh tests/common/mod.rs)
+MUTABLE=(src sql scripts/build-postgres.sh scripts/build-citus.sh scripts/own-dir.sh scripts/repo.sh
+         tests/common/mod.rs)
 [ -z "$(git status --porcelain "${MUTABLE[@]}")" ] || { echo "${MUTABLE[*]} have uncommitted changes" >&2; exit 2; }
 
 PG=${PG:-15}
