@@ -10,6 +10,10 @@
 #                Citus against its bigserial, written to docs/benchmarks.json (its duration is
 #                there too: duration_s)
 #   make bench-hotpath  instructions per id of 0.2.0 and of this tree, by callgrind, in one run
+#   make nemesis SEED=n [SECONDS=s]  seeded faults on a fleet, checked (see tests/nemesis.rs)
+#   make fuzz SEED=n [CASES=n] [LAYOUT=name]  the planner hook's differential test with one seed
+#                for longer: CASES random statements (default 2000) on each layout, or on one,
+#                hook on against off, in the build installed in PG_CONFIG's server
 #
 # PG=17 picks a major for any target (`make test PG=18`, `make run PG=17`, `make bench PG=18`);
 # PG_CONFIG=/path/to/pg_config picks a server directly for install, run and bench.
@@ -48,7 +52,7 @@ else
 INSTALL_SETUP := run $(ONE_MAJOR)
 endif
 
-.PHONY: setup install package repo tools run run-cluster stop test test-major test-unit test-sql test-pgrx test-blackbox test-package test-old-flag test-upgrade test-hotpath test-rmgr-id bench bench-hotpath fmt lint
+.PHONY: setup install package repo tools run run-cluster stop test test-major test-unit test-sql test-pgrx test-blackbox test-package test-old-flag test-upgrade test-hotpath test-rmgr-id bench bench-hotpath fmt lint nemesis fuzz
 
 setup:
 	@scripts/setup.sh $(INSTALL_SETUP)
@@ -132,9 +136,24 @@ test-pgrx:
 # NAME` runs one). The pg_upgrade tests need two majors: test-upgrade runs them.
 # pg_auto_failover is packaged for 15 only: tests/auto_failover.rs runs there, and the other
 # majors say that they skip it.
+# The nemesis's fixed seeds (tests/nemesis.rs, about four minutes) run on 16 only: the faults it
+# combines are the same code on every major, each tested alone on every major by its own suite.
+# Not on 15: there libfaketime cannot move the clock of background workers (15's postmaster
+# starts them from a signal handler, while libfaketime's per-thread "do not fake" flag is set in
+# the select() it interrupted), so a member's registry worker would keep the real time through
+# every clock fault.
 test-blackbox: install tools
 	@[ "$(ONE_MAJOR)" = 15 ] || echo "pg_auto_failover: tested on PostgreSQL 15 only (Debian packages it for 15)"
-	scripts/test-suites.py --test-threads=2 --skip pg_upgrade --skip package_ $(if $(filter 15,$(ONE_MAJOR)),,--skip pg_auto_failover)
+	@[ "$(ONE_MAJOR)" = 16 ] || echo "the nemesis: tested on PostgreSQL 16 only (see the Makefile)"
+	scripts/test-suites.py --test-threads=2 --skip pg_upgrade --skip package_ $(if $(filter 15,$(ONE_MAJOR)),,--skip pg_auto_failover) $(if $(filter 16,$(ONE_MAJOR)),,--skip faults_on_a_fleet)
+
+# The nemesis on seeds of your choice, for as long as asked, writing what it ran (seeds, faults,
+# ids checked, availability) into docs/testing.md: `make nemesis SEED=7`, `make nemesis
+# SEED=3,4,5 SECONDS=300` (seconds of faults per seed; default 120). A failing run prints its seed
+# and schedule; the same SEED and SECONDS replay it.
+nemesis: install tools
+	NEMESIS_SEEDS="$(or $(SEED),$$(date +%s))" NEMESIS_SECONDS="$(or $(SECONDS),120)" \
+	  NEMESIS_REPORT=docs/testing.md cargo test --test nemesis -- --nocapture
 
 # A build with another WAL resource manager id (PG_SNOWFLAKE_RMGR_ID, the way out of a clash
 # with another extension's id, see README): it writes its marks under that id and a standby
@@ -179,6 +198,17 @@ test-upgrade:
 	@$(MAKE) --no-print-directory install PG=18 PG_CONFIG="$$(scripts/pg-config.sh 18)"
 	PG_CONFIG="$$(scripts/pg-config.sh 18)" PG_UPGRADE_FROM_CONFIG="$$(scripts/pg-config.sh 17)" \
 	  cargo test --test upgrade -- --test-threads=2
+
+# Not part of `make test` (which runs tests/time_ranges.rs with its fixed seeds): random
+# statements with the time-range hook on and off, any difference in rows or SQLSTATE a failure
+# that prints the statement and how to replay it. It installs nothing: it tests the build
+# installed in PG_CONFIG's server, as the black-box suites do (`make install` first, or a
+# mutation's build). Without SEED, each layout takes one from the clock, printed.
+FUZZ_LAYOUTS := twitter discord sonyflake instagram js53 custom
+fuzz:
+	@$(if $(filter-out $(FUZZ_LAYOUTS),$(LAYOUT)),echo "LAYOUT=$(LAYOUT) is none of $(FUZZ_LAYOUTS)" >&2; exit 2)
+	TIME_RANGES_FUZZ=1 $(if $(SEED),TIME_RANGES_SEED=$(SEED)) $(if $(CASES),TIME_RANGES_CASES=$(CASES)) \
+	  cargo test --test time_ranges hook_on_and_off_agree_on_$(LAYOUT) -- --nocapture --test-threads=2
 
 # Not part of `make test`: speed is judged as ratios in one run, not by timed tests. The run
 # goes into docs/benchmarks.json, the one set of figures the pages quote (tests/readme.rs checks

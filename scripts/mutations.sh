@@ -61,6 +61,8 @@ MUTATIONS=(
   "planner_volatile~a volatile argument is copied into the bounds~src/planner.rs~s/        if pg_sys::contain_volatile_functions\(value\) \|\| pg_sys::expression_returns_set\(value\) \{\n            return None;\n        \}\n//~src/planner.rs~s/        if !is_a\(node, pg_sys::NodeTag::T_Var\) \{\n            return None;\n        \}\n        let var = &\*node.cast::<pg_sys::Var>\(\);\n        if var.varlevelsup != 0/        if !is_a(node, pg_sys::NodeTag::T_Var) {\n            return Some(pg_sys::InvalidOid);\n        }\n        let var = \&*node.cast::<pg_sys::Var>();\n        if var.varlevelsup != 0/"
   "planner_64bit~the hook rewrites under a 64-bit layout too~src/planner.rs~s/    if !gucs::time_ranges\(\) \|\| layout.time_bits \+ layout.worker_bits \+ layout.sequence_bits > 63 \{/    if !gucs::time_ranges() {/~src/planner.rs~s/    let max_id = layout.first_id\(layout.end_mark\(\)\) - 1;/    let max_id = (layout.first_id(layout.end_mark()) - 1).min(i64::MAX as u64);/"
   "planner_acl~the hook looks snowflake_id_bound up with the current user's rights~src/planner.rs~s/        let namespace = pg_sys::get_func_namespace\(timestamp\);/        let namespace = pg_sys::LookupExplicitNamespace(pg_sys::get_namespace_name(pg_sys::get_func_namespace(timestamp)), false);/"
+  "planner_full_join~the conditions of a FULL JOIN's ON are turned into id ranges too (0.4.0)~src/planner.rs~s/            if \(\*join\).jointype != pg_sys::JoinType::JOIN_FULL \{/            if true {/"
+  "timestamp_null~snowflake_timestamp() of a bigint the layout cannot hold is an error, not NULL (0.4.0)~src/decode.rs~s/    let parts = layout.parts\(id\)\?;/    let Some(parts) = layout.parts(id) else { errors::id_outside_layout(id, layout) };/"
   "state_file_sync~the new state file is renamed into place without being synced first~src/data_file.rs~s/    file.write_all\(bytes\)\?;\n    file.sync_data\(\)\n/    file.write_all(bytes)\n/"
   "state_dir_sync~the directory is not synced after the rename of the state file~src/data_file.rs~s/    std::fs::rename\(dir.join\(temp\), dir.join\(name\)\)\?;\n    File::open\(dir\)\?.sync_all\(\)/    std::fs::rename(dir.join(temp), dir.join(name))/"
   "publish_early~a renewal publishes the new lease before it is durable~src/generator/lease.rs~s/        self.write_failure.may_write\(\)\?;/        self.publish(units, layout.units_covering(HEADROOM_MS));\n        self.write_failure.may_write()?;/"
@@ -114,6 +116,16 @@ MUTATIONS=(
   "adopt_distribution_column~snowflake_adopt() on a Citus distribution column is left to Citus (XX000)~src/adopt.rs~s/    if citus == Some\(Some\(attnum\)\) \{/    if false {/"
   "citus_sha256~scripts/build-citus.sh builds an archive whatever its sha256~scripts/build-citus.sh~s/\nif \[ \x22\\\$got\x22 != \x22\\\$SHA256\x22 \]; then/\nif false; then/"
   "fetch_fallback~a release gone from the archive ends the build (no fallback to the next listed one)~scripts/build-postgres.sh~s/  say \x22PostgreSQL \\\$v cannot be had[^\n]*\n/  break\n/"
+  "registry_copy~a COPY answer is read as any other result, and results are asked for until libpq has no more (0.4.0: the worker spun at 100% CPU, past a fast stop)~src/registry/libpq.rs~s/PGRES_COPY_OUT \| PGRES_COPY_IN \| PGRES_COPY_BOTH =>/PGRES_COPY_OUT | PGRES_COPY_IN | PGRES_COPY_BOTH if false =>/~src/registry/libpq.rs~s/for _ in 0\.\.shape\.rows \+ 3 \{/loop {/"
+  "registry_single_row~the registry's answer is read whole, as libpq gathers it, not a row at a time~src/registry/libpq.rs~s/if sent == 0 \|\| unsafe \{ \(api\.PQsetSingleRowMode\)\(self\.0\) \} == 0 \{/if sent == 0 {/"
+  "registry_rows~an answer of more rows than a lease is read (the member takes the first)~src/registry/libpq.rs~s/                    if rows\.len\(\) > shape\.rows \{/                    if false {/"
+  "registry_columns~an answer of more or other columns than a lease is read~src/registry/libpq.rs~s/ \|\| columns as usize != shape\.columns//"
+  "registry_value_bytes~the registry's values are read whatever their size~src/registry/libpq.rs~s/if len as usize > shape\.value_bytes \{/if false {/"
+  "registry_memory~libpq's memory in the registry's worker is not bounded~src/registry/worker.rs~s/    libpq::bound_memory\(\);\n//"
+  "registry_start_above~a grant to start at or past the end of the lease asked for is taken, and cached~src/registry/worker.rs~s/if start_above_ms >= covered_until_ms\.min\(recorded_until_ms\) \{/if false {/"
+  "registry_worker_range~a worker id outside the layout is taken from the registry~src/registry/worker.rs~s/\.filter\(\|&w\| w <= layout\.max_worker_id\(\) && /.filter(|\&w| /"
+  "registry_redact~passwords are shown as written in the registry's problems~src/registry/redact.rs~s/    mask_keyword_values\(&mask_uri_passwords\(text\)\)/    text.to_string()/"
+  "registry_answer_problem~an answer no registry gives is reported as an unreachable registry~src/registry/worker.rs~s/    if e\.unexpected_answer \{\n        return \(Problem::Answer, e\.to_string\(\)\);\n    \}\n//"
 )
 
 # Each row's substitutions, counted in the tree as it is: a refactor that moves or rewrites the
@@ -173,7 +185,7 @@ SUITES=(--test restart --test crash --test clock --test standby --test sync_stan
         --test extension_upgrade --test layouts --test readme --test multinode --test hostile
         --test time_ranges --test power_loss --test patroni --test registry
         --test registry_shutdown --test hostile_races --test setup_scripts --test stalled_disk
-        --test lost_state_file --test citus)
+        --test lost_state_file --test hostile_registry --test citus)
 # pg_auto_failover is packaged for 15 only.
 [ "$PG" != 15 ] || SUITES+=(--test auto_failover)
 # MUTATION_SUITES="power_loss crash" runs only those, to check a new row quickly.

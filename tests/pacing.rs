@@ -320,7 +320,9 @@ fn a_paced_call_waits_no_longer_than_drift_wait() {
     );
     cluster.connect_ext();
     let stop = AtomicBool::new(false);
-    let results: Vec<(u64, f64, Vec<(String, String, String)>)> = std::thread::scope(|s| {
+    // Per session: ids made, the slowest burst (ms), and the errors as (code, message, hint).
+    type Burster = (u64, f64, Vec<(String, String, String)>);
+    let results: Vec<Burster> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..6)
             .map(|_| {
                 let stop = &stop;

@@ -234,12 +234,16 @@ fn bounded_memory<T>(call: impl FnOnce() -> T) -> T {
     result
 }
 
-/// An error of the registry's server (with its SQLSTATE) or of the connection (without).
+/// An error of the registry's server (with its SQLSTATE), of the connection (without), or an
+/// answer of a shape no statement of the registry's gives (`unexpected_answer`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Error {
     pub sqlstate: Option<String>,
     pub message: String,
     pub detail: Option<String>,
+    /// The answer came, and was not what was asked for (COPY, more rows or results, other
+    /// columns, oversized values): whoever answered is no registry, not out of reach.
+    pub unexpected_answer: bool,
 }
 
 /// "message. Detail." on one line: libpq's messages span lines ("...\n\tIs the server
@@ -263,6 +267,15 @@ fn plain(message: String) -> Error {
         sqlstate: None,
         message: message.trim_end().to_string(),
         detail: None,
+        unexpected_answer: false,
+    }
+}
+
+/// An answer refused for its shape.
+fn unexpected(message: String) -> Error {
+    Error {
+        unexpected_answer: true,
+        ..plain(message)
     }
 }
 
@@ -498,7 +511,7 @@ impl Connection {
                 PGRES_SINGLE_TUPLE | PGRES_TUPLES_OK if error.is_none() => {
                     rows.extend(self.rows_of(&res, shape)?);
                     if rows.len() > shape.rows {
-                        return Err(plain(format!(
+                        return Err(unexpected(format!(
                             "the registry answered with more than {} rows",
                             shape.rows
                         )));
@@ -507,14 +520,14 @@ impl Connection {
                 // In a COPY state libpq hands out the same result forever and never NULL: a
                 // registry that answered so spun the worker at 100% CPU, past a shutdown.
                 PGRES_COPY_OUT | PGRES_COPY_IN | PGRES_COPY_BOTH => {
-                    return Err(plain(
+                    return Err(unexpected(
                         "the registry answered with COPY, which no registry statement makes".into(),
                     ))
                 }
                 _ => error = error.or_else(|| Some(self.error_of(&res))),
             }
         }
-        Err(plain(
+        Err(unexpected(
             "the registry answered with more results than one statement makes".into(),
         ))
     }
@@ -528,6 +541,7 @@ impl Connection {
             sqlstate: res.field(DIAG_SQLSTATE).map(|code| bounded(&code, 5)),
             message: bounded(message.trim_end(), MAX_MESSAGE),
             detail: res.field(DIAG_DETAIL).map(|d| bounded(&d, MAX_MESSAGE)),
+            unexpected_answer: false,
         }
     }
 
@@ -537,7 +551,7 @@ impl Connection {
         // SAFETY: a live result.
         let (rows, columns) = unsafe { ((api.PQntuples)(res.0), (api.PQnfields)(res.0)) };
         if rows as usize > shape.rows || columns as usize != shape.columns {
-            return Err(plain(format!(
+            return Err(unexpected(format!(
                 "the registry answered with {rows} rows of {columns} columns, where {} of {} \
                  were expected",
                 shape.rows, shape.columns
@@ -549,7 +563,7 @@ impl Connection {
                 for col in 0..columns {
                     let len = (api.PQgetlength)(res.0, row, col);
                     if len as usize > shape.value_bytes {
-                        return Err(plain(format!(
+                        return Err(unexpected(format!(
                             "the registry answered with a value of {len} bytes, where at most \
                              {} were expected",
                             shape.value_bytes

@@ -66,7 +66,7 @@ pub enum Problem {
     Held = 3,
     /// No worker id of the namespace is free.
     Full = 4,
-    /// Any other refusal (a privilege, an answer that is not a lease).
+    /// Any other refusal (a privilege, a lease function that is not pg_snowflake's).
     Refused = 5,
     /// The lease could not be cached in the data directory.
     Cache = 6,
@@ -76,6 +76,9 @@ pub enum Problem {
     Layout = 8,
     /// A transaction in the registry's database held what the call needed for too long.
     Busy = 9,
+    /// An answer that no registry gives (COPY, more rows or columns than a lease, oversized
+    /// values, a grant no id fits in): whoever answered, it is not taken.
+    Answer = 10,
 }
 
 impl Problem {
@@ -91,6 +94,7 @@ impl Problem {
             Problem::Settings,
             Problem::Layout,
             Problem::Busy,
+            Problem::Answer,
         ]
         .get(n as usize)
         .copied()
@@ -132,6 +136,11 @@ impl Problem {
                 "A transaction in the registry's database held the rows or tables the call needed \
                  (pg_locks there says which); ids go on under the lease in force, and the worker \
                  tries again."
+            }
+            Problem::Answer => {
+                "The server in snowflake.registry answered as no pg_snowflake registry does: check \
+                 that it names the registry, and set sslmode=verify-full there so that nothing on \
+                 the network path can answer in its place; the worker tries again meanwhile."
             }
             Problem::Settings => {
                 "Correct snowflake.registry in postgresql.conf and restart the server (libpq5 must \

@@ -232,6 +232,9 @@ struct Granted {
 /// its SQLSTATE, never by the words of its message (a registry of another release words them
 /// otherwise).
 fn failure(e: libpq::Error) -> (Problem, String) {
+    if e.unexpected_answer {
+        return (Problem::Answer, e.to_string());
+    }
     let kind = match e.sqlstate.as_deref() {
         None => {
             return (
@@ -253,6 +256,11 @@ fn failure(e: libpq::Error) -> (Problem, String) {
 
 fn refused(message: String) -> (Problem, String) {
     (Problem::Refused, message)
+}
+
+/// An answer that no registry gives: a grant out of range, or not a lease at all.
+fn no_lease(message: String) -> (Problem, String) {
+    (Problem::Answer, message)
 }
 
 /// The statement that leases: it calls `snowflake.snowflake_registry_lease()` only if that is
@@ -397,30 +405,30 @@ fn call(
                 ),
             ))
         }
-        _ => return Err(refused("the registry's answer is not a lease".into())),
+        _ => return Err(no_lease("the registry's answer is not a lease".into())),
     }
     let (Some(w), Some(expires_ms), Some(start_above_ms), Some(recorded_until_ms)) =
         (number(2), number(3), number(4), number(5))
     else {
-        return Err(refused("the registry's answer is not a lease".into()));
+        return Err(no_lease("the registry's answer is not a lease".into()));
     };
     // Never trusted blindly: a worker id outside the layout would spill into the other fields.
     let worker_id = u32::try_from(w)
         .ok()
         .filter(|&w| w <= layout.max_worker_id() && wanted.is_none_or(|wanted| wanted == w))
         .ok_or_else(|| {
-            refused(format!(
+            no_lease(format!(
                 "the registry answered with worker id {w}, which this server did not ask for"
             ))
         })?;
     if start_above_ms < 0 || recorded_until_ms < 0 || !(1..LAST_MS).contains(&expires_ms) {
-        return Err(refused("the registry's answer is not a lease".into()));
+        return Err(no_lease("the registry's answer is not a lease".into()));
     }
     // A grant whose previous holders covered the whole lease asked for leaves no time for an id
     // (one with start_above_ms = 2^63 - 1 was taken, cached across restarts, and every id
     // failed as past the layout's end): refused, never cached.
     if start_above_ms >= covered_until_ms.min(recorded_until_ms) {
-        return Err(refused(format!(
+        return Err(no_lease(format!(
             "the registry granted worker id {worker_id} to start above {}, at or past the end \
              of the lease it was asked for: no id would fit",
             if start_above_ms < LAST_MS {

@@ -18,9 +18,12 @@ pub mod benchmarks;
 pub mod citus;
 pub mod debian_root;
 pub mod failover;
+pub mod fake_registry;
 pub mod faultfs;
 pub mod http;
 pub mod mallory;
+pub mod nemesis;
+pub mod proxy;
 pub mod release;
 pub mod rng;
 pub use rng::{seed, Rng};
@@ -404,9 +407,9 @@ impl Cluster {
         check(self.pg_ctl(&["reload"]), "pg_ctl reload");
     }
 
+    /// The running postmaster (never the stale pid a killed one left in its pid file).
     pub fn postmaster_pid(&self) -> Option<i32> {
-        let pidfile = fs::read_to_string(self.data().join("postmaster.pid")).ok()?;
-        pidfile.lines().next()?.trim().parse().ok()
+        live_postmaster_pid(&self.data())
     }
 
     /// SIGKILL to the postmaster and all its children, as a power loss would stop them, then
@@ -429,6 +432,15 @@ impl Cluster {
             .args(pids.iter().map(i32::to_string))
             .status();
         Killed { pids }
+    }
+
+    /// The server process whose command line (its title, `postgres: ... pg_snowflake registry`)
+    /// contains `title`, if one runs.
+    pub fn process_titled(&self, title: &str) -> Option<i32> {
+        children_of(self.postmaster_pid()?).into_iter().find(|pid| {
+            fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(title))
+        })
     }
 
     /// The backend serving `client`, killed with SIGKILL alone: the postmaster then ends every
@@ -663,7 +675,17 @@ pub fn live_postmaster_pid(data: &Path) -> Option<i32> {
         .trim()
         .parse()
         .ok()?;
-    Path::new(&format!("/proc/{pid}")).exists().then_some(pid)
+    // A process, not a thread (a thread's id opens /proc/ID too, and ids come round again at
+    // pid_max, 32768 here: a killed server's pid file once named a thread of the test itself),
+    // and a postgres one.
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(str::trim)
+    };
+    (field("Tgid:") == Some(&pid.to_string()) && field("Name:") == Some("postgres")).then_some(pid)
 }
 
 fn signal(pid: i32, sig: &str) {
@@ -683,6 +705,16 @@ fn children_of(pid: i32) -> Vec<i32> {
         .lines()
         .map(|l| l.trim().parse().unwrap())
         .collect()
+}
+
+/// A field of `/proc/PID/status` in kB (`VmHWM`, `VmRSS`, `VmData`, `RssAnon`); `None` once the
+/// process is gone.
+pub fn proc_status_kb(pid: i32, field: &str) -> Option<u64> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status
+        .lines()
+        .find(|l| l.strip_prefix(field).is_some_and(|r| r.starts_with(':')))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// Makes the planner run every parallel-safe query in a parallel worker (the setting was renamed
@@ -759,6 +791,73 @@ pub fn stats(c: &mut Client) -> serde_json::Value {
         .unwrap()
         .get(0);
     serde_json::from_str(&text).unwrap()
+}
+
+/// Polls until `snowflake_next()` works and returns the id (a registry member's first).
+pub fn first_id(c: &mut Client, within: Duration) -> i64 {
+    let mut id = 0;
+    poll(within, Duration::from_millis(50), || {
+        match c.query_one("SELECT snowflake_next()", &[]) {
+            Ok(row) => {
+                id = row.get(0);
+                Ok(())
+            }
+            Err(e) => Err(format!("snowflake_next(): {:?}", db_error(&e))),
+        }
+    });
+    id
+}
+
+/// The worker id inside `id`, in the server's layout.
+pub fn worker_id_of(c: &mut Client, id: i64) -> i32 {
+    c.query_one("SELECT (snowflake_decode($1)).worker_id", &[&id])
+        .unwrap()
+        .get(0)
+}
+
+/// `snowflake_stats() -> 'registry'` of a registry member.
+pub fn registry_stats(c: &mut Client) -> serde_json::Value {
+    stats(c)["registry"].clone()
+}
+
+/// The error `snowflake_next()` gives now, as (sqlstate, message, detail).
+pub fn next_error(c: &mut Client) -> (String, String, String) {
+    let e = c
+        .query_one("SELECT snowflake_next()", &[])
+        .expect_err("snowflake_next() should fail");
+    let db = e.as_db_error().unwrap_or_else(|| panic!("{e}"));
+    (
+        db.code().code().to_string(),
+        db.message().to_string(),
+        db.detail().unwrap_or_default().to_string(),
+    )
+}
+
+/// Polls until `snowflake_next()` fails with 55000 and `detail_part` in its message or detail.
+pub fn wait_for_refusal(c: &mut Client, part: &str, within: Duration) -> (String, String) {
+    let mut seen = (String::new(), String::new());
+    poll(within, Duration::from_millis(100), || {
+        match c.query_one("SELECT snowflake_next()", &[]) {
+            Ok(_) => Err("snowflake_next() still works".into()),
+            Err(e) => {
+                let (code, message, detail) = {
+                    let db = e.as_db_error().ok_or(format!("{e}"))?;
+                    (
+                        db.code().code().to_string(),
+                        db.message().to_string(),
+                        db.detail().unwrap_or_default().to_string(),
+                    )
+                };
+                if code == "55000" && (message.contains(part) || detail.contains(part)) {
+                    seen = (message, detail);
+                    Ok(())
+                } else {
+                    Err(format!("{code}: {message} ({detail})"))
+                }
+            }
+        }
+    });
+    seen
 }
 
 /// Durable writes of a new mark since the server started.

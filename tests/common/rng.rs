@@ -19,6 +19,21 @@ impl Rng {
     pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
         &items[self.below(items.len() as u64) as usize]
     }
+
+    /// True `percent` times in a hundred.
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+
+    /// The `n`-th generator of its own drawn from `seed` (splitmix64): a randomized suite gives
+    /// each case one, so that case `n` of a seed is the same whatever the cases before it drew.
+    pub fn split(seed: u64, n: u64) -> Rng {
+        let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15u64.wrapping_mul(n.wrapping_add(1)));
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        // Never 0, which xorshift would keep at 0.
+        Rng((z ^ (z >> 31)) | 1)
+    }
 }
 
 /// The seed in the environment variable `var`, or one from the clock (never 0, which xorshift
