@@ -91,7 +91,7 @@ fn worker_ids(citus: &Citus) -> BTreeMap<i32, i64> {
         .map(|n| {
             (
                 n.port as i32,
-                worker_id_of(n).unwrap_or_else(|| panic!("{} has no worker id", n.name)),
+                node_worker_id(n).unwrap_or_else(|| panic!("{} has no worker id", n.name)),
             )
         })
         .collect()
@@ -620,7 +620,7 @@ fn a_shard_move_a_node_added_a_rebalance_and_a_node_removed_and_added_back_under
             w.stop.store(true, Ordering::Relaxed);
         }
     });
-    ports.insert(w3.port as i32, worker_id_of(&w3).unwrap());
+    ports.insert(w3.port as i32, node_worker_id(&w3).unwrap());
 
     // Every acknowledged row is there once, with its node's worker id; nothing else is.
     let mut acknowledged: BTreeMap<i64, i32> = BTreeMap::new();
@@ -1135,7 +1135,7 @@ fn lifecycle_an_update_from_0_4_0_nodes_without_the_library_or_a_worker_id_and_t
 
     // The worker id of another node, by hand, with the coordinator as the registry: the
     // registry refuses the second node.
-    let w1_id = worker_id_of(&citus.workers[0]).unwrap();
+    let w1_id = node_worker_id(&citus.workers[0]).unwrap();
     w2.append_conf(&[
         &registry_conf(citus.coordinator.port),
         &format!("snowflake.worker_id = {w1_id}"),
@@ -1268,8 +1268,8 @@ fn the_coordinator_failing_over_and_a_worker_restored_from_a_backup_keep_their_w
     )
     .unwrap();
     let (coordinator_id, worker_id) = (
-        worker_id_of(&citus.coordinator).unwrap(),
-        worker_id_of(&citus.workers[0]).unwrap(),
+        node_worker_id(&citus.coordinator).unwrap(),
+        node_worker_id(&citus.workers[0]).unwrap(),
     );
 
     // A backup of the worker, then more ids there.
@@ -1315,7 +1315,7 @@ fn the_coordinator_failing_over_and_a_worker_restored_from_a_backup_keep_their_w
             ))
     });
     assert_eq!(leased_worker_id(&standby), coordinator_id);
-    assert_eq!(worker_id_of(w1), Some(worker_id));
+    assert_eq!(node_worker_id(w1), Some(worker_id));
     // Citus's metadata follows the new coordinator, and writes go on.
     let mut c = standby.connect();
     c.batch_execute(&format!(

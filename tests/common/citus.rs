@@ -223,6 +223,6 @@ pub fn leased_worker_id(node: &Cluster) -> i64 {
 }
 
 /// The worker id in use on `node` (`snowflake_stats()`), or None.
-pub fn worker_id_of(node: &Cluster) -> Option<i64> {
+pub fn node_worker_id(node: &Cluster) -> Option<i64> {
     stats(&mut node.connect())["worker_id"].as_i64()
 }
