@@ -111,7 +111,7 @@ MUTATIONS=(
   "repo_signature~the apt repository's Release is signed neither inline (InRelease) nor apart (Release.gpg)~scripts/repo.sh~s/gpg_ --local-user \x22\\\$fingerprint\x22 --clearsign[^\n]*\ngpg_ --local-user[^\n]*\n//"
   "flag_format_bool~the synchronous-standby flag of servers from before May 2025 is read as the later bits~src/sync_standby.rs~s/FlagFormat::Bool => flag != 0,/FlagFormat::Bool => flag \& SYNC_STANDBY_DEFINED != 0,/"
   "citus_claims~the claims worker does not read the claims of the other Citus nodes~src/claims.rs~s/            \(why_not.is_none\(\) && citus_installed\(\)\)/            (false \&\& citus_installed())/"
-  "citus_warning~a Citus node whose worker id nothing checks says nothing at start~src/claims.rs~s/if gucs::registry\(\).is_none\(\) && citus_preloaded\(\) \{/if false \&\& citus_preloaded() {/"
+  "citus_unchecked~a Citus node makes ids with a worker id set by hand that nothing compares with the other nodes'~src/gucs.rs~s/    if registry\(\).is_none\(\) && claims_database\(\).is_none\(\) && citus_preloaded\(\) \{/    if false \&\& citus_preloaded() {/"
   "adopt_every_node~snowflake_adopt() on a Citus table moves the generator of its own node alone~src/adopt.rs~s/            advance_every_node\(advance, top, &table\);/            let _ = (advance_every_node, \&table);/"
   "adopt_distribution_column~snowflake_adopt() on a Citus distribution column is left to Citus (XX000)~src/adopt.rs~s/    if citus == Some\(Some\(attnum\)\) \{/    if false {/"
   "citus_sha256~scripts/build-citus.sh builds an archive whatever its sha256~scripts/build-citus.sh~s/\nif \[ \x22\\\$got\x22 != \x22\\\$SHA256\x22 \]; then/\nif false; then/"

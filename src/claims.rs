@@ -41,11 +41,6 @@ pub fn init() {
         return;
     }
     if gucs::claims_database().is_none() {
-        // On a Citus node a worker id set by hand, with no registry and no claims, is checked
-        // against the other nodes' by nothing: said at every start (docs/citus.md).
-        if gucs::registry().is_none() && citus_preloaded() {
-            errors::citus_worker_id_unchecked();
-        }
         return;
     }
     BackgroundWorkerBuilder::new("pg_snowflake claims")
@@ -139,19 +134,6 @@ pub extern "C-unwind" fn pg_snowflake_claims_main(_arg: pg_sys::Datum) {
             unsafe { pg_sys::proc_exit(1) };
         }
     }
-}
-
-/// Whether `citus` is in `shared_preload_libraries` (as written there: a name, maybe quoted).
-fn citus_preloaded() -> bool {
-    // SAFETY: a string setting PostgreSQL set before _PG_init; NUL-terminated when not null.
-    let list = unsafe { pg_sys::shared_preload_libraries_string };
-    if list.is_null() {
-        return false;
-    }
-    // SAFETY: see above.
-    let list = unsafe { std::ffi::CStr::from_ptr(list) }.to_string_lossy();
-    list.split(',')
-        .any(|l| l.trim().trim_matches('"').eq_ignore_ascii_case("citus"))
 }
 
 /// Whether Citus is installed in this database (at a release that has

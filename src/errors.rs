@@ -939,29 +939,6 @@ pub fn adopt_row_security(table: &str) -> ! {
     )
 }
 
-/// At start, on a Citus node whose worker id is set by hand: nothing compares it with the other
-/// nodes' (see claims.rs and docs/citus.md).
-#[cold]
-pub fn citus_worker_id_unchecked() {
-    report(
-        PgSqlErrorCode::ERRCODE_WARNING,
-        "pg_snowflake: nothing checks that this Citus node's worker id differs from the other \
-         nodes'"
-            .into(),
-    )
-    .set_detail(
-        "Two nodes with one worker id make the same ids whenever they make ids in the same \
-         time unit, in INSERT ... SELECT between distributed tables too.",
-    )
-    .set_hint(
-        "Lease the worker ids from the coordinator (snowflake.worker_id = -1 and \
-         snowflake.registry naming the coordinator's database), or set \
-         snowflake.claims_database to the Citus database, where every node's claims are \
-         compared.",
-    )
-    .report(PgLogLevel::WARNING);
-}
-
 /// `snowflake_adopt()` on the distribution column of a Citus table: Citus changes no default
 /// of a distribution column (it raises XX000), so this says what to do first.
 #[cold]

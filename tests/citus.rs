@@ -1181,8 +1181,10 @@ fn lifecycle_an_update_from_0_4_0_nodes_without_the_library_or_a_worker_id_and_t
 }
 
 #[test]
-fn one_worker_id_for_every_node_repeats_ids_and_the_claims_report_it_on_every_node() {
-    // One configuration for every node, with a worker id in it, as in the issue.
+fn one_worker_id_for_every_node_is_refused_unchecked_and_with_claims_repeats_ids_that_every_node_reports(
+) {
+    // One configuration for every node, with a worker id in it, as in the issue: nothing
+    // compares the nodes' worker ids, so no node makes ids, and each says why.
     let citus = Citus::start_with(
         "citus_hand",
         2,
@@ -1191,13 +1193,42 @@ fn one_worker_id_for_every_node_repeats_ids_and_the_claims_report_it_on_every_no
         "CREATE EXTENSION pg_snowflake",
     );
     for node in citus.nodes() {
+        let (code, message, detail, _) = failure(&mut node.connect(), "SELECT snowflake_next()");
+        assert_eq!(code, "55000", "{}: {message}", node.name);
+        assert!(
+            detail.contains("preloads Citus")
+                && detail.contains("snowflake.registry")
+                && detail.contains("snowflake.claims_database"),
+            "{}: {message}: {detail}",
+            node.name
+        );
         assert!(
             node.log()
-                .contains("nothing checks that this Citus node's worker id differs"),
-            "{}: no warning at start:\n{}",
+                .contains("nothing compares its snowflake.worker_id 1"),
+            "{}: nothing logged at start:\n{}",
             node.name,
             node.log()
         );
+    }
+    let mut c = citus.coordinator.connect();
+    let (code, message, _, _) = failure(
+        &mut c,
+        "CREATE TABLE refused (id bigint PRIMARY KEY DEFAULT snowflake_next());
+         SELECT create_distributed_table('refused', 'id');
+         INSERT INTO refused SELECT FROM generate_series(1, 10)",
+    );
+    println!("one worker id for every node, nothing to compare them: {code}: {message}");
+    assert_eq!(code, "55000");
+
+    // With claims in the Citus database, every node reads every other node's claim through
+    // Citus, and reports the shared worker id; the ids made before the report repeat.
+    let started = Instant::now();
+    for node in citus.nodes() {
+        node.append_conf(&[
+            "snowflake.claims_database = 'postgres'",
+            "snowflake.claims_interval = 1",
+        ]);
+        node.restart("fast");
     }
     let (rows, repeated) = duplicates_experiment(&citus);
     println!(
@@ -1211,17 +1242,6 @@ fn one_worker_id_for_every_node_repeats_ids_and_the_claims_report_it_on_every_no
         repeated > 0,
         "the experiment repeated no id: it proves nothing"
     );
-
-    // With claims in the Citus database, every node reads every other node's claim through
-    // Citus, and reports the shared worker id.
-    let started = Instant::now();
-    for node in citus.nodes() {
-        node.append_conf(&[
-            "snowflake.claims_database = 'postgres'",
-            "snowflake.claims_interval = 1",
-        ]);
-        node.restart("fast");
-    }
     for node in citus.nodes() {
         let mut n = node.connect();
         poll(Duration::from_secs(60), Duration::from_millis(200), || {
