@@ -499,6 +499,17 @@ impl Writer {
     }
 }
 
+/// Tells every writer to stop when dropped, also while a failure unwinds.
+struct StopAll<'a>(&'a [Writer]);
+
+impl Drop for StopAll<'_> {
+    fn drop(&mut self) {
+        for w in self.0 {
+            w.stop.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
 /// The Citus group id of the node at `port`.
 fn group_of(c: &mut Client, port: u16) -> i32 {
     c.query_one(
@@ -534,6 +545,9 @@ fn a_shard_move_a_node_added_a_rebalance_and_a_node_removed_and_added_back_under
     );
     let mut steps = Vec::new();
     std::thread::scope(|s| {
+        // A failure below ends the scope only once every writer has stopped: the scope waits
+        // for its threads (a failed rebalance once hung the suite for 10 minutes).
+        let _stop = StopAll(&writers);
         s.spawn(|| coord_w.run(&citus.coordinator, 1));
         s.spawn(|| w1_w.run(w1, 2));
         s.spawn(|| w2_w.run(w2, 3));
@@ -547,7 +561,8 @@ fn a_shard_move_a_node_added_a_rebalance_and_a_node_removed_and_added_back_under
             "SELECT citus_move_shard_placement(
                  (SELECT shardid FROM citus_shards WHERE table_name = 'moves'::regclass
                      AND nodeport = {} ORDER BY shardid LIMIT 1),
-                 '127.0.0.1', {}, '127.0.0.1', {})",
+                 '127.0.0.1', {}, '127.0.0.1', {});
+             CALL citus_cleanup_orphaned_resources();",
             w1.port, w1.port, w2.port
         ))
         .unwrap();
@@ -571,8 +586,10 @@ fn a_shard_move_a_node_added_a_rebalance_and_a_node_removed_and_added_back_under
         s.spawn(|| w3_w.run(&w3, 4));
         w3_w.wait_for_more(50, "the third node's writer");
         let started = Instant::now();
-        c.batch_execute("SELECT rebalance_table_shards('moves')")
-            .unwrap();
+        c.batch_execute(
+            "SELECT rebalance_table_shards('moves'); CALL citus_cleanup_orphaned_resources()",
+        )
+        .unwrap();
         let on_w3: i64 = c
             .query_one(
                 "SELECT count(*) FROM citus_shards WHERE table_name = 'moves'::regclass
@@ -594,8 +611,12 @@ fn a_shard_move_a_node_added_a_rebalance_and_a_node_removed_and_added_back_under
         w2_w.stop.store(true, Ordering::Relaxed);
         let group_before = group_of(&mut c, w2.port);
         let started = Instant::now();
+        // A moved shard's old placement stays until Citus's deferred cleanup drops it (every
+        // 15 s): a move back onto that node then fails ("the orphaned shard ... could not be
+        // cleaned up", once on 17, after w2 came back), so each move is cleaned up at once.
         c.batch_execute(&format!(
             "SELECT citus_drain_node('127.0.0.1', {p});
+             CALL citus_cleanup_orphaned_resources();
              SELECT citus_remove_node('127.0.0.1', {p});",
             p = w2.port
         ))
@@ -615,9 +636,6 @@ fn a_shard_move_a_node_added_a_rebalance_and_a_node_removed_and_added_back_under
             .unwrap();
         for w in [coord_w, w1_w, w3_w, w2_again_w] {
             w.wait_for_more(20, "writers at the end");
-        }
-        for w in &writers {
-            w.stop.store(true, Ordering::Relaxed);
         }
     });
     ports.insert(w3.port as i32, node_worker_id(&w3).unwrap());
