@@ -7,8 +7,9 @@
 #   make repo    a signed apt repository of every major's package in target/repo/
 #   make run-cluster  three shards and a hub that subscribes to them (logical replication)
 #   make stop    stop the demo clusters
-#   make bench   snowflake_next() against nextval(), bigserial and uuids in one cluster, written
-#                to docs/benchmarks.json (its duration is there too: duration_s)
+#   make bench   snowflake_next() against nextval(), bigserial and uuids in one cluster, and on
+#                Citus against its bigserial, written to docs/benchmarks.json (its duration is
+#                there too: duration_s)
 #   make bench-hotpath  instructions per id of 0.2.0 and of this tree, by callgrind, in one run
 #   make nemesis SEED=n [SECONDS=s]  seeded faults on a fleet, checked (see tests/nemesis.rs)
 #   make fuzz SEED=n [CASES=n] [LAYOUT=name]  the planner hook's differential test with one seed
@@ -183,7 +184,8 @@ test-pgrx:
 test-blackbox: install tools
 	@[ "$(ONE_MAJOR)" = 15 ] || echo "pg_auto_failover: tested on PostgreSQL 15 only (Debian packages it for 15)"
 	@[ "$(ONE_MAJOR)" = 16 ] || echo "the nemesis: tested on PostgreSQL 16 only (see the Makefile)"
-	scripts/test-suites.py $(if $(TEST_FEATURES),$(TEST_FEATURES) --) --test-threads=2 --skip pg_upgrade --skip package_ $(if $(filter 15,$(ONE_MAJOR)),,--skip pg_auto_failover --skip-suite=clients) $(if $(filter 16,$(ONE_MAJOR)),,--skip faults_on_a_fleet)
+	@[ "$(ONE_MAJOR)" != 19 ] || echo "Citus: not tested on PostgreSQL 19 (no Citus release supports it; 14.0.1 stops at 18)"
+	scripts/test-suites.py $(if $(TEST_FEATURES),$(TEST_FEATURES) --) --test-threads=2 --skip pg_upgrade --skip package_ $(if $(filter 15,$(ONE_MAJOR)),,--skip pg_auto_failover --skip-suite=clients) $(if $(filter 16,$(ONE_MAJOR)),,--skip faults_on_a_fleet) $(if $(filter 19,$(ONE_MAJOR)),--skip-suite=citus --skip build_citus)
 
 # The nemesis on seeds of your choice, for as long as asked, writing what it ran (seeds, faults,
 # ids checked, availability) into docs/testing.md: `make nemesis SEED=7`, `make nemesis
@@ -262,7 +264,12 @@ fuzz:
 # Not part of `make test`: speed is judged as ratios in one run, not by timed tests. The run
 # goes into docs/benchmarks.json, the one set of figures the pages quote (tests/readme.rs checks
 # every one against it), and the tables of docs/benchmarks.md are rendered from it.
+# Citus is built into this project's servers only (scripts/build-citus.sh); in a server that
+# PG_CONFIG names, the Citus part runs if Citus is there.
 bench: install
+ifeq ($(filter command line environment,$(origin PG_CONFIG)),)
+	@scripts/build-citus.sh --missing-ok $(ONE_MAJOR)
+endif
 	cargo run --example bench
 
 # Instructions per snowflake_next() of 0.2.0 and of this tree, counted by callgrind in one run

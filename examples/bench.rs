@@ -5,8 +5,13 @@
 //! the tables of docs/benchmarks.md from that file (tests/common/benchmarks.rs), and writes a
 //! chart of the ratios to target/bench/ratios-pgNN.svg and docs/bench-pgNN.svg.
 //!
+//! Then, where scripts/build-citus.sh installed Citus into the server, the same default on a
+//! Citus cluster (a coordinator and two workers on this machine, tests/common/citus.rs) against
+//! Citus's own bigserial: inserts through the coordinator and from every node at once.
+//!
 //! Environment: BENCH_REPS (bulk and INSERT repetitions, default 7), BENCH_PGBENCH_SECONDS
-//! (default 5), BENCH_PGBENCH_REPS (default 3).
+//! (default 5), BENCH_PGBENCH_REPS (default 3). BENCH_ONLY=citus measures the Citus part alone
+//! and writes it into the major's run, leaving its other figures as they are.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -640,6 +645,154 @@ fn pgbench(
     (value, goals)
 }
 
+/// Whether scripts/build-citus.sh installed Citus into the server under test.
+fn citus_installed() -> bool {
+    let pg_config_path = default_pg_config();
+    pg_config(&pg_config_path, "--pkglibdir")
+        .join("citus.so")
+        .exists()
+        && pg_config(&pg_config_path, "--sharedir")
+            .join("extension/citus.pg_snowflake-build")
+            .exists()
+}
+
+/// The sum of the tps of pgbench runs started at once, one per node, each with `clients`.
+fn pgbench_together(
+    nodes: &[&Cluster],
+    script: &std::path::Path,
+    clients: u32,
+    seconds: u64,
+) -> f64 {
+    std::thread::scope(|s| {
+        let runs: Vec<_> = nodes
+            .iter()
+            .map(|n| s.spawn(move || pgbench_tps(n, script, clients, seconds)))
+            .collect();
+        runs.into_iter().map(|r| r.join().unwrap()).sum()
+    })
+}
+
+/// pg_snowflake on Citus against Citus's own bigserial, both the distribution column and the
+/// primary key of a distributed table: one INSERT ... SELECT of `CITUS_ROWS` rows through the
+/// coordinator (the coordinator makes every id), and single-row INSERTs (pgbench) through the
+/// coordinator, and on every node at once. Candidates alternate within each repetition.
+fn citus(reps: usize, seconds: u64, pg_reps: usize) -> (Value, Vec<Goal>) {
+    const CITUS_ROWS: i64 = 200_000;
+    let (started, load_at_start) = (Instant::now(), load_average());
+    let citus = common::citus::Citus::start("bench_citus", 2, &[]);
+    let mut c = citus.coordinator.connect();
+    c.batch_execute(
+        "CREATE TABLE citus_snowflake (id bigint PRIMARY KEY DEFAULT snowflake_next(), v int);
+         SELECT create_distributed_table('citus_snowflake', 'id');
+         CREATE TABLE citus_bigserial (id bigserial PRIMARY KEY, v int);
+         SELECT create_distributed_table('citus_bigserial', 'id');",
+    )
+    .unwrap();
+    let keys = [
+        ("snowflake", "citus_snowflake"),
+        ("bigserial", "citus_bigserial"),
+    ];
+    let bulk =
+        |t: &str| format!("INSERT INTO {t} (v) SELECT g FROM generate_series(1, {CITUS_ROWS}) g");
+    for (_, t) in keys {
+        timed(&mut c, &bulk(t));
+    }
+    let mut secs = vec![Vec::new(); keys.len()];
+    for rep in 0..reps {
+        for i in rotated(&[0usize, 1], rep) {
+            c.batch_execute(&format!("TRUNCATE {}", keys[i].1)).unwrap();
+            secs[i].push(timed(&mut c, &bulk(keys[i].1)));
+        }
+    }
+    let files: Vec<std::path::PathBuf> = keys
+        .iter()
+        .map(|(key, t)| {
+            let f = citus.coordinator.dir.join(format!("citus-{key}.sql"));
+            std::fs::write(&f, format!("INSERT INTO {t} (v) VALUES (1);\n")).unwrap();
+            f
+        })
+        .collect();
+    let nodes = citus.nodes();
+    let clients = 2;
+    let (mut coordinator_tps, mut every_node_tps) = (vec![Vec::new(); 2], vec![Vec::new(); 2]);
+    for rep in 0..pg_reps {
+        for i in rotated(&[0usize, 1], rep) {
+            coordinator_tps[i].push(pgbench_tps(&citus.coordinator, &files[i], clients, seconds));
+            every_node_tps[i].push(pgbench_together(&nodes, &files[i], clients, seconds));
+        }
+    }
+    let ratio = |xs: &[Vec<f64>]| -> f64 {
+        median(
+            &xs[0]
+                .iter()
+                .zip(&xs[1])
+                .map(|(a, b)| a / b)
+                .collect::<Vec<_>>(),
+        )
+    };
+    let (bulk_ratio, coordinator_ratio, every_node_ratio) = (
+        ratio(&secs),
+        ratio(&coordinator_tps),
+        ratio(&every_node_tps),
+    );
+    let version: String = c
+        .query_one(
+            "SELECT extversion FROM pg_extension WHERE extname = 'citus'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    println!(
+        "\nCitus {version}, a coordinator and two workers: snowflake_next() against bigserial\n\
+         INSERT ... SELECT of {CITUS_ROWS} rows through the coordinator: {:.3} s against {:.3} s (ratio {bulk_ratio:.3})\n\
+         single-row INSERTs through the coordinator, {clients} clients: {:.0} tps against {:.0} (ratio {coordinator_ratio:.3})\n\
+         single-row INSERTs on every node at once, {clients} clients each: {:.0} tps against {:.0} (ratio {every_node_ratio:.3})",
+        median(&secs[0]),
+        median(&secs[1]),
+        median(&coordinator_tps[0]),
+        median(&coordinator_tps[1]),
+        median(&every_node_tps[0]),
+        median(&every_node_tps[1]),
+    );
+    let goals = vec![
+        Goal {
+            name: "Citus INSERT ... SELECT: snowflake time / bigserial".into(),
+            value: bulk_ratio,
+            target: 1.0,
+            at_least: false,
+        },
+        Goal {
+            name: "Citus INSERT on every node: snowflake / bigserial tps".into(),
+            value: every_node_ratio,
+            target: 1.0,
+            at_least: true,
+        },
+    ];
+    let rows = |label: &str, unit: &str, xs: &[Vec<f64>], r: f64| {
+        json!({"label": label, "unit": unit, "snowflake": xs[0], "bigserial": xs[1],
+               "median_snowflake": median(&xs[0]), "median_bigserial": median(&xs[1]),
+               "snowflake_over_bigserial": r})
+    };
+    let value = json!({
+        "citus": version,
+        "pg_snowflake": format!("{} ({})", env!("CARGO_PKG_VERSION"), commit()),
+        "load_average": {"at_start": load_at_start, "at_end": load_average()},
+        "duration_s": started.elapsed().as_secs_f64().round(),
+        "nodes": nodes.len(),
+        "rows": CITUS_ROWS,
+        "runs": reps,
+        "pgbench_runs": pg_reps,
+        "pgbench_seconds": seconds,
+        "clients_per_node": clients,
+        "candidates": [
+            rows(&format!("one `INSERT ... SELECT` of {CITUS_ROWS} rows through the coordinator"), "s", &secs, bulk_ratio),
+            rows(&format!("single-row `INSERT`s through the coordinator, {clients} clients"), "tps", &coordinator_tps, coordinator_ratio),
+            rows(&format!("single-row `INSERT`s on every node at once, {clients} clients each"), "tps", &every_node_tps, every_node_ratio),
+        ],
+    });
+    (value, goals)
+}
+
 /// A horizontal bar per goal: the measured ratio, the goal as a line, green when met.
 fn svg(goals: &[Goal], machine: &str) -> String {
     let (left, width, row, top) = (330.0, 420.0, 30.0, 56.0);
@@ -765,6 +918,26 @@ fn main() {
     println!("pg_snowflake benchmark on {machine}");
 
     let only = std::env::var("BENCH_ONLY").unwrap_or_default();
+    // BENCH_ONLY=citus: the Citus part alone, written into the major's run.
+    if only == "citus" {
+        assert!(
+            citus_installed(),
+            "Citus is not installed into this server: scripts/build-citus.sh {major}"
+        );
+        drop(c);
+        drop(cluster);
+        let (citus_v, _) = citus(reps, pg_seconds, pg_reps);
+        let mut data = benchmarks::load();
+        data["runs"][major.to_string()]["citus"] = citus_v;
+        std::fs::write(
+            benchmarks::path(),
+            serde_json::to_string_pretty(&data).unwrap() + "\n",
+        )
+        .unwrap();
+        render_page().unwrap_or_else(|e| panic!("docs/benchmarks.md: {e}"));
+        println!("wrote the Citus run into docs/benchmarks.json (run {major})");
+        return;
+    }
     // BENCH_ONLY=range: the time-range counts alone (results are not written).
     if only == "range" {
         time_range(&mut c, reps);
@@ -781,6 +954,17 @@ fn main() {
     goals.extend(g);
     let (pgbench_v, g) = pgbench(&cluster, &mut c, pg_seconds, pg_reps, v7);
     goals.extend(g);
+    let citus_v = if citus_installed() {
+        let (v, g) = citus(reps, pg_seconds, pg_reps);
+        goals.extend(g);
+        v
+    } else {
+        println!(
+            "\nCitus is not installed into this server: its part is left out of this run \
+             (scripts/build-citus.sh {major} installs it)"
+        );
+        Value::Null
+    };
 
     println!("\nGoals");
     for g in &goals {
@@ -818,6 +1002,7 @@ fn main() {
         "time_range": range_v,
         "insert": insert_v,
         "pgbench": pgbench_v,
+        "citus": citus_v,
         "goals": goals.iter().map(|g| json!({"name": g.name, "value": g.value, "target": g.target,
             "at_least": g.at_least, "met": g.met()})).collect::<Vec<_>>(),
     });

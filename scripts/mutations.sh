@@ -118,6 +118,11 @@ MUTATIONS=(
   "foreign_postgres~PG=N replaces a postgresql-N that this project did not install~scripts/build-postgres.sh~s/\nif \[ -n \x22\\\$foreign\x22 \]; then/\nif false; then/"
   "repo_signature~the apt repository's Release is signed neither inline (InRelease) nor apart (Release.gpg)~scripts/repo.sh~s/gpg_ --local-user \x22\\\$fingerprint\x22 --clearsign[^\n]*\ngpg_ --local-user[^\n]*\n//"
   "flag_format_bool~the synchronous-standby flag of servers from before May 2025 is read as the later bits~src/sync_standby.rs~s/FlagFormat::Bool => flag != 0,/FlagFormat::Bool => flag \& SYNC_STANDBY_DEFINED != 0,/"
+  "citus_claims~the claims worker does not read the claims of the other Citus nodes~src/claims.rs~s/            \(why_not.is_none\(\) && citus_installed\(\)\)/            (false \&\& citus_installed())/"
+  "citus_unchecked~a Citus node makes ids with a worker id set by hand that nothing compares with the other nodes'~src/gucs.rs~s/    if registry\(\).is_none\(\) && claims_database\(\).is_none\(\) && citus_preloaded\(\) \{/    if false \&\& citus_preloaded() {/"
+  "adopt_every_node~snowflake_adopt() on a Citus table moves the generator of its own node alone~src/adopt.rs~s/            advance_every_node\(advance, top, &table\);/            let _ = (advance_every_node, \&table);/"
+  "adopt_distribution_column~snowflake_adopt() on a Citus distribution column is left to Citus (XX000)~src/adopt.rs~s/    if citus == Some\(Some\(attnum\)\) \{/    if false {/"
+  "citus_sha256~scripts/build-citus.sh builds an archive whatever its sha256~scripts/build-citus.sh~s/\nif \[ \x22\\\$got\x22 != \x22\\\$SHA256\x22 \]; then/\nif false; then/"
   "fetch_fallback~a release gone from the archive ends the build (no fallback to the next listed one)~scripts/build-postgres.sh~s/  say \x22PostgreSQL \\\$v cannot be had[^\n]*\n/  break\n/"
   "registry_copy~a COPY answer is read as any other result, and results are asked for until libpq has no more (0.4.0: the worker spun at 100% CPU, past a fast stop)~src/registry/libpq.rs~s/PGRES_COPY_OUT \| PGRES_COPY_IN \| PGRES_COPY_BOTH =>/PGRES_COPY_OUT | PGRES_COPY_IN | PGRES_COPY_BOTH if false =>/~src/registry/libpq.rs~s/for _ in 0\.\.shape\.rows \+ 3 \{/loop {/"
   "registry_single_row~the registry's answer is read whole, as libpq gathers it, not a row at a time~src/registry/libpq.rs~s/if sent == 0 \|\| unsafe \{ \(api\.PQsetSingleRowMode\)\(self\.0\) \} == 0 \{/if sent == 0 {/"
@@ -174,7 +179,8 @@ fi
 
 # What mutations change, restored from git after each (scripts/: the scripts they change, never
 # this one, which bash is still reading).
-MUTABLE=(src sql scripts/build-postgres.sh scripts/own-dir.sh scripts/repo.sh tests/common/mod.rs)
+MUTABLE=(src sql scripts/build-postgres.sh scripts/build-citus.sh scripts/own-dir.sh scripts/repo.sh
+         tests/common/mod.rs)
 [ -z "$(git status --porcelain "${MUTABLE[@]}")" ] || { echo "${MUTABLE[*]} have uncommitted changes" >&2; exit 2; }
 
 PG=${PG:-15}
@@ -187,7 +193,7 @@ SUITES=(--test restart --test crash --test clock --test standby --test sync_stan
         --test extension_upgrade --test layouts --test readme --test multinode --test hostile
         --test time_ranges --test power_loss --test patroni --test registry
         --test registry_shutdown --test hostile_races --test setup_scripts --test stalled_disk
-        --test lost_state_file --test hostile_registry)
+        --test lost_state_file --test hostile_registry --test citus)
 # pg_auto_failover is packaged for 15 only.
 [ "$PG" != 15 ] || SUITES+=(--test auto_failover)
 # MUTATION_SUITES="power_loss crash" runs only those, to check a new row quickly.

@@ -29,7 +29,10 @@
 #          package tests), etcd and Patroni (the Patroni failover test), 16.2 beside 16 (the
 #          old synchronous-standby flag), debootstrap and the Debian roots of
 #          scripts/debian-root.sh, gnupg and dpkg-dev (the apt repository's test), valgrind
-#          (the hot path's cost budget, scripts/callgrind.sh)
+#          (the hot path's cost budget, scripts/callgrind.sh), liblz4-dev and libzstd-dev and
+#          Citus, built into each major by scripts/build-citus.sh from a vendored archive (the
+#          Citus suite; about a minute a major the first time, then a stamp; where no archive
+#          is found it says how to get one, and only the Citus suite fails)
 #
 # PostgreSQL 19: Debian packages it only for sid (experimental's 19~rc1, which needs sid's libc
 # 6 2.43; this host's is 2.36), and its source is not served. It is built and tested in the build
@@ -141,6 +144,10 @@ if [ "$PURPOSE" = test ]; then
   [ -n "$IN_ROOT_19" ] || PACKAGES+=(valgrind)
   # The Debian roots of tests/debian.rs and tests/repo.rs, and the repository of scripts/repo.sh.
   PACKAGES+=(debootstrap gnupg dpkg-dev)
+  # Citus's build (scripts/build-citus.sh): its compression libraries' headers, and for
+  # Debian's 15, built with GSSAPI, the headers its server headers include (gssapi/gssapi.h).
+  PACKAGES+=(liblz4-dev libzstd-dev)
+  ! has 15 || PACKAGES+=(libkrb5-dev)
   # The clients of docs/clients.md that Debian packages: ActiveRecord, Go with pgx, JDBC.
   PACKAGES+=(ruby-activerecord ruby-pg golang-go golang-github-jackc-pgx-v4-dev
              default-jdk-headless libpostgresql-jdbc-java)
@@ -198,6 +205,9 @@ if [ -z "$PG_CONFIG_GIVEN" ] && [ -z "$IN_ROOT_19" ]; then
   done
 fi
 if [ "$PURPOSE" = test ]; then
+  # Citus for tests/citus.rs, into each major's server.
+  # (Citus has no release for 19: its suite does not run there.)
+  for v in "${MAJORS[@]}"; do [ "$v" = 19 ] || scripts/build-citus.sh --missing-ok "$v"; done
   # 16.2 beside 16, for the synchronous-standby flag format from before May 2025 (make test-old-flag).
   [ -n "$IN_ROOT_19" ] || ! has 16 || scripts/build-postgres.sh 16-old
   # Debian's own PostgreSQL in Debian roots, made once per machine: trixie (Debian 13) for 17,

@@ -22,6 +22,13 @@
 //!   operation (planning it may run the owner's code, in an index expression), with a fresh
 //!   snapshot, and with `row_security = off`, so that rows that policies hide are never silently
 //!   left out: a table whose row-level security applies to its owner is refused.
+//!
+//! On a Citus table (distributed, reference or a Citus local table), every node of the cluster
+//! may make ids for it (a write sent to a worker, the SELECTs of an INSERT ... SELECT), so the
+//! generator of every node moves above the largest id, through Citus's
+//! `run_command_on_all_nodes`; a node that cannot (no pg_snowflake there, no worker id) fails
+//! the call and everything rolls back. Citus changes no default of a distribution column: that
+//! is refused before anything changes, with the way round it (docs/citus.md).
 
 use crate::{errors, generator, gucs, planner};
 use pgrx::datum::DatumWithOid;
@@ -109,6 +116,11 @@ fn adopt(tbl: pg_sys::Oid, col: &CStr, own_oid: pg_sys::Oid) {
         errors::adopt_needs_advance_past();
     }
 
+    let citus = citus_table(tbl);
+    if citus == Some(Some(attnum)) {
+        errors::adopt_distribution_column(&col.to_string_lossy(), &table);
+    }
+
     let before = before(tbl, attnum, next);
     let changed = match &before {
         Before::Identity => {
@@ -148,6 +160,9 @@ fn adopt(tbl: pg_sys::Oid, col: &CStr, own_oid: pg_sys::Oid) {
     let top = largest(tbl, attnum, &table);
     if let Some(top) = top {
         generator::get().advance_past(gucs::layout(), top);
+        if citus.is_some() {
+            advance_every_node(advance, top, &table);
+        }
     }
     let quoted = text_of(
         &format!("pg_catalog.quote_ident({ATTNAME})"),
@@ -163,6 +178,54 @@ fn adopt(tbl: pg_sys::Oid, col: &CStr, own_oid: pg_sys::Oid) {
         format!("column {quoted} of {table} now takes its ids from snowflake_next() ({changed})"),
         detail
     );
+}
+
+/// `Some(distribution column)` for a table Citus knows (`None` inside for a reference or Citus
+/// local table, which has none), `None` for any other table or without Citus. Read from Citus's
+/// catalog in pg_catalog, where only a superuser creates relations: the distribution column is
+/// the `varattno` of the Var that `partkey` holds in its text form.
+fn citus_table(tbl: pg_sys::Oid) -> Option<Option<i16>> {
+    let has_citus = Spi::get_one::<bool>(
+        "SELECT pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL",
+    ) == Ok(Some(true));
+    if !has_citus {
+        return None;
+    }
+    let (found, attnum) = Spi::get_two_with_args::<bool, i16>(
+        "SELECT true, pg_catalog.substring(p.partkey, ':varattno ([0-9]+)')::pg_catalog.int2
+           FROM pg_catalog.pg_dist_partition p
+          WHERE p.logicalrelid OPERATOR(pg_catalog.=) $1",
+        &[tbl.into()],
+    )
+    .unwrap_or((None, None));
+    found.map(|_| attnum)
+}
+
+/// Moves the generator of every node of the Citus cluster above `top`, by calling this
+/// extension's `snowflake_advance_past` (by its schema and name, the same on every node:
+/// CREATE EXTENSION on the coordinator reaches the workers) through Citus, as the caller. Citus
+/// runs it on each node in a connection of its own, outside this transaction: a node that moved
+/// stays moved when this call fails, which is harmless (a generator only ever moves up).
+fn advance_every_node(advance: pg_sys::Oid, top: i64, table: &str) {
+    let command = text_of(
+        "(SELECT pg_catalog.format('SELECT %I.%I(%s::pg_catalog.int8)', n.nspname, p.proname, $2)
+            FROM pg_catalog.pg_proc p
+            JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
+           WHERE p.oid OPERATOR(pg_catalog.=) $1)",
+        &[advance.into(), top.into()],
+    );
+    let failures = Spi::get_one_with_args::<String>(
+        "SELECT pg_catalog.string_agg(pg_catalog.format('node %s answered: %s', r.nodeid,
+                                                        r.result), '; ' ORDER BY r.nodeid)
+           FROM pg_catalog.run_command_on_all_nodes($1::pg_catalog.text) r
+          WHERE NOT r.success",
+        &[command.as_str().into()],
+    );
+    match failures {
+        Ok(None) => {}
+        Ok(Some(failures)) => errors::adopt_citus_nodes(table, &failures),
+        Err(e) => errors::adopt_citus_nodes(table, &e.to_string()),
+    }
 }
 
 /// The column's default or identity before.

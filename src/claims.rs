@@ -10,6 +10,12 @@
 //! A background worker renews the claim every `snowflake.claims_interval` in
 //! `snowflake.claims_database`; without it, an operator or a scheduler can call
 //! `snowflake_claim()` just as well.
+//!
+//! On a node of a Citus cluster (the claims database has Citus), the worker also reads every
+//! node's own claim through Citus (`run_command_on_all_nodes`) and writes it here: the claims of
+//! a Citus cluster's nodes meet in every node's table, where the trigger reports two nodes that
+//! make ids with one worker id, within one interval of the second's start, without any
+//! replication set up (docs/citus.md).
 
 use crate::layout::Layout;
 use crate::{errors, generator, gucs, own_schema, privileges, registry};
@@ -77,6 +83,8 @@ pub extern "C-unwind" fn pg_snowflake_claims_main(_arg: pg_sys::Datum) {
     });
     // Why the last renewal wrote nothing, logged once per reason.
     let mut skipped: Option<String> = None;
+    // Which Citus nodes did not answer at the last gathering, logged once per change.
+    let mut unanswered_before: Option<String> = None;
     loop {
         if BackgroundWorker::sighup_received() {
             // SAFETY: between transactions, as every PostgreSQL process reloads its settings.
@@ -96,6 +104,22 @@ pub extern "C-unwind" fn pg_snowflake_claims_main(_arg: pg_sys::Datum) {
             write_claim(gucs::layout(), worker_id);
             None
         });
+        // In a transaction of its own, after this node's claim is committed: an error here
+        // (Citus in a state it cannot answer from) restarts the worker, whose claim is written.
+        let unanswered = BackgroundWorker::transaction(|| {
+            (why_not.is_none() && citus_installed())
+                .then(gather_citus_claims)
+                .flatten()
+        });
+        if unanswered != unanswered_before {
+            if let Some(nodes) = &unanswered {
+                pgrx::log!(
+                    "pg_snowflake: the claims of some Citus nodes cannot be read, and are not \
+                     compared with this node's until they can: {nodes}"
+                );
+            }
+            unanswered_before = unanswered;
+        }
         if why_not != skipped {
             if let Some(why) = &why_not {
                 pgrx::log!("pg_snowflake: no worker id claim is written: {why}");
@@ -110,6 +134,49 @@ pub extern "C-unwind" fn pg_snowflake_claims_main(_arg: pg_sys::Datum) {
             unsafe { pg_sys::proc_exit(1) };
         }
     }
+}
+
+/// Whether Citus is installed in this database (at a release that has
+/// `run_command_on_all_nodes`, 11.0 and later: the only function named below).
+fn citus_installed() -> bool {
+    Spi::get_one::<bool>(
+        "SELECT EXISTS (SELECT FROM pg_catalog.pg_extension e
+                         WHERE e.extname OPERATOR(pg_catalog.=) 'citus')
+            AND pg_catalog.to_regprocedure(
+                    'pg_catalog.run_command_on_all_nodes(pg_catalog.text, pg_catalog.bool, \
+                     pg_catalog.bool)') IS NOT NULL",
+    ) == Ok(Some(true))
+}
+
+/// Every node's own claims (in the table of each node, written by its claims worker), read
+/// through Citus and written into this node's table; the table's trigger warns of each clash
+/// once. Citus's function is in pg_catalog, where only a superuser creates functions. Returns
+/// the nodes that did not answer (unreachable, or without pg_snowflake), which are passed over
+/// until the next interval.
+fn gather_citus_claims() -> Option<String> {
+    const OWN_CLAIMS: &str = "SELECT COALESCE(pg_catalog.json_agg(c), '[]'::pg_catalog.json)
+          FROM snowflake.snowflake_claims c
+         WHERE c.system_identifier OPERATOR(pg_catalog.=)
+               (SELECT s.system_identifier FROM pg_catalog.pg_control_system() s)";
+    // SAFETY: reads a value PostgreSQL set at start.
+    let own = unsafe { pg_sys::GetSystemIdentifier() } as i64;
+    Spi::get_one_with_args::<String>(
+        "WITH r AS MATERIALIZED (
+             SELECT * FROM pg_catalog.run_command_on_all_nodes($1::pg_catalog.text)),
+         gathered AS (
+             INSERT INTO snowflake.snowflake_claims AS c
+             SELECT x.* FROM r, pg_catalog.json_populate_recordset(
+                                    NULL::snowflake.snowflake_claims, r.result::pg_catalog.json) x
+              WHERE r.success AND x.system_identifier OPERATOR(pg_catalog.<>) $2
+             ON CONFLICT (system_identifier, worker_id, layout) DO UPDATE SET
+                 node_name = excluded.node_name, since = excluded.since,
+                 last_seen = excluded.last_seen, expires = excluded.expires)
+         SELECT pg_catalog.string_agg(pg_catalog.format('node %s answered %s', r.nodeid,
+                                                        r.result), '; ' ORDER BY r.nodeid)
+           FROM r WHERE NOT r.success",
+        &[OWN_CLAIMS.into(), own.into()],
+    )
+    .unwrap_or_else(|e| errors::claims_table_failed("gather", &e))
 }
 
 /// Whether pg_snowflake is installed in this database.

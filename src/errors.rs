@@ -942,6 +942,49 @@ pub fn adopt_row_security(table: &str) -> ! {
     )
 }
 
+/// `snowflake_adopt()` on the distribution column of a Citus table: Citus changes no default
+/// of a distribution column (it raises XX000), so this says what to do first.
+#[cold]
+#[track_caller]
+pub fn adopt_distribution_column(column: &str, table: &str) -> ! {
+    raise(
+        report(
+            PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+            format!("column \"{column}\" is the distribution column of Citus table {table}"),
+        )
+        .set_detail(
+            "Citus changes no default of a distribution column on a distributed table; nothing \
+             was changed.",
+        )
+        .set_hint(format!(
+            "Make the table local first, adopt, and distribute it again: SELECT \
+             undistribute_table('{table}'); SELECT snowflake_adopt('{table}', '{column}'); \
+             SELECT create_distributed_table('{table}', '{column}');"
+        )),
+    )
+}
+
+/// `snowflake_adopt()` on a Citus table could not move the generator of every node.
+#[cold]
+#[track_caller]
+pub fn adopt_citus_nodes(table: &str, failures: &str) -> ! {
+    raise(
+        report(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!("snowflake_adopt() could not move the generator of every node of the Citus cluster of {table}"),
+        )
+        .set_detail(format!(
+            "Every node may make ids for a Citus table; {failures}. Nothing was changed (the \
+             generators it moved only moved up)."
+        ))
+        .set_hint(
+            "Every node needs pg_snowflake preloaded, a worker id, and the extension created \
+             (CREATE EXTENSION on the coordinator reaches them); then run snowflake_adopt() \
+             again.",
+        ),
+    )
+}
+
 /// The schema `snowflake` cannot be trusted (see own_schema.rs).
 #[cold]
 #[track_caller]

@@ -81,11 +81,30 @@ fn psql(cluster: &Cluster, sql: &str) -> (String, bool) {
     (normalize(&text), status.success())
 }
 
+/// `text` with each named server's address put in: `host=<name> port=5432` in a connection
+/// string, and `'<name>', 5432` as Citus's functions take a node.
+fn with_servers(text: &str, servers: &std::collections::BTreeMap<&str, Cluster>) -> String {
+    let mut text = text.to_string();
+    for (name, c) in servers {
+        text = text
+            .replace(
+                &format!("host={name} port=5432"),
+                &format!("host=127.0.0.1 port={}", c.port),
+            )
+            .replace(
+                &format!("'{name}', 5432"),
+                &format!("'127.0.0.1', {}", c.port),
+            );
+    }
+    text
+}
+
 /// The examples of one page, run as written. Its plain ```ini blocks configure one cluster
 /// that runs every plain ```sql block (with the harness's worker id 1 if it has none). The
 /// multi-server examples name their server after the language (```ini hub, ```sql hub,
-/// ```log hub): each named server is a cluster of its own, configured by its ini blocks, where
-/// `host=<name> port=5432` in a connection string means that cluster. Replication between them
+/// ```log hub): each named server is a cluster of its own, configured by its ini block (one
+/// block may name several: ```ini coordinator worker-1), where `host=<name> port=5432` in a
+/// connection string, and `'<name>', 5432` in a call of Citus's functions, mean that cluster. Replication between them
 /// is asynchronous, so a named block is retried for up to 60 s until it prints what the page
 /// shows, and every line of a ```log block must appear in that server's log. Returns how many
 /// blocks ran and the named servers.
@@ -106,25 +125,31 @@ fn run_examples(page: &str) -> (usize, Vec<String>) {
     // Pages open with examples that assume the extension exists.
     cluster.connect_ext();
     let mut servers: std::collections::BTreeMap<&str, Cluster> = Default::default();
+    // A block named by several servers (```ini coordinator worker-1) configures each of them.
+    let mut named: Vec<(&str, String)> = Vec::new();
     for b in &blocks {
-        if let Some(name) = b.lang.strip_prefix("ini ") {
-            // A server named in a connection string (`host=registry port=5432`) is one started
-            // before, at its port.
-            let mut body = b.body.clone();
-            for (other, c) in &servers {
-                body = body.replace(
-                    &format!("host={other} port=5432"),
-                    &format!("host=127.0.0.1 port={}", c.port),
-                );
+        if let Some(names) = b.lang.strip_prefix("ini ") {
+            for name in names.split_whitespace() {
+                match named.iter_mut().find(|(n, _)| *n == name) {
+                    Some(_) => panic!("{page}: two ini blocks for {name}"),
+                    None => named.push((name, b.body.clone())),
+                }
             }
-            let lines: Vec<&str> = body.lines().collect();
-            let c = Cluster::init(&format!("{stem}_{name}"), &lines);
-            c.start();
-            assert!(
-                servers.insert(name, c).is_none(),
-                "{page}: two ini blocks for {name}"
-            );
         }
+    }
+    if named.iter().any(|(_, body)| body.contains("citus")) {
+        common::citus::require_citus();
+    }
+    // Each named server is made first, so that its configuration may name itself or one made
+    // before it (`host=registry port=5432`), and started in the order the page names them.
+    for (name, _) in &named {
+        let c = Cluster::init(&format!("{stem}_{name}"), &[]);
+        servers.insert(name, c);
+    }
+    for (name, body) in &named {
+        let body = with_servers(body, &servers);
+        servers[name].append_conf(&body.lines().collect::<Vec<_>>());
+        servers[name].start();
     }
     let mut ran = 0;
     for (i, block) in blocks.iter().enumerate() {
@@ -166,13 +191,7 @@ fn run_examples(page: &str) -> (usize, Vec<String>) {
         if lang != "sql" {
             continue;
         }
-        let mut sql = block.body.clone();
-        for (name, c) in &servers {
-            sql = sql.replace(
-                &format!("host={name} port=5432"),
-                &format!("host=127.0.0.1 port={}", c.port),
-            );
-        }
+        let sql = with_servers(&block.body, &servers);
         let expected = blocks
             .get(i + 1)
             .filter(|b| b.lang == "text")
@@ -227,6 +246,10 @@ fn the_examples_of_the_guides_run_as_written() {
     ] {
         run_examples(page);
     }
+    // A coordinator and two workers, Citus first in each.
+    let (ran, servers) = run_examples("docs/citus.md");
+    assert_eq!(servers, ["coordinator", "worker-1", "worker-2"]);
+    assert!(ran >= 9, "only {ran} examples in docs/citus.md");
 }
 
 /// Every page of docs/ is linked from the README, and every relative link of the README and of

@@ -17,6 +17,9 @@
 //!
 //! That suites which `scripts/test-suites.py` runs side by side take their ports from blocks of
 //! their own.
+//!
+//! That `scripts/build-citus.sh` checks the vendored Citus archive's sha256 before it unpacks
+//! anything, against a stand-in PostgreSQL whose directories stay empty.
 #![cfg(not(feature = "pg_test"))]
 
 mod common;
@@ -439,5 +442,70 @@ fn suites_in_different_lanes_take_ports_from_different_blocks() {
 fn hand_out_ports() {
     for _ in 0..100 {
         println!("port {}", free_port());
+    }
+}
+
+/// A file of other content under the name of Citus's archive stops scripts/build-citus.sh before
+/// it unpacks anything, naming both checksums and where it looked, with or without
+/// `--missing-ok`; the server's directories are left empty (no library, no stamp).
+#[test]
+fn build_citus_refuses_an_archive_with_another_sha256_and_installs_nothing() {
+    let dir = scratch_dir("citus_vendor");
+    let (lib, share) = (dir.join("lib"), dir.join("share"));
+    fs::create_dir_all(&lib).unwrap();
+    fs::create_dir_all(share.join("extension")).unwrap();
+    // A PostgreSQL 17 of its own, whose pg_config names those directories.
+    let pg_config = dir.join("pg_config");
+    fs::write(
+        &pg_config,
+        format!(
+            "#!/bin/sh\ncase \"$1\" in\n  --version) echo 'PostgreSQL 17.11' ;;\n  \
+             --pkglibdir) echo '{}' ;;\n  --sharedir) echo '{}' ;;\n  \
+             --includedir-server) echo '{}' ;;\nesac\n",
+            lib.display(),
+            share.display(),
+            dir.join("include").display()
+        ),
+    )
+    .unwrap();
+    check(
+        Command::new("chmod")
+            .arg("755")
+            .arg(&pg_config)
+            .output()
+            .unwrap(),
+        "chmod",
+    );
+    let vendor = dir.join("vendor");
+    fs::create_dir_all(&vendor).unwrap();
+    fs::write(vendor.join("citus-14.0.1.tar.gz"), b"not the release").unwrap();
+    let expected = String::from_utf8(
+        Command::new(root_dir().join("scripts/build-citus.sh"))
+            .args(["--version", "17"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(expected.trim(), "14.0.1");
+    for args in [&["17"][..], &["--missing-ok", "17"][..]] {
+        let out = Command::new(root_dir().join("scripts/build-citus.sh"))
+            .args(args)
+            .env("PG_SNOWFLAKE_VENDOR", &vendor)
+            .env("CITUS_PG_CONFIG", &pg_config)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded:\n{err}");
+        assert!(
+            err.contains("has the wrong sha256; nothing was built")
+                && err.contains("26ddb8ec9de07c5fa8426e435d10936e5cd6bed01a5ad94aab92e818081e5ec9")
+                && err.contains(&vendor.display().to_string()),
+            "{args:?}:\n{err}"
+        );
+        for d in [&lib, &share.join("extension")] {
+            let left: Vec<_> = fs::read_dir(d).unwrap().collect();
+            assert!(left.is_empty(), "{args:?} left files in {}", d.display());
+        }
     }
 }

@@ -96,6 +96,35 @@ pub fn table(run: &Value, which: &str) -> String {
                 t += "\n";
             }
         }
+        "citus" => {
+            let citus = &run["citus"];
+            t += &format!(
+                "| Citus {}, {} nodes | `snowflake_next()` | `bigserial` | snowflake / bigserial |\n\
+                 |---|---|---|---|\n",
+                s(&citus["citus"]),
+                citus["nodes"]
+            );
+            // The median and, in brackets, the spread of the runs.
+            for c in citus["candidates"].as_array().unwrap() {
+                let unit = s(&c["unit"]);
+                let cell = |median: &Value, runs: &Value| {
+                    let runs: Vec<f64> = runs.as_array().unwrap().iter().map(f).collect();
+                    let lo = runs.iter().copied().fold(f64::INFINITY, f64::min);
+                    let hi = runs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                    match unit {
+                        "s" => format!("{:.3} s ({lo:.3}..{hi:.3})", f(median)),
+                        _ => format!("{:.0} tps ({lo:.0}..{hi:.0})", f(median)),
+                    }
+                };
+                t += &format!(
+                    "| {} | {} | {} | {:.2} |\n",
+                    s(&c["label"]),
+                    cell(&c["median_snowflake"], &c["snowflake"]),
+                    cell(&c["median_bigserial"], &c["bigserial"]),
+                    f(&c["snowflake_over_bigserial"])
+                );
+            }
+        }
         other => panic!("no table {other}"),
     }
     t
@@ -222,6 +251,13 @@ pub fn figures(data: &Value) -> Vec<Figure> {
                     );
                 }
             }
+        }
+        for c in run["citus"]["candidates"].as_array().into_iter().flatten() {
+            add(
+                "x",
+                f(&c["snowflake_over_bigserial"]),
+                format!("pg{major} citus {} snowflake / bigserial", s(&c["label"])),
+            );
         }
         for (name, r) in run["pgbench"]["ratios"].as_object().into_iter().flatten() {
             add("x", f(r), format!("pg{major} pgbench {name}"));

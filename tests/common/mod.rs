@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 pub use postgres::{Client, NoTls};
 
 pub mod benchmarks;
+pub mod citus;
 pub mod debian_root;
 pub mod failover;
 pub mod fake_registry;
