@@ -19,7 +19,10 @@
 # PG=17 picks a major for any target (`make test PG=18`, `make run PG=17`, `make bench PG=18`;
 # 19 only for test and repo, which go into its Debian root: scripts/debian-root.sh);
 # PG_CONFIG=/path/to/pg_config picks a server directly for install, run and bench.
-PG_MAJORS := 15 16 17 18 19
+# `make test` runs 15 to 18 on this host; `make test PG=19` runs 19 in its Debian root. 19 is left
+# out of the default run for its time: 17 to 39 minutes on 2 cores (its root's tools and builds
+# first), where the whole run must stay within 70 (README).
+PG_MAJORS := 15 16 17 18
 # Majors built and tested inside a Debian root, not on this host: Debian packages 19 only for sid
 # (experimental's binaries need sid's libc 2.43), and serves no source of it. `make test PG=19`
 # runs every layer of 19 there (test-root).
@@ -51,7 +54,7 @@ TEST_FEATURES = --no-default-features --features pg$(ONE_MAJOR)
 endif
 # test: every major unless PG names some; the other targets: one major, 15 unless PG names one.
 TEST_MAJORS := $(or $(PG),$(PG_MAJORS))
-REPO_MAJORS := $(or $(PG),$(PG_MAJORS))
+REPO_MAJORS := $(or $(PG),$(PG_MAJORS) $(ROOT_MAJORS))
 ONE_MAJOR := $(or $(firstword $(PG)),15)
 PG_CONFIG ?= $(shell scripts/pg-config.sh $(ONE_MAJOR))
 # cargo pgrx test's data directory: its parent becomes the socket directory, so keep it short,
