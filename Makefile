@@ -72,7 +72,7 @@ else
 INSTALL_SETUP := run $(ONE_MAJOR)
 endif
 
-.PHONY: setup install package repo tools run run-cluster stop test test-root test-in-root test-major test-unit test-sql test-pgrx test-blackbox test-package test-old-flag test-upgrade test-hotpath test-rmgr-id bench bench-hotpath fmt lint nemesis fuzz
+.PHONY: setup install package repo tools run run-cluster stop test test-root test-in-root test-major test-unit test-sql test-pgrx test-blackbox test-package test-old-flag test-upgrade test-hotpath test-rmgr-id bench bench-hotpath fmt lint nemesis nemesis-run fuzz
 
 setup:
 	@scripts/setup.sh $(INSTALL_SETUP)
@@ -194,7 +194,11 @@ test-blackbox: install tools
 # ids checked, availability) into docs/testing.md: `make nemesis SEED=7`, `make nemesis
 # SEED=3,4,5 SECONDS=300` (seconds of faults per seed; default 120). A failing run prints its seed
 # and schedule; the same SEED and SECONDS replay it.
-nemesis: install tools
+# On 16 unless PG names another (15 is refused: see test-blackbox).
+nemesis:
+	@$(MAKE) --no-print-directory nemesis-run PG=$(or $(PG),16) $(if $(filter command line environment,$(origin PG_CONFIG)),,PG_CONFIG="$$(scripts/pg-config.sh $(or $(PG),16))")
+
+nemesis-run: install tools
 	NEMESIS_SEEDS="$(or $(SEED),$$(date +%s))" NEMESIS_SECONDS="$(or $(SECONDS),120)" \
 	  NEMESIS_REPORT=docs/testing.md cargo test $(TEST_FEATURES) --test nemesis -- --nocapture
 
