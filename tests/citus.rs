@@ -510,6 +510,14 @@ impl Drop for StopAll<'_> {
     }
 }
 
+/// Drops the placements that moves left behind, now rather than at Citus's next deferred
+/// cleanup. A statement of its own: CALL cannot run in the implicit transaction of a
+/// multi-statement query (25001).
+fn cleanup(c: &mut Client) {
+    c.batch_execute("CALL citus_cleanup_orphaned_resources()")
+        .unwrap();
+}
+
 /// The Citus group id of the node at `port`.
 fn group_of(c: &mut Client, port: u16) -> i32 {
     c.query_one(
@@ -561,11 +569,11 @@ fn a_shard_move_a_node_added_a_rebalance_and_a_node_removed_and_added_back_under
             "SELECT citus_move_shard_placement(
                  (SELECT shardid FROM citus_shards WHERE table_name = 'moves'::regclass
                      AND nodeport = {} ORDER BY shardid LIMIT 1),
-                 '127.0.0.1', {}, '127.0.0.1', {});
-             CALL citus_cleanup_orphaned_resources();",
+                 '127.0.0.1', {}, '127.0.0.1', {})",
             w1.port, w1.port, w2.port
         ))
         .unwrap();
+        cleanup(&mut c);
         steps.push(format!(
             "shard move: {:.1} s",
             started.elapsed().as_secs_f64()
@@ -586,10 +594,9 @@ fn a_shard_move_a_node_added_a_rebalance_and_a_node_removed_and_added_back_under
         s.spawn(|| w3_w.run(&w3, 4));
         w3_w.wait_for_more(50, "the third node's writer");
         let started = Instant::now();
-        c.batch_execute(
-            "SELECT rebalance_table_shards('moves'); CALL citus_cleanup_orphaned_resources()",
-        )
-        .unwrap();
+        c.batch_execute("SELECT rebalance_table_shards('moves')")
+            .unwrap();
+        cleanup(&mut c);
         let on_w3: i64 = c
             .query_one(
                 "SELECT count(*) FROM citus_shards WHERE table_name = 'moves'::regclass
@@ -615,9 +622,13 @@ fn a_shard_move_a_node_added_a_rebalance_and_a_node_removed_and_added_back_under
         // 15 s): a move back onto that node then fails ("the orphaned shard ... could not be
         // cleaned up", once on 17, after w2 came back), so each move is cleaned up at once.
         c.batch_execute(&format!(
-            "SELECT citus_drain_node('127.0.0.1', {p});
-             CALL citus_cleanup_orphaned_resources();
-             SELECT citus_remove_node('127.0.0.1', {p});",
+            "SELECT citus_drain_node('127.0.0.1', {p})",
+            p = w2.port
+        ))
+        .unwrap();
+        cleanup(&mut c);
+        c.batch_execute(&format!(
+            "SELECT citus_remove_node('127.0.0.1', {p});",
             p = w2.port
         ))
         .unwrap();
