@@ -202,24 +202,43 @@ fn citus_table(tbl: pg_sys::Oid) -> Option<Option<i16>> {
 }
 
 /// Moves the generator of every node of the Citus cluster above `top`, by calling this
-/// extension's `snowflake_advance_past` (by its schema and name, the same on every node:
-/// CREATE EXTENSION on the coordinator reaches the workers) through Citus, as the caller. Citus
-/// runs it on each node in a connection of its own, outside this transaction: a node that moved
-/// stays moved when this call fails, which is harmless (a generator only ever moves up).
+/// extension's `snowflake_advance_past` through Citus, as the caller. Citus runs the command on
+/// each node in a connection of its own, outside this transaction: a node that moved stays moved
+/// when this call fails, which is harmless (a generator only ever moves up).
+///
+/// The command names the function by schema and name, which each node resolves again, and in
+/// a schema that a database owner may own (`public`): on a worker where that owner renamed the
+/// schema and planted a function of that name (with `citus.enable_ddl_propagation` off, nothing
+/// reaches the coordinator), a superuser's adopt ran it. So the command calls the name only
+/// where the same statement finds, by the OID that name has in that statement, a member of
+/// pg_snowflake; elsewhere it answers `NOT_OURS` and the node counts as failed. Every function
+/// and operator in it is named by schema (the node's search_path is the database owner's), and
+/// the id is a literal (`-5::int8` would be a unary minus found by that search_path).
 fn advance_every_node(advance: pg_sys::Oid, top: i64, table: &str) {
     let command = text_of(
-        "(SELECT pg_catalog.format('SELECT %I.%I(%s::pg_catalog.int8)', n.nspname, p.proname, $2)
+        "(SELECT pg_catalog.format(
+              'SELECT CASE WHEN EXISTS (
+                   SELECT FROM pg_catalog.pg_depend d
+                     JOIN pg_catalog.pg_extension e ON e.oid OPERATOR(pg_catalog.=) d.refobjid
+                    WHERE d.classid OPERATOR(pg_catalog.=) ''pg_catalog.pg_proc''::pg_catalog.regclass::pg_catalog.oid
+                      AND d.objid OPERATOR(pg_catalog.=) %L::pg_catalog.regprocedure::pg_catalog.oid
+                      AND d.deptype OPERATOR(pg_catalog.=) ''e''
+                      AND e.extname OPERATOR(pg_catalog.=) ''pg_snowflake'')
+               THEN %I.%I(%L::pg_catalog.int8)::pg_catalog.text ELSE %L END',
+              pg_catalog.format('%I.%I(pg_catalog.int8)', n.nspname, p.proname),
+              n.nspname, p.proname, $2::pg_catalog.text, $3)
             FROM pg_catalog.pg_proc p
             JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
            WHERE p.oid OPERATOR(pg_catalog.=) $1)",
-        &[advance.into(), top.into()],
+        &[advance.into(), top.into(), NOT_OURS.into()],
     );
     let failures = Spi::get_one_with_args::<String>(
         "SELECT pg_catalog.string_agg(pg_catalog.format('node %s answered: %s', r.nodeid,
-                                                        r.result), '; ' ORDER BY r.nodeid)
+                                                        pg_catalog.left(r.result, 200)),
+                                      '; ' ORDER BY r.nodeid)
            FROM pg_catalog.run_command_on_all_nodes($1::pg_catalog.text) r
-          WHERE NOT r.success",
-        &[command.as_str().into()],
+          WHERE NOT r.success OR r.result OPERATOR(pg_catalog.=) $2",
+        &[command.as_str().into(), NOT_OURS.into()],
     );
     match failures {
         Ok(None) => {}
@@ -227,6 +246,9 @@ fn advance_every_node(advance: pg_sys::Oid, top: i64, table: &str) {
         Err(e) => errors::adopt_citus_nodes(table, &e.to_string()),
     }
 }
+
+/// What a node answers where `snowflake_advance_past` is not pg_snowflake's own function.
+const NOT_OURS: &str = "snowflake_advance_past there is not pg_snowflake's";
 
 /// The column's default or identity before.
 fn before(tbl: pg_sys::Oid, attnum: i16, next: pg_sys::Oid) -> Before {

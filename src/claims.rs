@@ -153,30 +153,103 @@ fn citus_installed() -> bool {
 /// once. Citus's function is in pg_catalog, where only a superuser creates functions. Returns
 /// the nodes that did not answer (unreachable, or without pg_snowflake), which are passed over
 /// until the next interval.
+///
+/// The other nodes are peers, and one may be broken or hostile:
+/// - each node runs the read as a superuser, so it reads the table only where the same
+///   statement finds it a member of pg_snowflake (elsewhere anyone with CREATE could have made a
+///   `snowflake.snowflake_claims` view that calls their function), and names every function and
+///   operator by schema;
+/// - what comes back is taken within bounds: 64 kB an answer (about 250 claims; a node writes
+///   one a layout and worker id), worker ids within 22 bits (the widest layout's), names cut to
+///   200 characters, one row a key (two made the whole insert fail, 21000, for every node), no
+///   claim of this node's own system identifier (it writes its own); an answer that is no JSON
+///   array fails the statement, and the worker tries again at the next interval;
+/// - a node that accepts the query and never answers would hold this worker in Citus's wait,
+///   which SIGTERM does not end (pgrx's handler only sets a flag): the statement times out
+///   after `GATHER_TIMEOUT_MS`, and a shutdown waits that long at most.
 fn gather_citus_claims() -> Option<String> {
-    const OWN_CLAIMS: &str = "SELECT COALESCE(pg_catalog.json_agg(c), '[]'::pg_catalog.json)
-          FROM snowflake.snowflake_claims c
-         WHERE c.system_identifier OPERATOR(pg_catalog.=)
-               (SELECT s.system_identifier FROM pg_catalog.pg_control_system() s)";
+    const OWN_CLAIMS: &str = "SELECT CASE WHEN EXISTS (
+              SELECT FROM pg_catalog.pg_depend d
+                JOIN pg_catalog.pg_extension e ON e.oid OPERATOR(pg_catalog.=) d.refobjid
+               WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass::pg_catalog.oid
+                 AND d.objid OPERATOR(pg_catalog.=) 'snowflake.snowflake_claims'::pg_catalog.regclass::pg_catalog.oid
+                 AND d.deptype OPERATOR(pg_catalog.=) 'e'
+                 AND e.extname OPERATOR(pg_catalog.=) 'pg_snowflake')
+          THEN (SELECT COALESCE(pg_catalog.json_agg(c), '[]'::pg_catalog.json)
+                  FROM snowflake.snowflake_claims c
+                 WHERE c.system_identifier OPERATOR(pg_catalog.=)
+                       (SELECT s.system_identifier FROM pg_catalog.pg_control_system() s))
+          ELSE '[]'::pg_catalog.json END";
     // SAFETY: reads a value PostgreSQL set at start.
     let own = unsafe { pg_sys::GetSystemIdentifier() } as i64;
+    let _timeout = GatherTimeout::arm();
     Spi::get_one_with_args::<String>(
         "WITH r AS MATERIALIZED (
              SELECT * FROM pg_catalog.run_command_on_all_nodes($1::pg_catalog.text)),
+         answers AS (
+             SELECT r.result::pg_catalog.json AS claims FROM r
+              WHERE r.success AND pg_catalog.octet_length(r.result) OPERATOR(pg_catalog.<=) 65536),
+         claims AS (
+             SELECT DISTINCT ON (x.system_identifier, x.worker_id, x.layout)
+                    x.system_identifier, x.worker_id, pg_catalog.left(x.layout, 200) AS layout,
+                    pg_catalog.left(x.node_name, 200) AS node_name, x.since, x.last_seen,
+                    x.expires
+               FROM answers a, pg_catalog.json_populate_recordset(
+                                   NULL::snowflake.snowflake_claims, a.claims) x
+              WHERE x.system_identifier OPERATOR(pg_catalog.<>) $2
+                AND x.worker_id OPERATOR(pg_catalog.>=) 0
+                AND x.worker_id OPERATOR(pg_catalog.<) 4194304
+                AND x.layout IS NOT NULL AND x.node_name IS NOT NULL AND x.since IS NOT NULL
+                AND x.last_seen IS NOT NULL AND x.expires IS NOT NULL
+              ORDER BY x.system_identifier, x.worker_id, x.layout, x.last_seen DESC),
          gathered AS (
              INSERT INTO snowflake.snowflake_claims AS c
-             SELECT x.* FROM r, pg_catalog.json_populate_recordset(
-                                    NULL::snowflake.snowflake_claims, r.result::pg_catalog.json) x
-              WHERE r.success AND x.system_identifier OPERATOR(pg_catalog.<>) $2
+             SELECT * FROM claims
              ON CONFLICT (system_identifier, worker_id, layout) DO UPDATE SET
                  node_name = excluded.node_name, since = excluded.since,
                  last_seen = excluded.last_seen, expires = excluded.expires)
          SELECT pg_catalog.string_agg(pg_catalog.format('node %s answered %s', r.nodeid,
-                                                        r.result), '; ' ORDER BY r.nodeid)
-           FROM r WHERE NOT r.success",
+                                                        pg_catalog.left(r.result, 200)),
+                                      '; ' ORDER BY r.nodeid)
+           FROM r WHERE NOT r.success
+                     OR pg_catalog.octet_length(r.result) OPERATOR(pg_catalog.>) 65536",
         &[OWN_CLAIMS.into(), own.into()],
     )
     .unwrap_or_else(|e| errors::claims_table_failed("gather", &e))
+}
+
+/// How long the claims worker waits for the Citus nodes' answers, each interval. Citus answers
+/// in milliseconds here; a node that takes longer is no use to a check made every interval.
+const GATHER_TIMEOUT_MS: i32 = 5_000;
+
+/// PostgreSQL's statement timeout, armed for the gather: a background worker's SPI statements
+/// get none of their own (the server arms it for a client's statements), and the timeout's
+/// SIGINT cancels Citus's wait as it would a client's. Disarmed when dropped.
+struct GatherTimeout;
+
+impl GatherTimeout {
+    fn arm() -> GatherTimeout {
+        // SAFETY: a registered timeout of this backend (InitPostgres registers
+        // STATEMENT_TIMEOUT in every backend with a database connection).
+        unsafe { enable_timeout_after(STATEMENT_TIMEOUT, GATHER_TIMEOUT_MS) };
+        GatherTimeout
+    }
+}
+
+impl Drop for GatherTimeout {
+    fn drop(&mut self) {
+        // SAFETY: disabling a timeout that may have fired already is allowed.
+        unsafe { disable_timeout(STATEMENT_TIMEOUT, false) };
+    }
+}
+
+/// utils/timeout.h, which pgrx's bindings leave out: `STATEMENT_TIMEOUT` is the fourth
+/// `TimeoutId` in 15 to 19's headers (read there).
+const STATEMENT_TIMEOUT: std::ffi::c_int = 3;
+
+unsafe extern "C-unwind" {
+    fn enable_timeout_after(id: std::ffi::c_int, delay_ms: std::ffi::c_int);
+    fn disable_timeout(id: std::ffi::c_int, keep_indicator: bool);
 }
 
 /// Whether pg_snowflake is installed in this database.

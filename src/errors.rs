@@ -956,11 +956,16 @@ pub fn adopt_distribution_column(column: &str, table: &str) -> ! {
             "Citus changes no default of a distribution column on a distributed table; nothing \
              was changed.",
         )
-        .set_hint(format!(
-            "Make the table local first, adopt, and distribute it again: SELECT \
-             undistribute_table('{table}'); SELECT snowflake_adopt('{table}', '{column}'); \
-             SELECT create_distributed_table('{table}', '{column}');"
-        )),
+        .set_hint({
+            // As SQL literals: a name with a quote in it must not make the hint's statements,
+            // pasted, run something else.
+            let (t, c) = (table.replace('\'', "''"), column.replace('\'', "''"));
+            format!(
+                "Make the table local first, adopt, and distribute it again: SELECT \
+                 undistribute_table('{t}'); SELECT snowflake_adopt('{t}', '{c}'); SELECT \
+                 create_distributed_table('{t}', '{c}');"
+            )
+        }),
     )
 }
 

@@ -1409,3 +1409,165 @@ fn the_coordinator_failing_over_and_a_worker_restored_from_a_backup_keep_their_w
     // restore. No id repeats.
     assert_eq!(repeated, 0);
 }
+
+/// A database owner of one worker plants a `snowflake_advance_past` where the coordinator's
+/// adopt will call it: with DDL propagation off (a setting any role may change), nothing of it
+/// reaches the other nodes; `public` (the extension's schema) is the database owner's from 15
+/// on, so it is renamed and a schema of that name made anew, with the function in it. Adopt on
+/// a Citus table, run by a superuser, then called that function on that worker as the
+/// superuser (found by a hostile review). Now the node answers that the function there is not
+/// pg_snowflake's: adopt fails (55000) naming the node, and the planted function never runs.
+#[test]
+fn adopt_on_a_citus_table_runs_no_function_a_database_owner_planted_on_a_worker() {
+    let citus = Citus::start("citus_planted", 2, &[]);
+    let w1 = &citus.workers[0];
+    w1.connect()
+        .batch_execute(
+            "SET citus.enable_ddl_propagation = off;
+             CREATE ROLE dbo LOGIN;
+             ALTER DATABASE postgres OWNER TO dbo;",
+        )
+        .unwrap();
+    let mut dbo = w1.connect_as("dbo");
+    dbo.batch_execute(
+        "SET citus.enable_ddl_propagation = off;
+         ALTER SCHEMA public RENAME TO p2;
+         CREATE SCHEMA public;
+         CREATE FUNCTION public.snowflake_advance_past(bigint) RETURNS void
+             LANGUAGE plpgsql AS $$ BEGIN CREATE TABLE public.planted_ran(); END $$;",
+    )
+    .unwrap();
+    let mut c = citus.coordinator.connect();
+    c.batch_execute(
+        "CREATE TABLE owned (tenant int NOT NULL, id bigserial, PRIMARY KEY (tenant, id));
+         SELECT create_distributed_table('owned', 'tenant');
+         INSERT INTO owned (tenant) SELECT g % 7 FROM generate_series(1, 50) g;",
+    )
+    .unwrap();
+    let (code, message, detail, _) = failure(&mut c, "SELECT snowflake_adopt('owned', 'id')");
+    println!("adopt with a planted function on a worker: {code}: {message} ({detail})");
+    assert_eq!(code, "55000", "{message}");
+    assert!(
+        detail.contains("not pg_snowflake's"),
+        "the node did not say why: {detail}"
+    );
+    let ran: bool = w1
+        .connect()
+        .query_one(
+            "SELECT pg_catalog.to_regclass('public.planted_ran') IS NOT NULL",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(
+        !ran,
+        "adopt ran the function the database owner planted on a worker"
+    );
+}
+
+/// Every process of `node` stopped (SIGSTOP) until the guard is dropped: the node keeps its
+/// connections open and answers nothing.
+struct Frozen(Vec<i32>);
+
+fn freeze(node: &Cluster) -> Frozen {
+    let pid = node.postmaster_pid().expect("the node runs");
+    let mut pids = vec![pid];
+    let out = std::process::Command::new("pgrep")
+        .args(["-P", &pid.to_string()])
+        .output()
+        .unwrap();
+    pids.extend(
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .filter_map(|p| p.parse::<i32>().ok()),
+    );
+    let signal = |sig: &str, pids: &[i32]| {
+        let status = std::process::Command::new("kill")
+            .arg(sig)
+            .args(pids.iter().map(i32::to_string))
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill {sig} {pids:?}");
+    };
+    signal("-STOP", &pids);
+    // The tool took effect: every process is stopped (state T).
+    for p in &pids {
+        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap();
+        let state = stat.rsplit(") ").next().unwrap().chars().next().unwrap();
+        if state != 'T' {
+            signal("-CONT", &pids);
+            panic!("process {p} of {} is not stopped: {state}", node.name);
+        }
+    }
+    Frozen(pids)
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .arg("-CONT")
+            .args(self.0.iter().map(i32::to_string))
+            .status();
+    }
+}
+
+/// A worker that takes the claims worker's query and never answers (stopped, as a hung disk
+/// or a half-open connection would leave it): Citus waits for the answer without end, and
+/// SIGTERM does not end that wait (found by a hostile review), so a fast stop of the
+/// coordinator hung with it. Now the gather times out after 5 s: the claims worker's
+/// transaction gets that old, and no older, and a fast stop ends within that.
+#[test]
+fn a_citus_node_that_never_answers_delays_no_fast_stop_past_the_gathers_timeout() {
+    let citus = Citus::start(
+        "citus_frozen",
+        1,
+        &[
+            "snowflake.claims_database = 'postgres'",
+            "snowflake.claims_interval = 1",
+        ],
+    );
+    let mut c = citus.coordinator.connect();
+    // The claims worker has read the worker's claim through Citus (its connection is open).
+    poll(Duration::from_secs(60), Duration::from_millis(200), || {
+        let clusters: i64 = c
+            .query_one(
+                "SELECT count(DISTINCT system_identifier) FROM snowflake.snowflake_claims",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        (clusters == 2).then_some(()).ok_or(format!(
+            "claims of {clusters} of 2 nodes on the coordinator"
+        ))
+    });
+    let frozen = freeze(&citus.workers[0]);
+    // The claims worker is inside a gather that the frozen node does not answer.
+    poll(Duration::from_secs(30), Duration::from_millis(100), || {
+        let waiting: bool = c
+            .query_one(
+                "SELECT EXISTS (SELECT FROM pg_stat_activity
+                                 WHERE backend_type = 'pg_snowflake claims'
+                                   AND now() - xact_start > interval '2 s')",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        waiting
+            .then_some(())
+            .ok_or("no claims worker waits for the frozen node".to_string())
+    });
+    drop(c);
+    let started = Instant::now();
+    citus.coordinator.stop("fast");
+    let took = started.elapsed();
+    drop(frozen);
+    println!(
+        "fast stop with a frozen worker: {:.2} s",
+        took.as_secs_f64()
+    );
+    assert!(
+        took < Duration::from_secs(8),
+        "a fast stop took {:.1} s while a worker answered nothing",
+        took.as_secs_f64()
+    );
+}
