@@ -84,7 +84,13 @@ if [ -z "$archive" ]; then
   how_to_get >&2
   exit 1
 fi
-got=$(sha256sum "$archive" | cut -d' ' -f1)
+# The sha256 is checked on a private copy, and the copy is unpacked: checking the archive in
+# place and opening it again to unpack would let whoever can write its directory swap another
+# in between (and its Makefile may run under sudo below).
+work=$(mktemp -d "/tmp/pg_snowflake-build-citus$MAJOR.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+cp "$archive" "$work/citus.tar.gz"
+got=$(sha256sum "$work/citus.tar.gz" | cut -d' ' -f1)
 if [ "$got" != "$SHA256" ]; then
   {
     echo "$0: $archive has the wrong sha256; nothing was built."
@@ -102,9 +108,7 @@ for header in lz4.h zstd.h; do
   [ -f "/usr/include/$header" ] ||
     { echo "$0: /usr/include/$header is missing (Debian: apt-get install liblz4-dev libzstd-dev; scripts/setup.sh test installs them)" >&2; exit 1; }
 done
-work=$(mktemp -d "/tmp/pg_snowflake-build-citus$MAJOR.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-tar -xzf "$archive" -C "$work"
+tar -xzf "$work/citus.tar.gz" -C "$work"
 # Debian's 15.20 declares have_createdb_privilege() in its server headers (PostgreSQL 16 made it
 # extern, and a 15 minor release followed), and Citus 13.2.2 defines a static one of its own for
 # servers before 16: "static declaration of 'have_createdb_privilege' follows non-static
