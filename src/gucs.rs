@@ -683,9 +683,18 @@ fn citus_preloaded() -> bool {
         return false;
     }
     // SAFETY: see above.
-    let list = unsafe { CStr::from_ptr(list) }.to_string_lossy();
-    list.split(',')
-        .any(|l| l.trim().trim_matches('"').eq_ignore_ascii_case("citus"))
+    names_citus(&unsafe { CStr::from_ptr(list) }.to_string_lossy())
+}
+
+/// Whether a `shared_preload_libraries` list loads Citus: `$libdir/citus` and `citus.so` do
+/// too (PostgreSQL adds the directory and the suffix).
+fn names_citus(list: &str) -> bool {
+    list.split(',').any(|l| {
+        let name = l.trim().trim_matches('"');
+        let name = name.strip_prefix("$libdir/").unwrap_or(name);
+        let name = name.strip_suffix(".so").unwrap_or(name);
+        name.eq_ignore_ascii_case("citus")
+    })
 }
 
 /// The layout of this server: the configured one, or Twitter's where pg_snowflake is not
@@ -779,4 +788,26 @@ pub fn claims_database() -> Option<String> {
 
 pub fn claims_interval() -> std::time::Duration {
     std::time::Duration::from_secs(CLAIMS_INTERVAL_S.get() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::names_citus;
+
+    #[test]
+    fn every_spelling_that_loads_citus_is_seen() {
+        for list in [
+            "citus",
+            "citus,pg_snowflake",
+            " \"citus\" , pg_snowflake",
+            "$libdir/citus,pg_snowflake",
+            "citus.so",
+            "CITUS",
+        ] {
+            assert!(names_citus(list), "{list}");
+        }
+        for list in ["pg_snowflake", "citus_columnar", "", "mycitus", "citusx.so"] {
+            assert!(!names_citus(list), "{list}");
+        }
+    }
 }
