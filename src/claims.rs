@@ -11,8 +11,9 @@
 //! `snowflake.claims_database`; without it, an operator or a scheduler can call
 //! `snowflake_claim()` just as well.
 
+use crate::errors::{self, Code};
 use crate::layout::Layout;
-use crate::{errors, generator, gucs, own_schema, privileges, registry};
+use crate::{generator, gucs, own_schema, privileges, registry};
 use pgrx::bgworkers::{
     BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
 };
@@ -98,7 +99,9 @@ pub extern "C-unwind" fn pg_snowflake_claims_main(_arg: pg_sys::Datum) {
         });
         if why_not != skipped {
             if let Some(why) = &why_not {
-                pgrx::log!("pg_snowflake: no worker id claim is written: {why}");
+                errors::log(format!(
+                    "pg_snowflake: no worker id claim is written: {why}"
+                ));
             }
             skipped = why_not;
         }
@@ -132,10 +135,10 @@ fn snowflake_claim() -> i32 {
     privileges::require_superuser("snowflake_claim()");
     generator::get();
     let Some((layout, worker_id)) = gucs::generating().or_else(registry::generating) else {
-        errors::worker_id_unset()
+        gucs::worker_id_unset()
     };
     if let Err(why) = own_schema::check() {
-        errors::own_schema_untrusted(&why);
+        own_schema::untrusted(&why);
     }
     write_claim(layout, worker_id)
 }
@@ -165,7 +168,7 @@ fn write_claim(layout: &Layout, worker_id: u32) -> i32 {
             format!("{} ms", valid_for.as_millis()).into(),
         ],
     )
-    .unwrap_or_else(|e| errors::claims_table_failed("write", &e));
+    .unwrap_or_else(|e| table_failed("write", &e));
     // A claim that had ended starts again (the CASE above): the time between is not claimed.
     let clashes = Spi::get_one_with_args::<i64>(
         "SELECT pg_catalog.count(*)
@@ -184,7 +187,7 @@ fn write_claim(layout: &Layout, worker_id: u32) -> i32 {
             layout.describe().into(),
         ],
     )
-    .unwrap_or_else(|e| errors::claims_table_failed("read", &e))
+    .unwrap_or_else(|e| table_failed("read", &e))
     .unwrap_or(0);
     clashes as i32
 }
@@ -206,3 +209,16 @@ extension_sql_file!(
     name = "snowflake_clashes",
     requires = ["snowflake_claims"],
 );
+
+/// SPI refused a statement on `snowflake_claims` (PostgreSQL's own errors, such as a dropped
+/// column, pass through with their SQLSTATE; this is what SPI itself reports).
+#[cold]
+#[track_caller]
+fn table_failed(action: &str, e: &pgrx::spi::SpiError) -> ! {
+    errors::report(
+        Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!("could not {action} the worker id claims in snowflake_claims: {e}"),
+        "Check that snowflake_claims has the columns CREATE EXTENSION pg_snowflake gave it.",
+    )
+    .raise()
+}
