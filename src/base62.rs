@@ -4,7 +4,8 @@
 //! The encoding is pure Rust (its unit tests need no PostgreSQL); the two SQL functions below
 //! wrap it.
 
-use crate::errors;
+use crate::decode;
+use crate::errors::{self, Code};
 use crate::text_arg::TextArg;
 use pgrx::prelude::*;
 
@@ -62,7 +63,7 @@ pub fn decode(text: &str) -> Result<i64, ParseError> {
 #[pg_extern(immutable, strict, parallel_safe)]
 fn snowflake_to_base62(id: i64) -> String {
     let Ok(unsigned) = u64::try_from(id) else {
-        errors::negative_id(id)
+        decode::negative_id(id)
     };
     String::from_utf8(encode(unsigned).to_vec()).expect("base62 digits are ASCII")
 }
@@ -73,19 +74,46 @@ fn snowflake_from_base62(base62: TextArg) -> i64 {
     let base62 = &*base62.as_str();
     match decode(base62) {
         Ok(id) => id,
-        Err(ParseError::Length(n)) => errors::bad_base62(
+        Err(ParseError::Length(n)) => bad_base62(
             base62,
             format!("It has {n} characters; a base62 snowflake id has exactly {WIDTH}."),
         ),
-        Err(ParseError::Character(c, at)) => errors::bad_base62(
+        Err(ParseError::Character(c, at)) => bad_base62(
             base62,
             format!("Character \"{c}\" at position {at} is not one of 0-9, A-Z and a-z."),
         ),
-        Err(ParseError::OutOfRange) => errors::base62_out_of_range(
+        Err(ParseError::OutOfRange) => base62_out_of_range(
             base62,
             std::str::from_utf8(&encode(i64::MAX as u64)).expect("base62 digits are ASCII"),
         ),
     }
+}
+
+/// A text that is not 11 characters of `0-9A-Za-z`: `why` says what is wrong with it.
+#[cold]
+#[track_caller]
+fn bad_base62(text: &str, why: String) -> ! {
+    errors::report(
+        Code::ERRCODE_INVALID_TEXT_REPRESENTATION,
+        format!("invalid input syntax for a base62 snowflake id: \"{text}\""),
+        "Pass the 11 characters snowflake_to_base62() wrote.",
+    )
+    .detail(why)
+    .raise()
+}
+
+/// 11 base62 digits above the largest bigint: 22003, as PostgreSQL's own bigint input reports
+/// a value out of range (not 22P02).
+#[cold]
+#[track_caller]
+fn base62_out_of_range(text: &str, largest: &str) -> ! {
+    errors::report(
+        Code::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+        format!("base62 snowflake id \"{text}\" is out of range for type bigint"),
+        "Pass the 11 characters snowflake_to_base62() wrote.",
+    )
+    .detail(format!("The largest bigint is {largest} in base62."))
+    .raise()
 }
 
 #[cfg(test)]

@@ -17,8 +17,9 @@
 //! make ids with one worker id, within one interval of the second's start, without any
 //! replication set up (docs/citus.md).
 
+use crate::errors::{self, Code};
 use crate::layout::Layout;
-use crate::{errors, generator, gucs, own_schema, privileges, registry};
+use crate::{generator, gucs, own_schema, privileges, registry};
 use pgrx::bgworkers::{
     BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
 };
@@ -113,16 +114,18 @@ pub extern "C-unwind" fn pg_snowflake_claims_main(_arg: pg_sys::Datum) {
         });
         if unanswered != unanswered_before {
             if let Some(nodes) = &unanswered {
-                pgrx::log!(
+                errors::log(format!(
                     "pg_snowflake: the claims of some Citus nodes cannot be read, and are not \
                      compared with this node's until they can: {nodes}"
-                );
+                ));
             }
             unanswered_before = unanswered;
         }
         if why_not != skipped {
             if let Some(why) = &why_not {
-                pgrx::log!("pg_snowflake: no worker id claim is written: {why}");
+                errors::log(format!(
+                    "pg_snowflake: no worker id claim is written: {why}"
+                ));
             }
             skipped = why_not;
         }
@@ -215,7 +218,7 @@ fn gather_citus_claims() -> Option<String> {
                      OR pg_catalog.octet_length(r.result) OPERATOR(pg_catalog.>) 65536",
         &[OWN_CLAIMS.into(), own.into()],
     )
-    .unwrap_or_else(|e| errors::claims_table_failed("gather", &e))
+    .unwrap_or_else(|e| table_failed("gather", &e))
 }
 
 /// How long the claims worker waits for the Citus nodes' answers, each interval. Citus answers
@@ -272,10 +275,10 @@ fn snowflake_claim() -> i32 {
     privileges::require_superuser("snowflake_claim()");
     generator::get();
     let Some((layout, worker_id)) = gucs::generating().or_else(registry::generating) else {
-        errors::worker_id_unset()
+        gucs::worker_id_unset()
     };
     if let Err(why) = own_schema::check() {
-        errors::own_schema_untrusted(&why);
+        own_schema::untrusted(&why);
     }
     write_claim(layout, worker_id)
 }
@@ -305,7 +308,7 @@ fn write_claim(layout: &Layout, worker_id: u32) -> i32 {
             format!("{} ms", valid_for.as_millis()).into(),
         ],
     )
-    .unwrap_or_else(|e| errors::claims_table_failed("write", &e));
+    .unwrap_or_else(|e| table_failed("write", &e));
     // A claim that had ended starts again (the CASE above): the time between is not claimed.
     let clashes = Spi::get_one_with_args::<i64>(
         "SELECT pg_catalog.count(*)
@@ -324,7 +327,7 @@ fn write_claim(layout: &Layout, worker_id: u32) -> i32 {
             layout.describe().into(),
         ],
     )
-    .unwrap_or_else(|e| errors::claims_table_failed("read", &e))
+    .unwrap_or_else(|e| table_failed("read", &e))
     .unwrap_or(0);
     clashes as i32
 }
@@ -346,3 +349,16 @@ extension_sql_file!(
     name = "snowflake_clashes",
     requires = ["snowflake_claims"],
 );
+
+/// SPI refused a statement on `snowflake_claims` (PostgreSQL's own errors, such as a dropped
+/// column, pass through with their SQLSTATE; this is what SPI itself reports).
+#[cold]
+#[track_caller]
+fn table_failed(action: &str, e: &pgrx::spi::SpiError) -> ! {
+    errors::report(
+        Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!("could not {action} the worker id claims in snowflake_claims: {e}"),
+        "Check that snowflake_claims has the columns CREATE EXTENSION pg_snowflake gave it.",
+    )
+    .raise()
+}

@@ -3,9 +3,11 @@
 //! `snowflake_id_bound`, which the planner hook puts into time-range queries).
 
 use crate::clock::{pg_timestamp, unix_ms_of, PG_EPOCH_UNIX_MS};
+use crate::errors::{self, Code};
+use crate::gucs;
 use crate::layout::{Layout, Preset};
+use crate::text::iso_unix;
 use crate::text_arg::TextArg;
-use crate::{errors, gucs};
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::heap_tuple::PgHeapTuple;
 use pgrx::prelude::*;
@@ -56,7 +58,7 @@ fn snowflake_decode_layout(
 pub(crate) fn preset(name: &str) -> Layout {
     match Preset::parse(name).and_then(Preset::layout) {
         Some(layout) => layout,
-        None => errors::unknown_layout(name),
+        None => unknown_layout(name),
     }
 }
 
@@ -66,7 +68,7 @@ fn decode(
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> pgrx::composite_type!('static, "@extschema@.snowflake_parts") {
     let Some(parts) = layout.parts(id) else {
-        errors::id_outside_layout(id, layout)
+        id_outside_layout(id, layout)
     };
     let datums = [
         Some(pg_sys::Datum::from(pg_timestamp(
@@ -93,7 +95,7 @@ pub(crate) fn finite_unix_ms(ts: TimestampWithTimeZone) -> Option<i64> {
 pub(crate) fn units_of(ts: TimestampWithTimeZone, layout: &Layout) -> u64 {
     match finite_unix_ms(ts).and_then(|ms| layout.units_at(ms)) {
         Some(units) if units <= layout.max_units() => units,
-        _ => errors::timestamp_outside_layout(layout, layout.max_units()),
+        _ => timestamp_outside_layout(layout, layout.max_units()),
     }
 }
 
@@ -109,7 +111,7 @@ fn snowflake_timestamp(id: i64) -> Option<TimestampWithTimeZone> {
     let parts = layout.parts(id)?;
     Some(
         TimestampWithTimeZone::try_from(pg_timestamp(layout.unix_ms(parts.units)))
-            .unwrap_or_else(|_| errors::timestamp_outside_layout(layout, layout.max_units())),
+            .unwrap_or_else(|_| timestamp_outside_layout(layout, layout.max_units())),
     )
 }
 
@@ -160,7 +162,7 @@ fn snowflake_id_bound(ts: TimestampWithTimeZone, strategy: i32) -> Option<i64> {
         2 => first_id(floor + 1) - 1, // start <= ts: units <= floor
         4 => first_id(ceil),          // start >= ts: units >= ceil
         5 => first_id(floor + 1),     // start > ts: units >= floor + 1
-        _ => errors::bad_strategy(strategy),
+        _ => bad_strategy(strategy),
     };
     // An upper bound is at least -1 (no id) and at most the largest bigint; a lower bound past
     // the largest bigint selects nothing, which only NULL says.
@@ -181,7 +183,7 @@ fn result_tupdesc(fcinfo: pg_sys::FunctionCallInfo) -> PgTupleDesc<'static> {
         let mut found: pg_sys::TupleDesc = std::ptr::null_mut();
         let kind = pg_sys::get_call_result_type(fcinfo, std::ptr::null_mut(), &mut found);
         if kind != pg_sys::TypeFuncClass::TYPEFUNC_COMPOSITE || !is_parts_row(found) {
-            errors::altered_parts_type();
+            altered_parts_type();
         }
         let tupdesc = if flinfo.is_null() {
             pg_sys::BlessTupleDesc(found)
@@ -208,4 +210,106 @@ unsafe fn is_parts_row(tupdesc: pg_sys::TupleDesc) -> bool {
             .iter()
             .zip(expected)
             .all(|(att, oid)| !att.attisdropped && att.atttypid == oid)
+}
+
+#[cold]
+#[track_caller]
+fn unknown_layout(name: &str) -> ! {
+    let names = Preset::ALL
+        .iter()
+        .filter(|p| p.layout().is_some())
+        .map(|p| p.name())
+        .collect::<Vec<_>>()
+        .join(", ");
+    errors::report(
+        Code::ERRCODE_INVALID_PARAMETER_VALUE,
+        format!("unknown snowflake layout \"{name}\""),
+        format!(
+            "The layouts are {names}. A custom layout decodes on a server configured with it, \
+             through snowflake_decode(id)."
+        ),
+    )
+    .raise()
+}
+
+/// A bigint that is no id of `layout`: negative, or above its bits.
+#[cold]
+#[track_caller]
+pub(crate) fn id_outside_layout(id: i64, layout: &Layout) -> ! {
+    if id < 0 {
+        negative_id(id)
+    }
+    let bits = layout.time_bits + layout.worker_bits + layout.sequence_bits;
+    errors::report(
+        Code::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+        format!("snowflake id {id} is out of range"),
+        format!(
+            "Pass an id made with the {} layout, or name the layout it was made with: \
+             snowflake_decode(id, 'name').",
+            layout.describe()
+        ),
+    )
+    .detail(format!(
+        "Ids of the {} layout are below 2^{bits}.",
+        layout.describe()
+    ))
+    .raise()
+}
+
+/// A negative bigint where a snowflake id is expected (`snowflake_to_base62`,
+/// `snowflake_advance_past`, `snowflake_decode`).
+#[cold]
+#[track_caller]
+pub(crate) fn negative_id(id: i64) -> ! {
+    errors::report(
+        Code::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+        format!("snowflake id {id} is out of range"),
+        "Pass an id from 0 up: check where this one came from.",
+    )
+    .detail("Snowflake ids are never negative: their sign bit is always 0.")
+    .raise()
+}
+
+/// A time the layout's ids cannot hold: before its epoch, or after its last unit.
+#[cold]
+#[track_caller]
+pub(crate) fn timestamp_outside_layout(layout: &Layout, last_unit: u64) -> ! {
+    let end = layout.unix_ms(last_unit.min(layout.max_field_units())) + layout.unit_ms as i64 - 1;
+    errors::report(
+        Code::ERRCODE_DATETIME_FIELD_OVERFLOW,
+        "timestamp out of range for snowflake ids",
+        "Give a time within that range.",
+    )
+    .detail(format!(
+        "Ids of the {} layout hold times from {} to {}.",
+        layout.describe(),
+        iso_unix(layout.epoch_unix_ms),
+        iso_unix(end)
+    ))
+    .raise()
+}
+
+#[cold]
+#[track_caller]
+fn bad_strategy(strategy: i32) -> ! {
+    errors::report(
+        Code::ERRCODE_INVALID_PARAMETER_VALUE,
+        format!("{strategy} is not a comparison strategy of snowflake_id_bound"),
+        "Pass 1, 2, 4 or 5; the planner hook (snowflake.time_ranges) writes these calls itself.",
+    )
+    .detail("The planner calls it with 1 (<), 2 (<=), 4 (>=) or 5 (>).")
+    .raise()
+}
+
+/// The row type of `snowflake_decode()` was changed after `CREATE EXTENSION`.
+#[cold]
+#[track_caller]
+fn altered_parts_type() -> ! {
+    errors::report(
+        Code::ERRCODE_DATATYPE_MISMATCH,
+        "type snowflake_parts is not (ts timestamptz, worker_id integer, sequence integer)",
+        "Drop and create the extension again.",
+    )
+    .detail("The type was altered after CREATE EXTENSION pg_snowflake.")
+    .raise()
 }

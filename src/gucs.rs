@@ -7,8 +7,10 @@
 //! (or `ALTER SYSTEM`, itself superuser-only by default) can change. The layout and the worker
 //! id are postmaster settings: every backend of a running server uses the same ones.
 
+use crate::errors::{self, Code};
 use crate::layout::{self, Layout, Preset};
 use crate::text;
+use crate::text::sentence;
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::pg_sys::{self, PgTryBuilder};
 use pgrx::prelude::*;
@@ -175,7 +177,12 @@ pub fn init() {
     unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"snowflake".as_ptr()) };
     let resolved = resolve(layout);
     if let Some(problem) = &resolved.problem {
-        pgrx::warning!("pg_snowflake: {problem}; snowflake_next() refuses until it is fixed");
+        errors::report(
+            Code::ERRCODE_WARNING,
+            format!("pg_snowflake: {problem}; snowflake_next() refuses until it is fixed"),
+            settings_hint(),
+        )
+        .warn();
     }
     let _ = RESOLVED.set(resolved);
 }
@@ -788,6 +795,41 @@ pub fn claims_database() -> Option<String> {
 
 pub fn claims_interval() -> std::time::Duration {
     std::time::Duration::from_secs(CLAIMS_INTERVAL_S.get() as u64)
+}
+
+/// What to do about settings refused at start (the server log says which, and why).
+pub fn settings_hint() -> &'static str {
+    "Correct the snowflake.* settings in postgresql.conf (see the server log) and restart the \
+     server."
+}
+
+/// No worker id: unset, or the settings were refused at start.
+#[cold]
+#[track_caller]
+pub fn worker_id_unset() -> ! {
+    match problem() {
+        Some(problem) => errors::report(
+            Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            "snowflake.worker_id is not in use: the snowflake settings were refused at server start",
+            settings_hint(),
+        )
+        .detail(sentence(problem))
+        .raise(),
+        None => errors::report(
+            Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            "snowflake.worker_id is not set",
+            format!(
+                "Pick a worker id between 0 and {} that no other server uses, run ALTER SYSTEM SET \
+                 snowflake.worker_id = <id>; and restart the server.",
+                layout().max_worker_id()
+            ),
+        )
+        .detail(
+            "Every server that generates snowflake ids needs a worker id of its own; two servers \
+             with the same worker id can generate the same ids.",
+        )
+        .raise(),
+    }
 }
 
 #[cfg(test)]

@@ -23,8 +23,8 @@ mod upgrade; // carrying the mark through pg_upgrade
 mod wait_event; // what a waiting session shows in pg_stat_activity
 mod wal; // the custom WAL resource manager
 
-// Configuration and errors.
-mod errors; // every error and warning a user meets
+// Configuration, and how problems are reported (each module raises its own, at its check).
+mod errors; // the report builder: SQLSTATE, message, hint; depends on no other module
 mod gucs; // the snowflake.* settings
 
 // The SQL interface, by concern.

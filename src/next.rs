@@ -1,6 +1,6 @@
 //! `snowflake_next()`: the next id of this cluster.
 
-use crate::{errors, generator, gucs, registry, stats};
+use crate::{generator, gucs, registry, stats};
 use pgrx::prelude::*;
 
 /// The next id of this cluster.
@@ -20,7 +20,7 @@ fn next_id() -> i64 {
     let generator = generator::get();
     // A registry's worker id is read only where the setting gives none: no cost to the others.
     let Some((layout, worker_id)) = gucs::generating().or_else(registry::generating) else {
-        errors::worker_id_unset()
+        gucs::worker_id_unset()
     };
     let id = layout.id(generator.next_tick(layout), worker_id);
     stats::count_id();

@@ -9,6 +9,7 @@
 //! extension's and a superuser still owns it (a superuser could hand it to another role; a
 //! database at 0.3.0 has no such schema yet).
 
+use crate::errors::{self, Code};
 use pgrx::prelude::*;
 
 /// Ok when schema `snowflake` exists, belongs to pg_snowflake (or is the schema it was created
@@ -45,3 +46,19 @@ pub fn check() -> Result<(), String> {
 }
 
 extension_sql_file!("../sql/schema.sql", name = "own_schema");
+
+/// The schema `snowflake` cannot be trusted (`check` says why).
+#[cold]
+#[track_caller]
+pub fn untrusted(why: &str) -> ! {
+    errors::report(
+        Code::ERRCODE_INSUFFICIENT_PRIVILEGE,
+        format!("pg_snowflake's schema snowflake cannot be used: {why}"),
+        "Run ALTER EXTENSION pg_snowflake UPDATE, or ALTER SCHEMA snowflake OWNER TO a superuser.",
+    )
+    .detail(
+        "Code that runs with a superuser's rights reaches its objects by the schema's name, which \
+         the schema's owner could change between a lookup and its use.",
+    )
+    .raise()
+}

@@ -47,7 +47,8 @@
 //! What it does not see: comparisons inside OR, NOT or CASE, and in a sub-select of a WHERE
 //! (`EXISTS (...)`). Those run as written.
 
-use crate::{errors, gucs};
+use crate::errors::{self, Code};
+use crate::gucs;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::PgList;
@@ -103,7 +104,7 @@ unsafe extern "C-unwind" fn check_only_relation(parse: *mut pg_sys::Query, relid
             })
     };
     if !reads_it {
-        errors::query_redirected();
+        query_redirected();
     }
 }
 
@@ -645,4 +646,20 @@ unsafe fn bound_function(timestamp: pg_sys::Oid) -> Option<pg_sys::Oid> {
 unsafe fn is_a(node: *mut pg_sys::Node, tag: pg_sys::NodeTag) -> bool {
     // SAFETY: see above.
     !node.is_null() && unsafe { (*node).type_ } == tag
+}
+
+/// The query for a relation's largest id found another relation or a view under its name.
+#[cold]
+#[track_caller]
+fn query_redirected() -> ! {
+    errors::report(
+        Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "the table's name leads to another relation",
+        "Find out who renames the schema, then run snowflake_adopt() again.",
+    )
+    .detail(
+        "A schema was renamed while snowflake_adopt() ran; nothing of what the name now leads to \
+         was run, and nothing was changed.",
+    )
+    .raise()
 }

@@ -36,6 +36,7 @@ use crate::data_file::{crc32c, Dir};
 use crate::layout::TWITTER;
 use crate::mark::Mark;
 use crate::mark::MARK_BYTES;
+use crate::text::iso_unix;
 use std::io::{self, ErrorKind};
 use std::path::Path;
 
@@ -167,7 +168,7 @@ pub struct Recovered {
 /// state file without a usable copy, or a missing one beside a damaged copy, is `Lost`: ids
 /// were handed out (0.3.0 and later never leave the file empty, and the copy is written only
 /// with marks), and where they ended is unknown. A state file that is unreadable or corrupt is
-/// an error, whatever its copy holds (the start stops: see `errors::state_file_unreadable`).
+/// an error, whatever its copy holds (the start stops: see `generator::problems::state_file_unreadable`).
 pub fn recover(dir: &Path) -> Result<Recovered, ReadError> {
     let data = Dir::open(dir).map_err(ReadError::Io)?;
     let file = match data.read(FILE_NAME, LEN) {
@@ -205,6 +206,114 @@ pub fn recover(dir: &Path) -> Result<Recovered, ReadError> {
         file,
         copy,
     })
+}
+
+/// What the server log says of a start: a LOG line where the ids' state is known, a WARNING
+/// (with what to do) where a file was lost or damaged. Made here, in plain Rust, and logged by
+/// the generator (`generator::problems::starting_state`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Account {
+    Log {
+        message: String,
+        detail: Option<String>,
+    },
+    Warning {
+        message: String,
+        detail: String,
+        hint: String,
+    },
+}
+
+impl Recovered {
+    /// Where the generator goes on from, and why, for the server log.
+    pub fn account(&self) -> Account {
+        let at = |m: &Mark| {
+            format!(
+                "{}, {} layout",
+                iso_unix(m.layout.unix_ms(m.units)),
+                m.layout.describe()
+            )
+        };
+        let what = |f: &Found| match f {
+            Found::Missing => "missing".to_string(),
+            Found::Empty => "empty".to_string(),
+            Found::Damaged(why) => format!("damaged ({why})"),
+            Found::Good(_) => "readable".to_string(),
+        };
+        let log = |message: String, detail: Option<String>| Account::Log { message, detail };
+        match (self.state, self.source) {
+            (Loaded::Mark(m), Source::StateFile) => log(
+                format!(
+                    "snowflake ids continue above the mark in \"{FILE_NAME}\" ({})",
+                    at(&m)
+                ),
+                match &self.copy {
+                    Found::Good(_) => None,
+                    other => Some(format!(
+                        "Its copy \"{COPY_PATH}\" is {}; the next renewal writes it again.",
+                        what(other)
+                    )),
+                },
+            ),
+            (Loaded::Mark(m), Source::Copy) if matches!(self.file, Found::Good(_)) => log(
+                format!(
+                    "snowflake ids continue above the copy of the mark in \"{COPY_PATH}\" ({}), \
+                     which is ahead of \"{FILE_NAME}\"",
+                    at(&m)
+                ),
+                None,
+            ),
+            (Loaded::Mark(m), _) => Account::Warning {
+                message: format!(
+                    "the snowflake state file \"{FILE_NAME}\" is {}: ids continue above the copy \
+                     of its mark in \"{COPY_PATH}\" ({})",
+                    what(&self.file),
+                    at(&m)
+                ),
+                detail: "A restore or a copy of the data directory that skipped the file, a \
+                         cleanup script or a disk error may have lost it. The next renewal writes \
+                         it again."
+                    .into(),
+                hint: "Find out what lost the file; nothing else is needed.".into(),
+            },
+            (Loaded::NotCarried, _) => log(
+                format!(
+                    "the snowflake state file \"{FILE_NAME}\" says that pg_upgrade made this \
+                     cluster without the old cluster's mark: ids are refused until it is settled"
+                ),
+                None,
+            ),
+            (Loaded::Missing, _) => log(
+                "no snowflake state file and no copy of it: this data directory has handed out \
+                 no ids, and they start from the clock"
+                    .into(),
+                None,
+            ),
+            (Loaded::Lost, _) => Account::Warning {
+                message: format!(
+                    "the snowflake state file \"{FILE_NAME}\" is {} and its copy \"{COPY_PATH}\" \
+                     is {}: ids are refused",
+                    what(&self.file),
+                    what(&self.copy)
+                ),
+                detail: "This data directory has handed out ids, and neither file says where they \
+                         ended: new ids could repeat them if the clock is behind them."
+                    .into(),
+                hint: lost_hint(),
+            },
+        }
+    }
+}
+
+/// What to do when the ids handed out before the last start are unknown (the state file and its
+/// copy lost): at start (`Recovered::account`) and with every refusal.
+pub fn lost_hint() -> String {
+    format!(
+        "Restore {FILE_NAME} from a backup of this data directory and restart the server, or, \
+         with an id known to be at least as high as every id this server handed out (the largest \
+         id in the tables it fills), run SELECT snowflake_advance_past(<that id>), which lets ids \
+         go on above it."
+    )
 }
 
 /// The state in `dir`, as `recover` finds it.

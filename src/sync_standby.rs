@@ -14,7 +14,8 @@
 //! loop: a cancel or `statement_timeout` raises an error that says what was being waited for,
 //! `pg_terminate_backend` ends the session as usual, and either way nothing is published.
 
-use crate::errors;
+use crate::errors::{self, Code};
+use crate::text::sentence;
 use pgrx::pg_sys;
 use pgrx::pg_sys::panic::CaughtError;
 use pgrx::pg_sys::PgTryBuilder;
@@ -115,7 +116,7 @@ fn serve_interrupts() {
             }
             CaughtError::RustPanic { .. } => cancel.rethrow(),
         };
-        errors::sync_standby_wait_cancelled(&why)
+        wait_cancelled(&why)
     })
     .execute();
 }
@@ -176,6 +177,22 @@ fn server_version_num() -> u32 {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)
+}
+
+#[cold]
+#[track_caller]
+fn wait_cancelled(why: &str) -> ! {
+    errors::report(
+        Code::ERRCODE_QUERY_CANCELED,
+        "canceling the wait for the synchronous standbys to flush the snowflake lease",
+        "Check that the standbys named in synchronous_standby_names are running and connected, \
+         or empty that setting to stop waiting for them.",
+    )
+    .detail(format!(
+        "{} No id was handed out under the new lease; the next call waits for it again.",
+        sentence(why)
+    ))
+    .raise()
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@
 //!
 //! Nothing here runs outside binary-upgrade mode.
 
+use crate::errors;
 use crate::layout::TWITTER;
 use crate::mark::Mark;
 use crate::state_file::{self, Loaded};
@@ -122,7 +123,7 @@ pub fn at_binary_upgrade_start() {
 
 /// A LOG line in the server log (pg_upgrade's server log here).
 fn log(message: &str) {
-    pgrx::log!("{message}");
+    errors::log(message);
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 //! records. PostgreSQL then refuses to start with "resource manager with ID 147 not registered"
 //! and a hint to preload the library. After a clean shutdown nothing needs replaying.
 
-use crate::errors;
+use crate::errors::{self, Code};
 use crate::layout::TWITTER;
 use crate::mark::{Mark, MARK_BYTES};
 use pgrx::pg_sys;
@@ -155,8 +155,8 @@ unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
     match unsafe { record_of(record) } {
         Record::Mark(mark) => (replay.mark)(mark),
         Record::Reset(mark) => (replay.reset)(mark),
-        Record::Corrupt(why) => errors::wal_mark_corrupt(&why),
-        Record::Unknown => errors::wal_record_unknown(),
+        Record::Corrupt(why) => mark_corrupt(&why),
+        Record::Unknown => record_unknown(),
     }
 }
 
@@ -194,4 +194,28 @@ unsafe extern "C-unwind" fn identify(info: u8) -> *const std::ffi::c_char {
     } else {
         std::ptr::null()
     }
+}
+
+/// In WAL redo (startup process): recovery stops rather than move the generator to a time no id
+/// of the record's layout can have.
+#[cold]
+fn mark_corrupt(why: &str) -> ! {
+    errors::report(
+        Code::ERRCODE_DATA_CORRUPTED,
+        format!("snowflake mark in WAL is corrupt: {why}"),
+        "Restore this server from a base backup, or rebuild the standby from its primary.",
+    )
+    .detail("The record was not written by this version of pg_snowflake, or the WAL is damaged.")
+    .fatal()
+}
+
+#[cold]
+fn record_unknown() -> ! {
+    errors::report(
+        Code::ERRCODE_DATA_CORRUPTED,
+        "unknown pg_snowflake WAL record",
+        "Install the pg_snowflake version that wrote this WAL, or restore from a base backup.",
+    )
+    .detail("The record was not written by this version of pg_snowflake, or the WAL is damaged.")
+    .panic()
 }

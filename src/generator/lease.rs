@@ -9,12 +9,13 @@
 //! take, so other backends keep generating under the current lease while one renews. Under
 //! steady load that is one durable write per second, whatever the id rate.
 
+use super::problems;
 use super::renewal_lock::RenewalLock;
 use super::{clock_units, write_failure, Generator};
 use crate::layout::{Layout, Tick};
 use crate::mark::Mark;
 use crate::state_file::{self, Loaded, WriteError};
-use crate::{errors, gucs, sync_standby, wal};
+use crate::{decode, gucs, sync_standby, wal};
 use pgrx::pg_sys;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -50,10 +51,10 @@ impl Generator {
             refuse_beyond_ceiling();
         }
         if self.not_carried.load(Ordering::Relaxed) {
-            errors::upgrade_mark_not_carried();
+            problems::upgrade_mark_not_carried();
         }
         if self.mark_lost.load(Ordering::Acquire) {
-            errors::state_file_lost();
+            problems::state_file_lost();
         }
         if self.layout_differs.load(Ordering::Acquire) {
             self.settle_layout(layout, now);
@@ -64,7 +65,7 @@ impl Generator {
         );
         let required = units >= self.lease.load(Ordering::Acquire);
         let held = if required {
-            RenewalLock::wait().unwrap_or_else(|_| errors::renewal_wait_stopped())
+            RenewalLock::wait().unwrap_or_else(|_| problems::renewal_wait_stopped())
         } else {
             match RenewalLock::try_take() {
                 Some(held) => held,
@@ -97,11 +98,11 @@ impl Generator {
         // not read its socket would block the report, and with it every renewal of the cluster.
         drop(held);
         if let Some((by_ms, events)) = behind {
-            errors::clock_behind_recovered_mark(by_ms, events);
+            problems::clock_behind_recovered_mark(by_ms, events);
         }
         if let Some((e, retry_in_ms)) = failed {
             if required {
-                errors::state_file_write_failed(&e, Some(retry_in_ms));
+                problems::state_file_write_failed(&e, Some(retry_in_ms));
             }
             return; // an early renewal: the lease in force still covers this id
         }
@@ -140,7 +141,7 @@ impl Generator {
         }
         // None: another backend settled it meanwhile.
         if let Some(recorded) = self.recorded_layout() {
-            errors::layout_changed(layout, &recorded);
+            problems::layout_changed(layout, &recorded);
         }
     }
 
@@ -149,7 +150,7 @@ impl Generator {
     pub fn reset_layout(&self, layout: &Layout) -> bool {
         refuse_on_standby();
         let now = clock_units(layout);
-        let held = RenewalLock::wait().unwrap_or_else(|_| errors::renewal_wait_stopped());
+        let held = RenewalLock::wait().unwrap_or_else(|_| problems::renewal_wait_stopped());
         if !self.layout_differs.load(Ordering::Acquire) {
             return false;
         }
@@ -165,12 +166,12 @@ impl Generator {
         // the reset (and writes the file) before the server accepts a session. Primary and
         // standbys therefore never disagree about whether the reset happened.
         let prepared = state_file::prepare(Path::new("."), Loaded::Mark(mark))
-            .unwrap_or_else(|e| errors::state_file_write_failed(&e, None));
+            .unwrap_or_else(|e| problems::state_file_write_failed(&e, None));
         let lsn = wal::log_reset(mark);
         {
             let _critical = CriticalSection::enter();
             if let Err(e) = prepared.replace() {
-                errors::state_file_write_failed(&e, None);
+                problems::state_file_write_failed(&e, None);
             }
             self.floor.store(0, Ordering::Release);
             self.mark.store(units, Ordering::Release);
@@ -187,20 +188,20 @@ impl Generator {
     /// synchronous standbys) before the tick moves.
     pub fn advance_past(&self, layout: &Layout, id: i64) {
         let Ok(unsigned) = u64::try_from(id) else {
-            errors::negative_id(id)
+            decode::negative_id(id)
         };
         // From the next time unit on: an id of another worker in the same unit could sort
         // either side of ours. Read through the id's value, not its fields, so that an id of any
         // layout (one made before a layout change, or by another system) is passed.
         let units = layout.units_from_id(unsigned.saturating_add(1));
         if units > layout.max_units() {
-            errors::layout_exhausted(layout);
+            problems::layout_exhausted(layout);
         }
         let now = clock_units(layout);
         let max_drift = layout.units_in(gucs::max_drift_ms());
         if units > now + max_drift {
             let ahead_ms = (units - now) * layout.unit_ms;
-            errors::advance_too_far(id, ahead_ms, gucs::max_drift_ms());
+            problems::advance_too_far(id, ahead_ms, gucs::max_drift_ms());
         }
         if self.mark_lost.load(Ordering::Acquire) {
             self.settle_lost_mark(units);
@@ -222,7 +223,7 @@ impl Generator {
     /// before ids are allowed again. The renewal that follows in `advance_past` writes it
     /// durably, to the state file and its copy; should that fail, the next start refuses again.
     fn settle_lost_mark(&self, units: u64) {
-        let _held = RenewalLock::wait().unwrap_or_else(|_| errors::renewal_wait_stopped());
+        let _held = RenewalLock::wait().unwrap_or_else(|_| problems::renewal_wait_stopped());
         self.floor.fetch_max(units, Ordering::AcqRel);
         self.mark.fetch_max(units, Ordering::AcqRel);
         self.mark_lost.store(false, Ordering::Release);
@@ -314,7 +315,7 @@ pub fn on_ceiling(refuse: fn() -> !) {
 fn refuse_beyond_ceiling() -> ! {
     match CEILING_REFUSAL.get() {
         Some(refuse) => refuse(),
-        None => errors::worker_id_unset(),
+        None => gucs::worker_id_unset(),
     }
 }
 
@@ -390,7 +391,7 @@ fn write_durably(mark: Mark) -> Result<pg_sys::XLogRecPtr, WriteError> {
 /// start, once the disk is fixed; it never goes on without the mark.
 fn replay_state_file(mark: Mark) {
     if let Err(e) = state_file::write(Path::new("."), Loaded::Mark(mark)) {
-        errors::state_file_write_failed_in_recovery(&e);
+        problems::state_file_write_failed_in_recovery(&e);
     }
 }
 
@@ -421,7 +422,7 @@ impl Drop for CriticalSection {
 fn refuse_on_standby() {
     // SAFETY: a plain call; after recovery ends it is a read of a local flag.
     if unsafe { pg_sys::RecoveryInProgress() } {
-        errors::standby();
+        problems::standby();
     }
 }
 
@@ -432,6 +433,6 @@ fn warn_if_ending(layout: &Layout, mark: u64) {
         .end_unix_ms()
         .map_or(i64::MAX, |end| end - layout.unix_ms(mark));
     if left < ENDING_WARNING_MS && !WARNED.swap(true, Ordering::Relaxed) {
-        errors::layout_ending(layout);
+        problems::layout_ending(layout);
     }
 }

@@ -32,6 +32,7 @@
 //! what is rare (a renewal, a clock step, a wait) is out of line.
 
 mod lease;
+mod problems;
 mod renewal_lock;
 mod shmem;
 mod write_failure;
@@ -42,7 +43,7 @@ pub use shmem::{get, init, try_get};
 use crate::layout::{Advance, Layout, Tick};
 use crate::mark::{self, Mark};
 use crate::wait_event::{self, Event};
-use crate::{clock, errors, gucs, pacing, state_file};
+use crate::{clock, gucs, pacing, state_file};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// A clock reading this far below the highest one seen is a backward step. Readings of
@@ -236,7 +237,7 @@ impl Generator {
                     now = self.now_units(layout);
                     prev = self.tick.load(Ordering::Acquire);
                 }
-                Advance::Exhausted => errors::layout_exhausted(layout),
+                Advance::Exhausted => problems::layout_exhausted(layout),
             }
         }
     }
@@ -255,7 +256,7 @@ impl Generator {
         while now < unit {
             self.counters.paced_waits.fetch_add(1, Ordering::Relaxed);
             self.nap(naps, Event::Pacing, |waited| {
-                errors::paced_too_long(waited, gucs::max_drift_ms(), layout)
+                problems::paced_too_long(waited, gucs::max_drift_ms(), layout)
             });
             now = self.now_units(layout);
             if pacing::slot_is_stale(layout, unit, now, self.others_waiting()) {
@@ -325,7 +326,7 @@ impl Generator {
             .is_ok()
         {
             let events = self.counters.step_back(high - fresh);
-            errors::clock_stepped_back(high - fresh, events, gucs::max_drift_ms());
+            problems::clock_stepped_back(high - fresh, events, gucs::max_drift_ms());
         }
     }
 
@@ -336,7 +337,7 @@ impl Generator {
         self.counters.clock_waits.fetch_add(1, Ordering::Relaxed);
         self.nap(naps, Event::Clock, |waited| {
             self.counters.clock_failures.fetch_add(1, Ordering::Relaxed);
-            errors::clock_too_far_behind(ahead_ms, gucs::max_drift_ms(), waited)
+            problems::clock_too_far_behind(ahead_ms, gucs::max_drift_ms(), waited)
         });
     }
 
@@ -478,7 +479,7 @@ pub fn clock_units(layout: &Layout) -> u64 {
 fn units_at(layout: &Layout, unix_ms: i64) -> u64 {
     match layout.units_at(unix_ms) {
         Some(units) => units,
-        None => errors::clock_before_epoch(unix_ms, layout),
+        None => problems::clock_before_epoch(unix_ms, layout),
     }
 }
 

@@ -11,8 +11,9 @@
 //! worker (the registry's) leaves it when asked to stop. Taking a free lock costs what it did: a
 //! conditional acquire, and no condition variable unless the lock is taken.
 
+use super::problems;
 use super::shmem;
-use crate::{clock, errors};
+use crate::clock;
 use pgrx::pg_sys;
 use pgrx::pg_sys::panic::CaughtError;
 use pgrx::pg_sys::PgTryBuilder;
@@ -92,7 +93,7 @@ fn sleep(done: *mut pg_sys::ConditionVariable) {
             CaughtError::RustPanic { .. } => cancel.rethrow(),
         };
         let renewing_ms = clock::monotonic_ms().saturating_sub(shmem::renewal().since());
-        errors::renewal_wait_cancelled(&why, renewing_ms)
+        problems::renewal_wait_cancelled(&why, renewing_ms)
     })
     .execute();
 }

@@ -2,8 +2,9 @@
 //! in shared memory, set up once at server start (and again after a crash resets shared
 //! memory), from the state file.
 
+use super::problems;
 use super::Generator;
-use crate::{errors, gucs, state_file};
+use crate::{gucs, state_file};
 use pgrx::prelude::*;
 use pgrx::{PGRXSharedMemory, PgSharedMemoryInitialization};
 use std::path::Path;
@@ -127,10 +128,10 @@ pub fn init() {
 fn recovered_state() -> state_file::Loaded {
     match state_file::recover(Path::new(".")) {
         Ok(recovered) => {
-            errors::starting_state(&recovered);
+            problems::starting_state(recovered.account());
             recovered.state
         }
-        Err(e) => errors::state_file_unreadable(
+        Err(e) => problems::state_file_unreadable(
             &e.to_string(),
             matches!(e, state_file::ReadError::Corrupt(_)),
         ),
@@ -149,7 +150,7 @@ pub fn try_get() -> Option<&'static Generator> {
 pub fn get() -> &'static Generator {
     let ptr = SLOT.generator.load(Ordering::Relaxed);
     if ptr.is_null() {
-        errors::not_preloaded();
+        problems::not_preloaded();
     }
     // SAFETY: set once at shmem startup to a struct that lives as long as the cluster.
     unsafe { &*ptr }

@@ -26,8 +26,10 @@ mod libpq;
 mod redact;
 mod worker;
 
+use crate::errors::{self, Code};
 use crate::layout::Layout;
-use crate::{clock, errors, generator, gucs};
+use crate::text::{iso_unix, sentence};
+use crate::{clock, generator, gucs};
 use pgrx::prelude::*;
 use pgrx::{PGRXSharedMemory, PgSharedMemoryInitialization};
 use std::path::Path;
@@ -245,7 +247,12 @@ impl Registry {
         self.problem_kind.store(kind as u32, Ordering::Release);
         self.set_problem(problem);
         if kind != Problem::None {
-            pgrx::warning!("pg_snowflake: {problem}");
+            errors::report(
+                Code::ERRCODE_WARNING,
+                format!("pg_snowflake: {problem}"),
+                kind.hint(),
+            )
+            .warn();
         }
     }
 
@@ -351,7 +358,12 @@ pub fn init() {
     if let Err(problem) = check_settings() {
         // gucs::init has logged its own problems already.
         if gucs::problem().is_none() {
-            pgrx::warning!("pg_snowflake: {problem}; snowflake_next() refuses until it is fixed");
+            errors::report(
+                Code::ERRCODE_WARNING,
+                format!("pg_snowflake: {problem}; snowflake_next() refuses until it is fixed"),
+                gucs::settings_hint(),
+            )
+            .warn();
         }
         let _ = PROBLEM.set(problem);
     }
@@ -418,11 +430,7 @@ fn refuse() -> ! {
         Problem::from_u32(r.problem_kind.load(Ordering::Acquire))
     });
     let (problem, hint) = match PROBLEM.get() {
-        Some(settings) => (
-            Some(settings.clone()),
-            "Correct the snowflake.* settings in postgresql.conf (see the server log) and restart \
-             the server.",
-        ),
+        Some(settings) => (Some(settings.clone()), gucs::settings_hint()),
         None => (
             snapshot.as_ref().and_then(|s| s.problem.clone()),
             kind.hint(),
@@ -441,25 +449,77 @@ fn refuse() -> ! {
         )
     };
     match snapshot {
-        Some(s) if s.source == Source::Lost => errors::registry_lease_lost(
+        Some(s) if s.source == Source::Lost => lease_lost(
             s.worker_id.unwrap_or(0),
             problem
                 .as_deref()
                 .unwrap_or("the registry leased it to another cluster"),
         ),
-        Some(s) if s.worker_id.is_some() => errors::registry_lease_ran_out(
+        Some(s) if s.worker_id.is_some() => lease_ran_out(
             s.worker_id.unwrap_or(0),
             s.covered_until_ms,
             problem.as_deref(),
             hint,
         ),
-        _ => errors::registry_no_lease(
+        _ => no_lease(
             problem
                 .as_deref()
                 .unwrap_or("the registry's worker has not leased a worker id yet"),
             hint,
         ),
     }
+}
+
+#[cold]
+#[track_caller]
+fn no_lease(problem: &str, hint: &str) -> ! {
+    errors::report(
+        Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "this server holds no worker id lease from the registry",
+        hint,
+    )
+    .detail(sentence(problem))
+    .raise()
+}
+
+#[cold]
+#[track_caller]
+fn lease_ran_out(worker_id: u32, covered_until_ms: i64, problem: Option<&str>, hint: &str) -> ! {
+    errors::report(
+        Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!("the registry's lease of worker id {worker_id} ran out"),
+        hint,
+    )
+    .detail(format!(
+        "It covered ids until {}, and could not be renewed since.{}",
+        iso_unix(covered_until_ms),
+        problem
+            .map(|p| format!(" {}", sentence(p)))
+            .unwrap_or_default()
+    ))
+    .raise()
+}
+
+/// What to do once the worker id went to another cluster.
+fn lost_hint() -> &'static str {
+    "Restart the server: it then leases a free worker id (or, with snowflake.worker_id set, waits \
+     for that one)."
+}
+
+#[cold]
+#[track_caller]
+fn lease_lost(worker_id: u32, why: &str) -> ! {
+    errors::report(
+        Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!("worker id {worker_id} was leased to another cluster"),
+        lost_hint(),
+    )
+    .detail(format!(
+        "This server could not renew its lease before it ran out, and the registry gave the \
+         worker id to another cluster. {}",
+        sentence(why)
+    ))
+    .raise()
 }
 
 /// The node's name: `cluster_name`, or `host:port` when that is empty.
@@ -513,11 +573,17 @@ fn start_from_cache(registry: &Registry) {
         Ok(Some(lease)) => lease,
         Ok(None) => return,
         Err(why) => {
-            pgrx::warning!(
-                "pg_snowflake: the cached registry lease {} is unreadable ({why}); waiting for \
-                 the registry",
-                cache::FILE_NAME
-            );
+            errors::report(
+                Code::ERRCODE_WARNING,
+                format!(
+                    "pg_snowflake: the cached registry lease {} is unreadable ({why}); waiting \
+                     for the registry",
+                    cache::FILE_NAME
+                ),
+                "Nothing is needed: the registry's worker leases a worker id and writes the \
+                 file again.",
+            )
+            .warn();
             return;
         }
     };

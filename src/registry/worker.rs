@@ -5,6 +5,7 @@
 //! ids go on under the lease in force until it runs out.
 
 use super::{cache, libpq, node_name, system_identifier, Problem, Registry, Source};
+use crate::errors::{self, Code};
 use crate::layout::Order;
 use crate::{clock, generator, gucs};
 use pgrx::bgworkers::{
@@ -56,28 +57,25 @@ fn warn_of_cleartext(conninfo: &str) {
     if version == 0 || version >= 160000 || libpq::requires_tls(conninfo) {
         return;
     }
-    pgrx::pg_sys::panic::ErrorReport::new(
-        pgrx::PgSqlErrorCode::ERRCODE_WARNING,
+    errors::report(
+        Code::ERRCODE_WARNING,
         format!(
             "pg_snowflake: the libpq loaded ({}.{}) cannot refuse to send the registry's password \
              in clear text",
             version / 10000,
             version % 10000
         ),
-        "pg_snowflake",
+        "Set sslmode=verify-full (with sslrootcert) in snowflake.registry, or install libpq 16 or \
+         later (libpq5), or use an authentication method without a password over a network only \
+         the fleet reaches.",
     )
-    .set_detail(
+    .detail(
         "snowflake.registry does not make libpq authenticate the server (sslmode is not require, \
          verify-ca or verify-full): whoever answers in the registry's place can ask for the \
          password in clear text, and this libpq sends it. libpq 16 and later refuse \
          (require_auth).",
     )
-    .set_hint(
-        "Set sslmode=verify-full (with sslrootcert) in snowflake.registry, or install libpq 16 or \
-         later (libpq5), or use an authentication method without a password over a network only \
-         the fleet reaches.",
-    )
-    .report(pgrx::PgLogLevel::WARNING);
+    .warn();
 }
 
 /// `connect_timeout`'s default, as above (libpq applies it to blocking connections only; `open`
@@ -235,10 +233,10 @@ fn renew(registry: &Registry) -> Duration {
                 return Duration::ZERO;
             }
             if registry.source() != Source::Leased {
-                pgrx::log!(
+                errors::log(format!(
                     "pg_snowflake: worker id {} is leased from the registry",
                     granted.worker_id
-                );
+                ));
             }
             registry.hold(&lease_now, granted.expires_ms, Source::Leased);
             registry
@@ -263,17 +261,31 @@ fn renew(registry: &Registry) -> Duration {
 fn lose(registry: &Registry, why: &str) {
     generator::get().close_ceiling();
     if let Err(e) = cache::remove(Path::new(".")) {
-        pgrx::warning!("pg_snowflake: could not remove {}: {e}", cache::FILE_NAME);
+        errors::report(
+            Code::ERRCODE_WARNING,
+            format!("pg_snowflake: could not remove {}: {e}", cache::FILE_NAME),
+            format!(
+                "Remove {} by hand before the next start: a lease that was lost must not come \
+                 back.",
+                cache::FILE_NAME
+            ),
+        )
+        .warn();
     }
     registry.set_problem(why);
     registry
         .source
         .store(Source::Lost as u32, Ordering::Release);
-    pgrx::warning!(
-        "pg_snowflake: this server lost its worker id lease, and refuses ids until it is \
-         restarted: {}",
-        super::redact::redact(why)
-    );
+    errors::report(
+        Code::ERRCODE_WARNING,
+        format!(
+            "pg_snowflake: this server lost its worker id lease, and refuses ids until it is \
+             restarted: {}",
+            super::redact::redact(why)
+        ),
+        super::lost_hint(),
+    )
+    .warn();
 }
 
 /// A lease as the registry granted it.
