@@ -1415,7 +1415,9 @@ fn the_coordinator_failing_over_and_a_worker_restored_from_a_backup_keep_their_w
 /// reaches the other nodes; `public` (the extension's schema) is the database owner's from 15
 /// on, so it is renamed and a schema of that name made anew, with the function in it. Adopt on
 /// a Citus table, run by a superuser, then called that function on that worker as the
-/// superuser (found by a hostile review). Now the node answers that the function there is not
+/// superuser (found by a hostile review). (The owner plants a `snowflake_next()` too: the
+/// default that adopt sets reaches the worker's shards by name, and without one there the
+/// ALTER TABLE fails, 42883, before any generator moves.) Now the node answers that the function there is not
 /// pg_snowflake's: adopt fails (55000) naming the node, and the planted function never runs.
 #[test]
 fn adopt_on_a_citus_table_runs_no_function_a_database_owner_planted_on_a_worker() {
@@ -1433,6 +1435,8 @@ fn adopt_on_a_citus_table_runs_no_function_a_database_owner_planted_on_a_worker(
         "SET citus.enable_ddl_propagation = off;
          ALTER SCHEMA public RENAME TO p2;
          CREATE SCHEMA public;
+         CREATE FUNCTION public.snowflake_next() RETURNS bigint
+             LANGUAGE sql AS 'SELECT p2.snowflake_next()';
          CREATE FUNCTION public.snowflake_advance_past(bigint) RETURNS void
              LANGUAGE plpgsql AS $$ BEGIN CREATE TABLE public.planted_ran(); END $$;",
     )
@@ -1513,11 +1517,13 @@ impl Drop for Frozen {
 
 /// A worker that takes the claims worker's query and never answers (stopped, as a hung disk
 /// or a half-open connection would leave it): Citus waits for the answer without end, and
-/// SIGTERM does not end that wait (found by a hostile review), so a fast stop of the
-/// coordinator hung with it. Now the gather times out after 5 s: the claims worker's
-/// transaction gets that old, and no older, and a fast stop ends within that.
+/// SIGTERM does not end that wait (found by a hostile review), so the claims worker held its
+/// transaction, its lock on the claims table and any shutdown. Now the gather times out after
+/// 5 s and the worker starts again. (A fast stop of the coordinator still waits for the frozen
+/// node: Citus's own maintenance daemon does, here for more than 60 s, with the claims worker
+/// gone 3 s after the request.)
 #[test]
-fn a_citus_node_that_never_answers_delays_no_fast_stop_past_the_gathers_timeout() {
+fn a_citus_node_that_never_answers_holds_the_claims_worker_no_longer_than_the_gathers_timeout() {
     let citus = Citus::start(
         "citus_frozen",
         1,
@@ -1540,34 +1546,26 @@ fn a_citus_node_that_never_answers_delays_no_fast_stop_past_the_gathers_timeout(
             "claims of {clusters} of 2 nodes on the coordinator"
         ))
     });
+    let before = citus.coordinator.log().len();
     let frozen = freeze(&citus.workers[0]);
-    // The claims worker is inside a gather that the frozen node does not answer.
-    poll(Duration::from_secs(30), Duration::from_millis(100), || {
-        let waiting: bool = c
-            .query_one(
-                "SELECT EXISTS (SELECT FROM pg_stat_activity
-                                 WHERE backend_type = 'pg_snowflake claims'
-                                   AND now() - xact_start > interval '2 s')",
-                &[],
-            )
-            .unwrap()
-            .get(0);
-        waiting
-            .then_some(())
-            .ok_or("no claims worker waits for the frozen node".to_string())
-    });
-    drop(c);
     let started = Instant::now();
-    citus.coordinator.stop("fast");
+    poll(Duration::from_secs(20), Duration::from_millis(100), || {
+        let log = citus.coordinator.log();
+        let log = log.get(before..).unwrap_or_default();
+        let cancelled = log.contains("canceling statement due to statement timeout");
+        let restarted = log.contains("background worker \"pg_snowflake claims\"")
+            && log.contains("exited with exit code 1");
+        (cancelled && restarted).then_some(()).ok_or(format!(
+            "the claims worker's gather was not ended (cancelled: {cancelled}, worker exited: \
+             {restarted})"
+        ))
+    });
     let took = started.elapsed();
     drop(frozen);
     println!(
-        "fast stop with a frozen worker: {:.2} s",
+        "the claims worker's wait for a frozen worker ended {:.1} s after the freeze",
         took.as_secs_f64()
     );
-    assert!(
-        took < Duration::from_secs(8),
-        "a fast stop took {:.1} s while a worker answered nothing",
-        took.as_secs_f64()
-    );
+    // The next gather starts within the 1 s interval and ends 5 s later.
+    assert!(took < Duration::from_secs(10), "{took:?}");
 }
