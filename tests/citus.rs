@@ -1474,36 +1474,38 @@ fn adopt_on_a_citus_table_runs_no_function_a_database_owner_planted_on_a_worker(
 struct Frozen(Vec<i32>);
 
 fn freeze(node: &Cluster) -> Frozen {
+    let signal = |sig: &str, pid: i32| {
+        // A child may end in between (a backend that was closing): not an error.
+        let _ = std::process::Command::new("kill")
+            .args([sig, &pid.to_string()])
+            .status();
+    };
+    // The postmaster first, so that it forks no child after the children are listed.
     let pid = node.postmaster_pid().expect("the node runs");
-    let mut pids = vec![pid];
+    signal("-STOP", pid);
     let out = std::process::Command::new("pgrep")
         .args(["-P", &pid.to_string()])
         .output()
         .unwrap();
+    let mut pids = vec![pid];
     pids.extend(
         String::from_utf8_lossy(&out.stdout)
             .split_whitespace()
             .filter_map(|p| p.parse::<i32>().ok()),
     );
-    let signal = |sig: &str, pids: &[i32]| {
-        let status = std::process::Command::new("kill")
-            .arg(sig)
-            .args(pids.iter().map(i32::to_string))
-            .status()
-            .unwrap();
-        assert!(status.success(), "kill {sig} {pids:?}");
-    };
-    signal("-STOP", &pids);
-    // The tool took effect: every process is stopped (state T).
-    for p in &pids {
-        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap();
-        let state = stat.rsplit(") ").next().unwrap().chars().next().unwrap();
-        if state != 'T' {
-            signal("-CONT", &pids);
-            panic!("process {p} of {} is not stopped: {state}", node.name);
-        }
+    for &p in &pids[1..] {
+        signal("-STOP", p);
     }
-    Frozen(pids)
+    let frozen = Frozen(pids);
+    // The tool took effect: every process still there is stopped (state T).
+    for p in &frozen.0 {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+            continue;
+        };
+        let state = stat.rsplit(") ").next().unwrap().chars().next().unwrap();
+        assert_eq!(state, 'T', "process {p} of {} is not stopped", node.name);
+    }
+    frozen
 }
 
 impl Drop for Frozen {
