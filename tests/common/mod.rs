@@ -931,6 +931,11 @@ pub fn make_synchronous(primary: &mut Client) {
         .batch_execute("ALTER SYSTEM SET synchronous_standby_names = '*'")
         .unwrap();
     primary.batch_execute("SELECT pg_reload_conf()").unwrap();
+    wait_for_one_synchronous_standby(primary);
+}
+
+/// Waits until the server of `primary` has exactly one synchronous standby.
+pub fn wait_for_one_synchronous_standby(primary: &mut Client) {
     poll(Duration::from_secs(60), Duration::from_millis(50), || {
         let sync: i64 = primary
             .query_one(
