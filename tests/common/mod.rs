@@ -43,6 +43,18 @@ pub fn faketime_lib() -> String {
         .to_string()
 }
 
+/// Sets a stop flag when dropped, a panic's unwinding included. `std::thread::scope` waits for
+/// its threads before a panic of the scope's own thread goes on: workers that loop until the
+/// flag is set would keep that panic waiting for good (a test once hung 1,200 s so, until the
+/// suite runner killed it). Hold one in the scope's thread for as long as workers loop.
+pub struct StopOnDrop<'a>(pub &'a std::sync::atomic::AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 pub struct Cluster {
     pub name: String,
     pub dir: PathBuf,
