@@ -18,7 +18,7 @@
 //! replication set up (docs/citus.md).
 
 use crate::layout::Layout;
-use crate::{errors, generator, gucs, own_schema, privileges, registry};
+use crate::{errors, generator, gucs, own_schema, privileges, registry, subtransaction};
 use pgrx::bgworkers::{
     BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
 };
@@ -151,8 +151,8 @@ fn citus_installed() -> bool {
 /// Every node's own claims (in the table of each node, written by its claims worker), read
 /// through Citus and written into this node's table; the table's trigger warns of each clash
 /// once. Citus's function is in pg_catalog, where only a superuser creates functions. Returns
-/// the nodes that did not answer (unreachable, or without pg_snowflake), which are passed over
-/// until the next interval.
+/// the nodes whose claims were not read (unreachable, without pg_snowflake, or answering what is
+/// no list of claims), which are passed over until the next interval.
 ///
 /// The other nodes are peers, and one may be broken or hostile:
 /// - each node runs the read as a superuser, so it reads the table only where the same
@@ -162,8 +162,11 @@ fn citus_installed() -> bool {
 /// - what comes back is taken within bounds: 64 kB an answer (about 250 claims; a node writes
 ///   one a layout and worker id), worker ids within 22 bits (the widest layout's), names cut to
 ///   200 characters, one row a key (two made the whole insert fail, 21000, for every node), no
-///   claim of this node's own system identifier (it writes its own); an answer that is no JSON
-///   array fails the statement, and the worker tries again at the next interval;
+///   claim of this node's own system identifier (it writes its own);
+/// - each node's answer is written in a subtransaction of its own: one that is no list of
+///   claims (no JSON, a worker id past 32 bits: a node whose table was altered, or a later
+///   release's) is passed over, and the other nodes' claims are still read (one such answer
+///   failed the whole gather, every interval, so no clash was found anywhere);
 /// - a node that accepts the query and never answers would hold this worker in Citus's wait,
 ///   which SIGTERM does not end (pgrx's handler only sets a flag): the statement times out
 ///   after `GATHER_TIMEOUT_MS`, and a shutdown waits that long at most.
@@ -180,42 +183,78 @@ fn gather_citus_claims() -> Option<String> {
                  WHERE c.system_identifier OPERATOR(pg_catalog.=)
                        (SELECT s.system_identifier FROM pg_catalog.pg_control_system() s))
           ELSE '[]'::pg_catalog.json END";
-    // SAFETY: reads a value PostgreSQL set at start.
-    let own = unsafe { pg_sys::GetSystemIdentifier() } as i64;
-    let _timeout = GatherTimeout::arm();
-    Spi::get_one_with_args::<String>(
-        "WITH r AS MATERIALIZED (
-             SELECT * FROM pg_catalog.run_command_on_all_nodes($1::pg_catalog.text)),
-         answers AS (
-             SELECT r.result::pg_catalog.json AS claims FROM r
-              WHERE r.success AND pg_catalog.octet_length(r.result) OPERATOR(pg_catalog.<=) 65536),
-         claims AS (
+    // One node's answer, into this node's table.
+    const WRITE_CLAIMS: &str = "WITH claims AS (
              SELECT DISTINCT ON (x.system_identifier, x.worker_id, x.layout)
                     x.system_identifier, x.worker_id, pg_catalog.left(x.layout, 200) AS layout,
                     pg_catalog.left(x.node_name, 200) AS node_name, x.since, x.last_seen,
                     x.expires
-               FROM answers a, pg_catalog.json_populate_recordset(
-                                   NULL::snowflake.snowflake_claims, a.claims) x
+               FROM pg_catalog.json_populate_recordset(NULL::snowflake.snowflake_claims,
+                                                       $1::pg_catalog.json) x
               WHERE x.system_identifier OPERATOR(pg_catalog.<>) $2
                 AND x.worker_id OPERATOR(pg_catalog.>=) 0
                 AND x.worker_id OPERATOR(pg_catalog.<) 4194304
                 AND x.layout IS NOT NULL AND x.node_name IS NOT NULL AND x.since IS NOT NULL
                 AND x.last_seen IS NOT NULL AND x.expires IS NOT NULL
-              ORDER BY x.system_identifier, x.worker_id, x.layout, x.last_seen DESC),
-         gathered AS (
-             INSERT INTO snowflake.snowflake_claims AS c
-             SELECT * FROM claims
-             ON CONFLICT (system_identifier, worker_id, layout) DO UPDATE SET
-                 node_name = excluded.node_name, since = excluded.since,
-                 last_seen = excluded.last_seen, expires = excluded.expires)
-         SELECT pg_catalog.string_agg(pg_catalog.format('node %s answered %s', r.nodeid,
-                                                        pg_catalog.left(r.result, 200)),
-                                      '; ' ORDER BY r.nodeid)
-           FROM r WHERE NOT r.success
-                     OR pg_catalog.octet_length(r.result) OPERATOR(pg_catalog.>) 65536",
-        &[OWN_CLAIMS.into(), own.into()],
-    )
-    .unwrap_or_else(|e| errors::claims_table_failed("gather", &e))
+              ORDER BY x.system_identifier, x.worker_id, x.layout, x.last_seen DESC)
+         INSERT INTO snowflake.snowflake_claims AS c
+         SELECT * FROM claims
+         ON CONFLICT (system_identifier, worker_id, layout) DO UPDATE SET
+             node_name = excluded.node_name, since = excluded.since,
+             last_seen = excluded.last_seen, expires = excluded.expires";
+    const MAX_ANSWER: i32 = 65_536;
+    // SAFETY: reads a value PostgreSQL set at start.
+    let own = unsafe { pg_sys::GetSystemIdentifier() } as i64;
+    let answers: Vec<(i32, Option<String>, String)> = {
+        let _timeout = GatherTimeout::arm();
+        Spi::connect(|client| {
+            client
+                .select(
+                    "SELECT r.nodeid,
+                            CASE WHEN r.success AND pg_catalog.octet_length(r.result)
+                                                    OPERATOR(pg_catalog.<=) $2
+                                 THEN r.result END,
+                            CASE WHEN NOT r.success THEN pg_catalog.left(r.result, 200)
+                                 ELSE pg_catalog.format('%s bytes, more than %s',
+                                                        pg_catalog.octet_length(r.result), $2)
+                            END
+                       FROM pg_catalog.run_command_on_all_nodes($1::pg_catalog.text) r
+                      ORDER BY r.nodeid",
+                    None,
+                    &[OWN_CLAIMS.into(), MAX_ANSWER.into()],
+                )?
+                .map(|row| {
+                    Ok((
+                        row.get(1)?.unwrap_or(0),
+                        row.get(2)?,
+                        row.get(3)?.unwrap_or_default(),
+                    ))
+                })
+                .collect::<Result<_, pgrx::spi::SpiError>>()
+        })
+        .unwrap_or_else(|e| errors::claims_table_failed("gather", &e))
+    };
+    let mut unread = Vec::new();
+    for (node, claims, why) in answers {
+        let why = match claims {
+            None => why,
+            Some(claims) => match subtransaction::catching(|| {
+                Spi::run_with_args(WRITE_CLAIMS, &[claims.as_str().into(), own.into()])
+            }) {
+                Ok(written) => {
+                    written.unwrap_or_else(|e| errors::claims_table_failed("gather", &e));
+                    continue;
+                }
+                Err(error) => format!(
+                    "what is no list of claims ({}): {}",
+                    error.chars().take(200).collect::<String>(),
+                    claims.chars().take(200).collect::<String>()
+                ),
+            },
+        };
+        unread.push(format!("node {node} answered {why}"));
+    }
+    (!unread.is_empty()).then(|| unread.join("; "))
 }
 
 /// How long the claims worker waits for the Citus nodes' answers, each interval. Citus answers

@@ -1571,3 +1571,108 @@ fn a_citus_node_that_never_answers_holds_the_claims_worker_no_longer_than_the_ga
     // The next gather starts within the 1 s interval and ends 5 s later.
     assert!(took < Duration::from_secs(10), "{took:?}");
 }
+
+/// A node whose answer is no list of claims (its table altered, as a hostile superuser of that
+/// node or a later release could leave it: a worker id past 32 bits, which this node's integer
+/// column cannot take) failed the whole gather, every interval: no other node's claim was read
+/// either, so no shared worker id was found anywhere. Each node's answer is now written apart.
+#[test]
+fn a_node_answering_what_is_no_list_of_claims_keeps_no_other_nodes_claims_from_being_read() {
+    let citus = Citus::start(
+        "citus_unreadable",
+        2,
+        &[
+            "snowflake.claims_database = 'postgres'",
+            "snowflake.claims_interval = 1",
+        ],
+    );
+    let mut c = citus.coordinator.connect();
+    let clusters = |c: &mut Client| -> i64 {
+        c.query_one(
+            "SELECT count(DISTINCT system_identifier) FROM snowflake.snowflake_claims",
+            &[],
+        )
+        .unwrap()
+        .get(0)
+    };
+    poll(Duration::from_secs(60), Duration::from_millis(200), || {
+        let n = clusters(&mut c);
+        (n == 3)
+            .then_some(())
+            .ok_or(format!("claims of {n} of 3 nodes on the coordinator"))
+    });
+    let sysid = |node: &Cluster| -> i64 {
+        node.connect()
+            .query_one("SELECT system_identifier FROM pg_control_system()", &[])
+            .unwrap()
+            .get(0)
+    };
+    let (broken, healthy) = (sysid(&citus.workers[0]), sysid(&citus.workers[1]));
+    let log_from = citus.coordinator.log().len();
+    citus.workers[0]
+        .connect()
+        .batch_execute(
+            "ALTER EXTENSION pg_snowflake DROP VIEW snowflake.snowflake_clashes;
+             DROP VIEW snowflake.snowflake_clashes;
+             ALTER TABLE snowflake.snowflake_claims ALTER COLUMN worker_id TYPE bigint;
+             INSERT INTO snowflake.snowflake_claims
+             SELECT system_identifier, 1099511627776, layout, node_name, since, last_seen,
+                    expires
+               FROM snowflake.snowflake_claims
+              WHERE system_identifier = (SELECT system_identifier FROM pg_control_system())
+              LIMIT 1",
+        )
+        .unwrap();
+    let broken_at: std::time::SystemTime = c.query_one("SELECT now()", &[]).unwrap().get(0);
+    let started = Instant::now();
+    // The healthy worker's claim is still gathered (its last_seen, copied from its own table,
+    // moves past the break), and the broken node's answer is logged as unread.
+    poll(Duration::from_secs(30), Duration::from_millis(200), || {
+        let seen: Option<std::time::SystemTime> = c
+            .query_one(
+                "SELECT max(last_seen) FROM snowflake.snowflake_claims
+                  WHERE system_identifier = $1",
+                &[&healthy],
+            )
+            .unwrap()
+            .get(0);
+        let log = citus.coordinator.log();
+        let logged = log
+            .get(log_from..)
+            .unwrap_or_default()
+            .lines()
+            .find(|l| l.contains("answered what is no list of claims"))
+            .map(str::to_string);
+        match (seen, &logged) {
+            (Some(seen), Some(_)) if seen > broken_at => Ok(()),
+            _ => Err(format!(
+                "the healthy worker's claim last seen {seen:?}, the break at {broken_at:?}; \
+                 logged: {logged:?}"
+            )),
+        }
+    });
+    println!(
+        "the healthy worker's claim gathered {:.1} s after the other worker's answer broke",
+        started.elapsed().as_secs_f64()
+    );
+    let logged = citus.coordinator.log();
+    let line = logged[log_from..]
+        .lines()
+        .find(|l| l.contains("answered what is no list of claims"))
+        .unwrap();
+    println!("{line}");
+    assert!(line.contains("out of range for type integer"), "{line}");
+    // Nothing of the broken answer was written.
+    let n: i64 = c
+        .query_one(
+            "SELECT count(*) FROM snowflake.snowflake_claims WHERE system_identifier = $1
+                AND last_seen > $2",
+            &[&broken, &broken_at],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        n, 0,
+        "claims of the broken worker were written after its break"
+    );
+}
