@@ -107,13 +107,26 @@ pub extern "C-unwind" fn pg_snowflake_claims_main(_arg: pg_sys::Datum) {
         // In a transaction of its own, after this node's claim is committed: an error here
         // (Citus in a state it cannot answer from) restarts the worker, whose claim is written.
         let unanswered = BackgroundWorker::transaction(|| {
-            (why_not.is_none() && citus_installed())
-                .then(gather_citus_claims)
-                .flatten()
+            if why_not.is_some() {
+                None
+            } else if citus_installed() {
+                gather_citus_claims()
+            } else if gucs::citus_preloaded() {
+                // A node of a Citus cluster whose claims database is another one: its claim is
+                // written, and never meets the other nodes' (this setting is what spares a
+                // worker id set by hand the refusal of `gucs::resolve`).
+                Some(format!(
+                    "Citus is not installed in database {database} (snowflake.claims_database): \
+                     set snowflake.claims_database to the database where CREATE EXTENSION citus \
+                     ran"
+                ))
+            } else {
+                None
+            }
         });
         if unanswered != unanswered_before {
             if let Some(nodes) = &unanswered {
-                pgrx::log!(
+                pgrx::warning!(
                     "pg_snowflake: the claims of some Citus nodes cannot be read, and are not \
                      compared with this node's until they can: {nodes}"
                 );

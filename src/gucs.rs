@@ -676,7 +676,7 @@ fn resolve(layout: Result<Layout, String>) -> Resolved {
 }
 
 /// Whether `citus` is in `shared_preload_libraries` (as written there: a name, maybe quoted).
-fn citus_preloaded() -> bool {
+pub fn citus_preloaded() -> bool {
     // SAFETY: a string setting PostgreSQL set before _PG_init; NUL-terminated when not null.
     let list = unsafe { pg_sys::shared_preload_libraries_string };
     if list.is_null() {

@@ -1676,3 +1676,65 @@ fn a_node_answering_what_is_no_list_of_claims_keeps_no_other_nodes_claims_from_b
         "claims of the broken worker were written after its break"
     );
 }
+
+/// `snowflake.claims_database` spares a worker id set by hand on a Citus node the refusal of
+/// "nothing compares it" (see the test above); naming a database without Citus compared
+/// nothing all the same, and said nothing. Each node now warns, saying which database to name.
+#[test]
+fn claims_in_a_database_without_citus_are_compared_with_no_other_node_and_every_node_says_so() {
+    let citus = Citus::start_with(
+        "citus_claims_elsewhere",
+        1,
+        &[
+            "snowflake.worker_id = 1",
+            "snowflake.claims_database = 'claims'",
+            "snowflake.claims_interval = 1",
+        ],
+        false,
+        "CREATE EXTENSION pg_snowflake",
+    );
+    for node in citus.nodes() {
+        let mut c = node.connect();
+        let exists: bool = c
+            .query_one(
+                "SELECT EXISTS (SELECT FROM pg_database WHERE datname = 'claims')",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        if !exists {
+            c.batch_execute("CREATE DATABASE claims").unwrap();
+        }
+        node.connect_db("postgres", "claims")
+            .batch_execute("CREATE EXTENSION pg_snowflake")
+            .unwrap();
+    }
+    let started = Instant::now();
+    for node in citus.nodes() {
+        poll(Duration::from_secs(40), Duration::from_millis(200), || {
+            let log = node.log();
+            let written = node
+                .connect_db("postgres", "claims")
+                .query_one("SELECT count(*) FROM snowflake.snowflake_claims", &[])
+                .unwrap()
+                .get::<_, i64>(0);
+            let warned = log.lines().find(|l| {
+                l.contains("WARNING:") && l.contains("Citus is not installed in database claims")
+            });
+            match (written, warned) {
+                (1, Some(line)) => {
+                    println!("{}: {line}", node.name);
+                    Ok(())
+                }
+                _ => Err(format!(
+                    "{}: {written} claims written in claims, warned: {warned:?}",
+                    node.name
+                )),
+            }
+        });
+    }
+    println!(
+        "every node warned {:.1} s after its claims database was made",
+        started.elapsed().as_secs_f64()
+    );
+}
