@@ -118,7 +118,7 @@ MUTATIONS=(
   "foreign_postgres~PG=N replaces a postgresql-N that this project did not install~scripts/build-postgres.sh~s/\nif \[ -n \x22\\\$foreign\x22 \]; then/\nif false; then/"
   "repo_signature~the apt repository's Release is signed neither inline (InRelease) nor apart (Release.gpg)~scripts/repo.sh~s/gpg_ --local-user \x22\\\$fingerprint\x22 --clearsign[^\n]*\ngpg_ --local-user[^\n]*\n//"
   "flag_format_bool~the synchronous-standby flag of servers from before May 2025 is read as the later bits~src/sync_standby.rs~s/FlagFormat::Bool => flag != 0,/FlagFormat::Bool => flag \& SYNC_STANDBY_DEFINED != 0,/"
-  "citus_claims~the claims worker does not read the claims of the other Citus nodes~src/claims.rs~s/            \(why_not.is_none\(\) && citus_installed\(\)\)/            (false \&\& citus_installed())/"
+  "citus_claims~the claims worker does not read the claims of the other Citus nodes~src/claims.rs~s/\} else if citus_installed\(\) \{/} else if false \&\& citus_installed() {/"
   "claims_gather_apart~one Citus node's answer that is no list of claims fails the gathering of every node's~src/subtransaction.rs~s/    let result = PgTryBuilder::new\(move \|\| Ok\(step\(\)\)\)/    let result: Result<T, String> = Ok(step());\n    let _ = PgTryBuilder::new(move || Ok::<(), String>(()))/"
   "claims_elsewhere~a Citus node whose claims database has no Citus says nothing of the comparison it does not make~src/claims.rs~s/\} else if gucs::citus_preloaded\(\) \{/} else if false \&\& gucs::citus_preloaded() {/"
   "claims_gather_timeout~the claims worker waits for the Citus nodes' answers without a bound~src/claims.rs~s/    let _timeout = GatherTimeout::arm\(\);/    let _timeout = GatherTimeout;/"
