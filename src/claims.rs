@@ -218,12 +218,12 @@ fn gather_citus_claims() -> Option<String> {
     const MAX_ANSWER: i32 = 65_536;
     // SAFETY: reads a value PostgreSQL set at start.
     let own = unsafe { pg_sys::GetSystemIdentifier() } as i64;
-    let answers: Vec<(i32, Option<String>, String)> = {
+    let answers: Vec<(String, Option<String>, String)> = {
         let _timeout = GatherTimeout::arm();
         Spi::connect(|client| {
             client
                 .select(
-                    "SELECT r.nodeid,
+                    "SELECT pg_catalog.format('%s (%s:%s)', r.nodeid, d.nodename, d.nodeport),
                             CASE WHEN r.success AND pg_catalog.octet_length(r.result)
                                                     OPERATOR(pg_catalog.<=) $2
                                  THEN r.result END,
@@ -232,13 +232,15 @@ fn gather_citus_claims() -> Option<String> {
                                                         pg_catalog.octet_length(r.result), $2)
                             END
                        FROM pg_catalog.run_command_on_all_nodes($1::pg_catalog.text) r
+                       LEFT JOIN pg_catalog.pg_dist_node d
+                              ON d.nodeid OPERATOR(pg_catalog.=) r.nodeid
                       ORDER BY r.nodeid",
                     None,
                     &[OWN_CLAIMS.into(), MAX_ANSWER.into()],
                 )?
                 .map(|row| {
                     Ok((
-                        row.get(1)?.unwrap_or(0),
+                        row.get(1)?.unwrap_or_default(),
                         row.get(2)?,
                         row.get(3)?.unwrap_or_default(),
                     ))

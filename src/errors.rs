@@ -40,11 +40,20 @@ pub fn not_preloaded() -> ! {
 #[track_caller]
 pub fn worker_id_unset() -> ! {
     let layout = gucs::layout();
-    let hint = format!(
-        "Pick a worker id between 0 and {} that no other server uses, run ALTER SYSTEM SET \
-         snowflake.worker_id = <id>; and restart the server.",
-        layout.max_worker_id()
-    );
+    // On a Citus node a worker id set by hand is refused unless something compares it with the
+    // other nodes' (gucs::resolve): the plain advice led a user from this error to that one.
+    let hint = if gucs::citus_preloaded() {
+        "This server preloads Citus: lease its worker id from the coordinator, with \
+         snowflake.worker_id = -1 and snowflake.registry naming the coordinator's database, and \
+         restart the server (docs/citus.md)."
+            .to_string()
+    } else {
+        format!(
+            "Pick a worker id between 0 and {} that no other server uses, run ALTER SYSTEM SET \
+             snowflake.worker_id = <id>; and restart the server.",
+            layout.max_worker_id()
+        )
+    };
     let report = match gucs::problem() {
         Some(problem) => report(
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
