@@ -121,6 +121,7 @@ MUTATIONS=(
   "citus_claims~the claims worker does not read the claims of the other Citus nodes~src/claims.rs~s/\} else if citus_installed\(\) \{/} else if false \&\& citus_installed() {/"
   "claims_gather_apart~one Citus node's answer that is no list of claims fails the gathering of every node's~src/subtransaction.rs~s/    let result = PgTryBuilder::new\(move \|\| Ok\(step\(\)\)\)/    let result: Result<T, String> = Ok(step());\n    let _ = PgTryBuilder::new(move || Ok::<(), String>(()))/"
   "claims_elsewhere~a Citus node whose claims database has no Citus says nothing of the comparison it does not make~src/claims.rs~s/\} else if gucs::citus_preloaded\(\) \{/} else if false \&\& gucs::citus_preloaded() {/"
+  "citus_layouts~the claims worker does not compare the layouts of the Citus nodes~src/claims.rs~s/\/\/ mutant: citus_layouts\n\s*gathered\s*\.other_layouts\s*\.push\(/let _ = (/"
   "claims_gather_timeout~the claims worker waits for the Citus nodes' answers without a bound~src/claims.rs~s/    let _timeout = GatherTimeout::arm\(\);/    let _timeout = GatherTimeout;/"
   "citus_unchecked~a Citus node makes ids with a worker id set by hand that nothing compares with the other nodes'~src/gucs.rs~s/    if registry\(\).is_none\(\) && claims_database\(\).is_none\(\) && citus_preloaded\(\) \{/    if false \&\& citus_preloaded() {/"
   "adopt_every_node~snowflake_adopt() on a Citus table moves the generator of its own node alone~src/adopt.rs~s/            advance_every_node\(advance, top, &table\);/            let _ = (advance_every_node, \&table);/"

@@ -83,8 +83,8 @@ pub extern "C-unwind" fn pg_snowflake_claims_main(_arg: pg_sys::Datum) {
     });
     // Why the last renewal wrote nothing, logged once per reason.
     let mut skipped: Option<String> = None;
-    // Which Citus nodes did not answer at the last gathering, logged once per change.
-    let mut unanswered_before: Option<String> = None;
+    // What the last gathering found, each logged once per change.
+    let mut gathered_before = Gathered::default();
     loop {
         if BackgroundWorker::sighup_received() {
             // SAFETY: between transactions, as every PostgreSQL process reloads its settings.
@@ -106,33 +106,46 @@ pub extern "C-unwind" fn pg_snowflake_claims_main(_arg: pg_sys::Datum) {
         });
         // In a transaction of its own, after this node's claim is committed: an error here
         // (Citus in a state it cannot answer from) restarts the worker, whose claim is written.
-        let unanswered = BackgroundWorker::transaction(|| {
+        let gathered = BackgroundWorker::transaction(|| {
             if why_not.is_some() {
-                None
+                Gathered::default()
             } else if citus_installed() {
                 gather_citus_claims()
             } else if gucs::citus_preloaded() {
                 // A node of a Citus cluster whose claims database is another one: its claim is
                 // written, and never meets the other nodes' (this setting is what spares a
                 // worker id set by hand the refusal of `gucs::resolve`).
-                Some(format!(
-                    "Citus is not installed in database {database} (snowflake.claims_database): \
-                     set snowflake.claims_database to the database where CREATE EXTENSION citus \
-                     ran"
-                ))
+                Gathered {
+                    unread: vec![format!(
+                        "Citus is not installed in database {database} \
+                         (snowflake.claims_database): set snowflake.claims_database to the \
+                         database where CREATE EXTENSION citus ran"
+                    )],
+                    ..Gathered::default()
+                }
             } else {
-                None
+                Gathered::default()
             }
         });
-        if unanswered != unanswered_before {
-            if let Some(nodes) = &unanswered {
-                pgrx::warning!(
-                    "pg_snowflake: the claims of some Citus nodes cannot be read, and are not \
-                     compared with this node's until they can: {nodes}"
-                );
-            }
-            unanswered_before = unanswered;
+        if gathered.unread != gathered_before.unread && !gathered.unread.is_empty() {
+            pgrx::warning!(
+                "pg_snowflake: the claims of some Citus nodes cannot be read, and are not \
+                 compared with this node's until they can: {}",
+                gathered.unread.join("; ")
+            );
         }
+        if gathered.other_layouts != gathered_before.other_layouts
+            && !gathered.other_layouts.is_empty()
+        {
+            pgrx::warning!(
+                "pg_snowflake: the nodes of this Citus cluster make ids of different layouts: this \
+                 node's is {}, and {}: time ranges and snowflake_decode() read a distributed \
+                 table's ids wrong; give every node the same snowflake.layout",
+                gucs::layout().describe(),
+                gathered.other_layouts.join("; ")
+            );
+        }
+        gathered_before = gathered;
         if why_not != skipped {
             if let Some(why) = &why_not {
                 pgrx::log!("pg_snowflake: no worker id claim is written: {why}");
@@ -165,7 +178,8 @@ fn citus_installed() -> bool {
 /// through Citus and written into this node's table; the table's trigger warns of each clash
 /// once. Citus's function is in pg_catalog, where only a superuser creates functions. Returns
 /// the nodes whose claims were not read (unreachable, without pg_snowflake, or answering what is
-/// no list of claims), which are passed over until the next interval.
+/// no list of claims), which are passed over until the next interval, and the nodes of another
+/// layout.
 ///
 /// The other nodes are peers, and one may be broken or hostile:
 /// - each node runs the read as a superuser, so it reads the table only where the same
@@ -183,7 +197,20 @@ fn citus_installed() -> bool {
 /// - a node that accepts the query and never answers would hold this worker in Citus's wait,
 ///   which SIGTERM does not end (pgrx's handler only sets a flag): the statement times out
 ///   after `GATHER_TIMEOUT_MS`, and a shutdown waits that long at most.
-fn gather_citus_claims() -> Option<String> {
+/// What one gathering of the Citus nodes' claims found.
+#[derive(Default, PartialEq)]
+struct Gathered {
+    /// The nodes whose claims were not read, and why.
+    unread: Vec<String>,
+    /// The nodes whose live claims are of another layout than this node's, and theirs. The
+    /// immutable functions (`snowflake_decode`, `snowflake_timestamp`) run on the shards, in the
+    /// layout of the node that holds each, and time ranges are cut in the layout of the node
+    /// that plans the query: on nodes of different layouts both read ids wrong, and the
+    /// registry, which holds a namespace to one layout, is not there to refuse it.
+    other_layouts: Vec<String>,
+}
+
+fn gather_citus_claims() -> Gathered {
     const OWN_CLAIMS: &str = "SELECT CASE WHEN EXISTS (
               SELECT FROM pg_catalog.pg_depend d
                 JOIN pg_catalog.pg_extension e ON e.oid OPERATOR(pg_catalog.=) d.refobjid
@@ -196,7 +223,7 @@ fn gather_citus_claims() -> Option<String> {
                  WHERE c.system_identifier OPERATOR(pg_catalog.=)
                        (SELECT s.system_identifier FROM pg_catalog.pg_control_system() s))
           ELSE '[]'::pg_catalog.json END";
-    // One node's answer, into this node's table.
+    // One node's answer, into this node's table; the layouts of its claims in force.
     const WRITE_CLAIMS: &str = "WITH claims AS (
              SELECT DISTINCT ON (x.system_identifier, x.worker_id, x.layout)
                     x.system_identifier, x.worker_id, pg_catalog.left(x.layout, 200) AS layout,
@@ -209,12 +236,17 @@ fn gather_citus_claims() -> Option<String> {
                 AND x.worker_id OPERATOR(pg_catalog.<) 4194304
                 AND x.layout IS NOT NULL AND x.node_name IS NOT NULL AND x.since IS NOT NULL
                 AND x.last_seen IS NOT NULL AND x.expires IS NOT NULL
-              ORDER BY x.system_identifier, x.worker_id, x.layout, x.last_seen DESC)
-         INSERT INTO snowflake.snowflake_claims AS c
-         SELECT * FROM claims
-         ON CONFLICT (system_identifier, worker_id, layout) DO UPDATE SET
-             node_name = excluded.node_name, since = excluded.since,
-             last_seen = excluded.last_seen, expires = excluded.expires";
+              ORDER BY x.system_identifier, x.worker_id, x.layout, x.last_seen DESC),
+         written AS (
+             INSERT INTO snowflake.snowflake_claims AS c
+             SELECT * FROM claims
+             ON CONFLICT (system_identifier, worker_id, layout) DO UPDATE SET
+                 node_name = excluded.node_name, since = excluded.since,
+                 last_seen = excluded.last_seen, expires = excluded.expires
+             RETURNING c.layout, c.expires)
+         SELECT pg_catalog.string_agg(DISTINCT w.layout, ', ') FROM written w
+          WHERE w.expires OPERATOR(pg_catalog.>) pg_catalog.now()
+            AND w.layout OPERATOR(pg_catalog.<>) $3";
     const MAX_ANSWER: i32 = 65_536;
     // SAFETY: reads a value PostgreSQL set at start.
     let own = unsafe { pg_sys::GetSystemIdentifier() } as i64;
@@ -249,15 +281,26 @@ fn gather_citus_claims() -> Option<String> {
         })
         .unwrap_or_else(|e| errors::claims_table_failed("gather", &e))
     };
-    let mut unread = Vec::new();
+    let layout = gucs::layout().describe();
+    let mut gathered = Gathered::default();
     for (node, claims, why) in answers {
         let why = match claims {
             None => why,
             Some(claims) => match subtransaction::catching(|| {
-                Spi::run_with_args(WRITE_CLAIMS, &[claims.as_str().into(), own.into()])
+                Spi::get_one_with_args::<String>(
+                    WRITE_CLAIMS,
+                    &[claims.as_str().into(), own.into(), layout.as_str().into()],
+                )
             }) {
                 Ok(written) => {
-                    written.unwrap_or_else(|e| errors::claims_table_failed("gather", &e));
+                    let other =
+                        written.unwrap_or_else(|e| errors::claims_table_failed("gather", &e));
+                    if let Some(other) = other {
+                        // mutant: citus_layouts
+                        gathered
+                            .other_layouts
+                            .push(format!("node {node}'s is {other}"));
+                    }
                     continue;
                 }
                 Err(error) => format!(
@@ -267,9 +310,9 @@ fn gather_citus_claims() -> Option<String> {
                 ),
             },
         };
-        unread.push(format!("node {node} answered {why}"));
+        gathered.unread.push(format!("node {node} answered {why}"));
     }
-    (!unread.is_empty()).then(|| unread.join("; "))
+    gathered
 }
 
 /// How long the claims worker waits for the Citus nodes' answers, each interval. Citus answers

@@ -1751,3 +1751,50 @@ fn claims_in_a_database_without_citus_are_compared_with_no_other_node_and_every_
         started.elapsed().as_secs_f64()
     );
 }
+
+/// Time ranges and the decoding functions read a Citus table's ids in one layout: the
+/// planning node's for the range, each shard's node's for `snowflake_decode()`. The registry
+/// holds a namespace to one layout; with worker ids by hand and claims, nothing compared the
+/// nodes' layouts. The claims worker of every node now does, and warns.
+#[test]
+fn nodes_of_different_layouts_each_warn_through_their_claims() {
+    let mut citus = Citus::start_with(
+        "citus_layouts",
+        0,
+        &[
+            "snowflake.claims_database = 'postgres'",
+            "snowflake.claims_interval = 1",
+        ],
+        false,
+        "CREATE EXTENSION pg_snowflake",
+    );
+    citus.coordinator.append_conf(&["snowflake.worker_id = 1"]);
+    citus.coordinator.restart("fast");
+    let worker = citus.init_worker(&["snowflake.worker_id = 2", "snowflake.layout = 'sonyflake'"]);
+    worker.start();
+    citus.join(&worker);
+    citus.workers.push(worker);
+    let started = Instant::now();
+    for (node, own, other) in [
+        (&citus.coordinator, "twitter", "sonyflake"),
+        (&citus.workers[0], "sonyflake", "twitter"),
+    ] {
+        poll(Duration::from_secs(60), Duration::from_millis(200), || {
+            node.log()
+                .lines()
+                .find(|l| {
+                    l.contains("WARNING:")
+                        && l.contains(&format!(
+                            "make ids of different layouts: this node's is {own}, and node "
+                        ))
+                        && l.contains(&format!("'s is {other}"))
+                })
+                .map(|l| println!("{}: {l}", node.name))
+                .ok_or(format!("{}: no warning of the other layout yet", node.name))
+        });
+    }
+    println!(
+        "both nodes warned {:.1} s after the worker joined",
+        started.elapsed().as_secs_f64()
+    );
+}
