@@ -233,10 +233,12 @@ fn advance_every_node(advance: pg_sys::Oid, top: i64, table: &str) {
         &[advance.into(), top.into(), NOT_OURS.into()],
     );
     let failures = Spi::get_one_with_args::<String>(
-        "SELECT pg_catalog.string_agg(pg_catalog.format('node %s answered: %s', r.nodeid,
+        "SELECT pg_catalog.string_agg(pg_catalog.format('node %s (%s:%s) answered: %s',
+                                                        r.nodeid, d.nodename, d.nodeport,
                                                         pg_catalog.left(r.result, 200)),
                                       '; ' ORDER BY r.nodeid)
            FROM pg_catalog.run_command_on_all_nodes($1::pg_catalog.text) r
+           LEFT JOIN pg_catalog.pg_dist_node d ON d.nodeid OPERATOR(pg_catalog.=) r.nodeid
           WHERE NOT r.success OR r.result OPERATOR(pg_catalog.=) $2",
         &[command.as_str().into(), NOT_OURS.into()],
     );

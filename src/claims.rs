@@ -19,7 +19,7 @@
 
 use crate::errors::{self, Code};
 use crate::layout::Layout;
-use crate::{generator, gucs, own_schema, privileges, registry};
+use crate::{generator, gucs, own_schema, privileges, registry, subtransaction};
 use pgrx::bgworkers::{
     BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
 };
@@ -84,8 +84,8 @@ pub extern "C-unwind" fn pg_snowflake_claims_main(_arg: pg_sys::Datum) {
     });
     // Why the last renewal wrote nothing, logged once per reason.
     let mut skipped: Option<String> = None;
-    // Which Citus nodes did not answer at the last gathering, logged once per change.
-    let mut unanswered_before: Option<String> = None;
+    // What the last gathering found, each logged once per change.
+    let mut gathered_before = Gathered::default();
     loop {
         if BackgroundWorker::sighup_received() {
             // SAFETY: between transactions, as every PostgreSQL process reloads its settings.
@@ -107,20 +107,57 @@ pub extern "C-unwind" fn pg_snowflake_claims_main(_arg: pg_sys::Datum) {
         });
         // In a transaction of its own, after this node's claim is committed: an error here
         // (Citus in a state it cannot answer from) restarts the worker, whose claim is written.
-        let unanswered = BackgroundWorker::transaction(|| {
-            (why_not.is_none() && citus_installed())
-                .then(gather_citus_claims)
-                .flatten()
-        });
-        if unanswered != unanswered_before {
-            if let Some(nodes) = &unanswered {
-                errors::log(format!(
-                    "pg_snowflake: the claims of some Citus nodes cannot be read, and are not \
-                     compared with this node's until they can: {nodes}"
-                ));
+        let gathered = BackgroundWorker::transaction(|| {
+            if why_not.is_some() {
+                Gathered::default()
+            } else if citus_installed() {
+                gather_citus_claims()
+            } else if gucs::citus_preloaded() {
+                // A node of a Citus cluster whose claims database is another one: its claim is
+                // written, and never meets the other nodes' (this setting is what spares a
+                // worker id set by hand the refusal of `gucs::resolve`).
+                Gathered {
+                    unread: vec![format!(
+                        "Citus is not installed in database {database} \
+                         (snowflake.claims_database): set snowflake.claims_database to the \
+                         database where CREATE EXTENSION citus ran"
+                    )],
+                    ..Gathered::default()
+                }
+            } else {
+                Gathered::default()
             }
-            unanswered_before = unanswered;
+        });
+        if gathered.unread != gathered_before.unread && !gathered.unread.is_empty() {
+            errors::report(
+                Code::ERRCODE_WARNING,
+                format!(
+                    "pg_snowflake: the claims of some Citus nodes cannot be read, and are not \
+                     compared with this node's until they can: {}",
+                    gathered.unread.join("; ")
+                ),
+                "Make every node of the Citus cluster reachable from this one, with pg_snowflake \
+                 installed and snowflake.claims_database naming the Citus database (docs/citus.md).",
+            )
+            .warn();
         }
+        if gathered.other_layouts != gathered_before.other_layouts
+            && !gathered.other_layouts.is_empty()
+        {
+            errors::report(
+                Code::ERRCODE_WARNING,
+                format!(
+                    "pg_snowflake: the nodes of this Citus cluster make ids of different layouts: \
+                     this node's is {}, and {}: time ranges and snowflake_decode() read a \
+                     distributed table's ids wrong",
+                    gucs::layout().describe(),
+                    gathered.other_layouts.join("; ")
+                ),
+                "Give every node of the Citus cluster the same snowflake.layout (docs/citus.md).",
+            )
+            .warn();
+        }
+        gathered_before = gathered;
         if why_not != skipped {
             if let Some(why) = &why_not {
                 errors::log(format!(
@@ -154,8 +191,9 @@ fn citus_installed() -> bool {
 /// Every node's own claims (in the table of each node, written by its claims worker), read
 /// through Citus and written into this node's table; the table's trigger warns of each clash
 /// once. Citus's function is in pg_catalog, where only a superuser creates functions. Returns
-/// the nodes that did not answer (unreachable, or without pg_snowflake), which are passed over
-/// until the next interval.
+/// the nodes whose claims were not read (unreachable, without pg_snowflake, or answering what is
+/// no list of claims), which are passed over until the next interval, and the nodes of another
+/// layout.
 ///
 /// The other nodes are peers, and one may be broken or hostile:
 /// - each node runs the read as a superuser, so it reads the table only where the same
@@ -165,12 +203,28 @@ fn citus_installed() -> bool {
 /// - what comes back is taken within bounds: 64 kB an answer (about 250 claims; a node writes
 ///   one a layout and worker id), worker ids within 22 bits (the widest layout's), names cut to
 ///   200 characters, one row a key (two made the whole insert fail, 21000, for every node), no
-///   claim of this node's own system identifier (it writes its own); an answer that is no JSON
-///   array fails the statement, and the worker tries again at the next interval;
+///   claim of this node's own system identifier (it writes its own);
+/// - each node's answer is written in a subtransaction of its own: one that is no list of
+///   claims (no JSON, a worker id past 32 bits: a node whose table was altered, or a later
+///   release's) is passed over, and the other nodes' claims are still read (one such answer
+///   failed the whole gather, every interval, so no clash was found anywhere);
 /// - a node that accepts the query and never answers would hold this worker in Citus's wait,
 ///   which SIGTERM does not end (pgrx's handler only sets a flag): the statement times out
 ///   after `GATHER_TIMEOUT_MS`, and a shutdown waits that long at most.
-fn gather_citus_claims() -> Option<String> {
+/// What one gathering of the Citus nodes' claims found.
+#[derive(Default, PartialEq)]
+struct Gathered {
+    /// The nodes whose claims were not read, and why.
+    unread: Vec<String>,
+    /// The nodes whose live claims are of another layout than this node's, and theirs. The
+    /// immutable functions (`snowflake_decode`, `snowflake_timestamp`) run on the shards, in the
+    /// layout of the node that holds each, and time ranges are cut in the layout of the node
+    /// that plans the query: on nodes of different layouts both read ids wrong, and the
+    /// registry, which holds a namespace to one layout, is not there to refuse it.
+    other_layouts: Vec<String>,
+}
+
+fn gather_citus_claims() -> Gathered {
     const OWN_CLAIMS: &str = "SELECT CASE WHEN EXISTS (
               SELECT FROM pg_catalog.pg_depend d
                 JOIN pg_catalog.pg_extension e ON e.oid OPERATOR(pg_catalog.=) d.refobjid
@@ -183,42 +237,95 @@ fn gather_citus_claims() -> Option<String> {
                  WHERE c.system_identifier OPERATOR(pg_catalog.=)
                        (SELECT s.system_identifier FROM pg_catalog.pg_control_system() s))
           ELSE '[]'::pg_catalog.json END";
-    // SAFETY: reads a value PostgreSQL set at start.
-    let own = unsafe { pg_sys::GetSystemIdentifier() } as i64;
-    let _timeout = GatherTimeout::arm();
-    Spi::get_one_with_args::<String>(
-        "WITH r AS MATERIALIZED (
-             SELECT * FROM pg_catalog.run_command_on_all_nodes($1::pg_catalog.text)),
-         answers AS (
-             SELECT r.result::pg_catalog.json AS claims FROM r
-              WHERE r.success AND pg_catalog.octet_length(r.result) OPERATOR(pg_catalog.<=) 65536),
-         claims AS (
+    // One node's answer, into this node's table; the layouts of its claims in force.
+    const WRITE_CLAIMS: &str = "WITH claims AS (
              SELECT DISTINCT ON (x.system_identifier, x.worker_id, x.layout)
                     x.system_identifier, x.worker_id, pg_catalog.left(x.layout, 200) AS layout,
                     pg_catalog.left(x.node_name, 200) AS node_name, x.since, x.last_seen,
                     x.expires
-               FROM answers a, pg_catalog.json_populate_recordset(
-                                   NULL::snowflake.snowflake_claims, a.claims) x
+               FROM pg_catalog.json_populate_recordset(NULL::snowflake.snowflake_claims,
+                                                       $1::pg_catalog.json) x
               WHERE x.system_identifier OPERATOR(pg_catalog.<>) $2
                 AND x.worker_id OPERATOR(pg_catalog.>=) 0
                 AND x.worker_id OPERATOR(pg_catalog.<) 4194304
                 AND x.layout IS NOT NULL AND x.node_name IS NOT NULL AND x.since IS NOT NULL
                 AND x.last_seen IS NOT NULL AND x.expires IS NOT NULL
               ORDER BY x.system_identifier, x.worker_id, x.layout, x.last_seen DESC),
-         gathered AS (
+         written AS (
              INSERT INTO snowflake.snowflake_claims AS c
              SELECT * FROM claims
              ON CONFLICT (system_identifier, worker_id, layout) DO UPDATE SET
                  node_name = excluded.node_name, since = excluded.since,
-                 last_seen = excluded.last_seen, expires = excluded.expires)
-         SELECT pg_catalog.string_agg(pg_catalog.format('node %s answered %s', r.nodeid,
-                                                        pg_catalog.left(r.result, 200)),
-                                      '; ' ORDER BY r.nodeid)
-           FROM r WHERE NOT r.success
-                     OR pg_catalog.octet_length(r.result) OPERATOR(pg_catalog.>) 65536",
-        &[OWN_CLAIMS.into(), own.into()],
-    )
-    .unwrap_or_else(|e| table_failed("gather", &e))
+                 last_seen = excluded.last_seen, expires = excluded.expires
+             RETURNING c.layout, c.expires)
+         SELECT pg_catalog.string_agg(DISTINCT w.layout, ', ') FROM written w
+          WHERE w.expires OPERATOR(pg_catalog.>) pg_catalog.now()
+            AND w.layout OPERATOR(pg_catalog.<>) $3";
+    const MAX_ANSWER: i32 = 65_536;
+    // SAFETY: reads a value PostgreSQL set at start.
+    let own = unsafe { pg_sys::GetSystemIdentifier() } as i64;
+    let answers: Vec<(String, Option<String>, String)> = {
+        let _timeout = GatherTimeout::arm();
+        Spi::connect(|client| {
+            client
+                .select(
+                    "SELECT pg_catalog.format('%s (%s:%s)', r.nodeid, d.nodename, d.nodeport),
+                            CASE WHEN r.success AND pg_catalog.octet_length(r.result)
+                                                    OPERATOR(pg_catalog.<=) $2
+                                 THEN r.result END,
+                            CASE WHEN NOT r.success THEN pg_catalog.left(r.result, 200)
+                                 ELSE pg_catalog.format('%s bytes, more than %s',
+                                                        pg_catalog.octet_length(r.result), $2)
+                            END
+                       FROM pg_catalog.run_command_on_all_nodes($1::pg_catalog.text) r
+                       LEFT JOIN pg_catalog.pg_dist_node d
+                              ON d.nodeid OPERATOR(pg_catalog.=) r.nodeid
+                      ORDER BY r.nodeid",
+                    None,
+                    &[OWN_CLAIMS.into(), MAX_ANSWER.into()],
+                )?
+                .map(|row| {
+                    Ok((
+                        row.get(1)?.unwrap_or_default(),
+                        row.get(2)?,
+                        row.get(3)?.unwrap_or_default(),
+                    ))
+                })
+                .collect::<Result<_, pgrx::spi::SpiError>>()
+        })
+        .unwrap_or_else(|e| table_failed("gather", &e))
+    };
+    let layout = gucs::layout().describe();
+    let mut gathered = Gathered::default();
+    for (node, claims, why) in answers {
+        let why = match claims {
+            None => why,
+            Some(claims) => match subtransaction::catching(|| {
+                Spi::get_one_with_args::<String>(
+                    WRITE_CLAIMS,
+                    &[claims.as_str().into(), own.into(), layout.as_str().into()],
+                )
+            }) {
+                Ok(written) => {
+                    let other = written.unwrap_or_else(|e| table_failed("gather", &e));
+                    if let Some(other) = other {
+                        // mutant: citus_layouts
+                        gathered
+                            .other_layouts
+                            .push(format!("node {node}'s is {other}"));
+                    }
+                    continue;
+                }
+                Err(error) => format!(
+                    "what is no list of claims ({}): {}",
+                    error.chars().take(200).collect::<String>(),
+                    claims.chars().take(200).collect::<String>()
+                ),
+            },
+        };
+        gathered.unread.push(format!("node {node} answered {why}"));
+    }
+    gathered
 }
 
 /// How long the claims worker waits for the Citus nodes' answers, each interval. Citus answers

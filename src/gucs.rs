@@ -683,7 +683,7 @@ fn resolve(layout: Result<Layout, String>) -> Resolved {
 }
 
 /// Whether `citus` is in `shared_preload_libraries` (as written there: a name, maybe quoted).
-fn citus_preloaded() -> bool {
+pub fn citus_preloaded() -> bool {
     // SAFETY: a string setting PostgreSQL set before _PG_init; NUL-terminated when not null.
     let list = unsafe { pg_sys::shared_preload_libraries_string };
     if list.is_null() {
@@ -818,11 +818,21 @@ pub fn worker_id_unset() -> ! {
         None => errors::report(
             Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             "snowflake.worker_id is not set",
-            format!(
-                "Pick a worker id between 0 and {} that no other server uses, run ALTER SYSTEM SET \
-                 snowflake.worker_id = <id>; and restart the server.",
-                layout().max_worker_id()
-            ),
+            // On a Citus node a worker id set by hand is refused unless something compares it
+            // with the other nodes' (`resolve`): the plain advice led a user from this error to
+            // that one.
+            if citus_preloaded() {
+                "This server preloads Citus: lease its worker id from the coordinator, with \
+                 snowflake.worker_id = -1 and snowflake.registry naming the coordinator's \
+                 database, and restart the server (docs/citus.md)."
+                    .to_string()
+            } else {
+                format!(
+                    "Pick a worker id between 0 and {} that no other server uses, run ALTER \
+                     SYSTEM SET snowflake.worker_id = <id>; and restart the server.",
+                    layout().max_worker_id()
+                )
+            },
         )
         .detail(
             "Every server that generates snowflake ids needs a worker id of its own; two servers \

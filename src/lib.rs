@@ -40,6 +40,7 @@ mod planner; // time ranges through the primary key (and adopt's one-relation pl
 mod privileges; // who may call what
 mod registry; // worker ids leased from a registry database
 mod stats; // snowflake_stats()
+mod subtransaction; // a step whose error is caught and rolled back
 mod text_arg; // text arguments in any database encoding
 
 #[cfg(test)]

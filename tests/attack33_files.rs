@@ -7,6 +7,7 @@ mod common;
 use common::*;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -15,9 +16,24 @@ fn c_path(p: &Path) -> CString {
     CString::new(p.as_os_str().as_bytes()).unwrap()
 }
 
-fn mkfifo(p: &Path) {
+/// Makes a FIFO at `p`; something already there is left as it is (false).
+fn mkfifo(p: &Path) -> bool {
     // SAFETY: a NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c_path(p).as_ptr(), 0o644) }, 0);
+    if unsafe { libc::mkfifo(c_path(p).as_ptr(), 0o644) } == 0 {
+        return true;
+    }
+    let e = std::io::Error::last_os_error();
+    assert_eq!(
+        e.raw_os_error(),
+        Some(libc::EEXIST),
+        "mkfifo {}: {e}",
+        p.display()
+    );
+    false
+}
+
+fn is_fifo(p: &Path) -> bool {
+    std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_fifo())
 }
 
 /// Swaps two names atomically (`renameat2(RENAME_EXCHANGE)`).
@@ -109,9 +125,11 @@ fn a_fifo_swapped_in_for_the_copys_directory_hangs_no_backend() {
     c.query_one("SELECT snowflake_next()", &[]).unwrap();
     let dir = m.data().join("pg_snowflake");
     let fifo = m.data().join("pg_snowflake_fifo");
-    mkfifo(&fifo);
+    assert!(mkfifo(&fifo));
     let stop = AtomicBool::new(false);
     let (in_open, stopped, took) = std::thread::scope(|s| {
+        // The workers loop until `stop`: a panic here must stop them (see StopOnDrop).
+        let _stop = StopOnDrop(&stop);
         for _ in 0..2 {
             let stop = &stop;
             let mut c = m.connect();
@@ -126,16 +144,35 @@ fn a_fifo_swapped_in_for_the_copys_directory_hangs_no_backend() {
             });
         }
         let until = Instant::now() + Duration::from_secs(10);
-        let mut swaps = 0u64;
+        let (mut swaps, mut remade) = (0u64, 0u64);
         while Instant::now() < until {
-            assert!(exchange(&dir, &fifo), "renameat2 failed");
-            swaps += 1;
+            if exchange(&dir, &fifo) {
+                swaps += 1;
+                continue;
+            }
+            // A renewal that finds the FIFO at pg_snowflake removes it and makes the directory
+            // again (`Dir::open_or_make`): between the two, one name is missing and the swap
+            // fails (ENOENT). Make the FIFO again. (This test once hung CI for 1,200 s: a panic
+            // here, with the writers looping until `stop`, is the one way it could; not seen in
+            // 9 runs here, 4 of them beside three busy loops.)
+            let e = std::io::Error::last_os_error();
+            assert_eq!(e.raw_os_error(), Some(libc::ENOENT), "renameat2: {e}");
+            for p in [&dir, &fifo] {
+                if std::fs::symlink_metadata(p).is_err() && mkfifo(p) {
+                    remade += 1;
+                }
+            }
         }
-        // Leave the FIFO where the directory was.
-        if std::fs::symlink_metadata(&dir).unwrap().is_dir() {
-            assert!(exchange(&dir, &fifo));
+        // Leave a FIFO where the directory was.
+        if !is_fifo(&dir) && !(is_fifo(&fifo) && exchange(&dir, &fifo)) {
+            let _ = std::fs::remove_dir_all(&dir);
+            mkfifo(&dir);
         }
-        eprintln!("{swaps} swaps, the FIFO left at pg_snowflake");
+        eprintln!(
+            "{swaps} swaps, {remade} FIFOs made again after the server removed one; \
+             pg_snowflake is a FIFO: {}",
+            is_fifo(&dir)
+        );
         stop.store(true, Ordering::Relaxed);
         std::thread::sleep(Duration::from_secs(6));
         let stuck: Vec<(i32, String)> = c

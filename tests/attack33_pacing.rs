@@ -68,7 +68,7 @@ fn parallel_workers_ended_while_paced_leave_the_waiting_count_raised() {
             })
         };
         // A failure below unwinds through the scope, which waits for the burster: stop it.
-        let _stop = SetOnDrop(&stop);
+        let _stop = StopOnDrop(&stop);
         let mut p = cluster.connect_as("plain");
         // Pacing holds the ids at half of max_drift (5 s, give or take a 10 ms unit): "more than
         // 5,000 ms ahead", as this once asked, may never come (4,990 to 5,003 here).
@@ -120,15 +120,6 @@ fn parallel_workers_ended_while_paced_leave_the_waiting_count_raised() {
     );
 }
 
-/// Sets its flag when dropped, a failure's unwinding included.
-struct SetOnDrop<'a>(&'a AtomicBool);
-
-impl Drop for SetOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
-}
-
 #[derive(Debug)]
 #[allow(dead_code)] // printed
 struct Attacked {
@@ -148,6 +139,8 @@ fn cancelling_sessions_beside_callers(cluster: &Cluster) -> Attacked {
     let stop = AtomicBool::new(false);
     let cancelled = AtomicU64::new(0);
     let results: Vec<(u64, f64, Vec<String>)> = std::thread::scope(|s| {
+        // The workers loop until `stop`: a panic here must stop them (see StopOnDrop).
+        let _stop = StopOnDrop(&stop);
         for _ in 0..CANCELLING {
             let (stop, cancelled) = (&stop, &cancelled);
             let mut a = cluster.connect_as("plain");

@@ -41,6 +41,8 @@ fn bursts_never_make_single_row_callers_fail() {
     let (mut burst_ids, mut inserts) = (0i64, 0usize);
     let mut deepest_ms = 0.0f64;
     std::thread::scope(|s| {
+        // The workers loop until `stop`: a panic here must stop them (see StopOnDrop).
+        let _stop = StopOnDrop(&stop);
         let bursters: Vec<_> = (0..2)
             .map(|_| {
                 let (errors, stop) = (&errors, &stop);

@@ -21,6 +21,8 @@ fn draw_until_crash(
     let received = Mutex::new(vec![Vec::new(); clients]);
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
+        // The workers loop until `stop`: a panic here must stop them (see StopOnDrop).
+        let _stop = StopOnDrop(&stop);
         let mut handles = Vec::new();
         for i in 0..clients {
             let (received, stop) = (&received, &stop);

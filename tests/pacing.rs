@@ -32,6 +32,8 @@ fn one_id_per_time_unit_is_shared_fairly_between_bursts_and_single_calls() {
     let stop = AtomicBool::new(false);
     let (mut burst_ids, mut calls, mut slowest_ms) = (0i64, 0usize, 0f64);
     std::thread::scope(|s| {
+        // The workers loop until `stop`: a panic here must stop them (see StopOnDrop).
+        let _stop = StopOnDrop(&stop);
         let bursters: Vec<_> = (0..6)
             .map(|_| {
                 let (errors, stop) = (&errors, &stop);
@@ -161,6 +163,8 @@ fn a_clock_stepped_back_while_calls_are_paced_stalls_no_call() {
     let mut c = cluster.connect_ext();
     let stop = AtomicBool::new(false);
     let results: Vec<(u64, f64, Vec<String>)> = std::thread::scope(|s| {
+        // The callers loop until `stop`: a panic here must stop them (see StopOnDrop).
+        let _stop = StopOnDrop(&stop);
         let handles = callers(s, &cluster, 4, &stop);
         poll(
             Duration::from_secs(10),
@@ -238,6 +242,8 @@ fn sessions_that_abandon_their_paced_calls_hold_nobody_back() {
     };
     let mut seen_waiting = 0;
     let results: Vec<(u64, f64, Vec<String>)> = std::thread::scope(|s| {
+        // The workers loop until `stop`: a panic here must stop them (see StopOnDrop).
+        let _stop = StopOnDrop(&stop);
         for _ in 0..4 {
             let (stop, cancelled) = (&stop, &cancelled);
             let mut a = cluster.connect();
@@ -323,6 +329,8 @@ fn a_paced_call_waits_no_longer_than_drift_wait() {
     // Per session: ids made, the slowest burst (ms), and the errors as (code, message, hint).
     type Burster = (u64, f64, Vec<(String, String, String)>);
     let results: Vec<Burster> = std::thread::scope(|s| {
+        // The workers loop until `stop`: a panic here must stop them (see StopOnDrop).
+        let _stop = StopOnDrop(&stop);
         let handles: Vec<_> = (0..6)
             .map(|_| {
                 let stop = &stop;

@@ -107,12 +107,6 @@ fn write_until(cluster: &Cluster, cut: impl FnOnce()) -> Acknowledged {
         }
         // The writers stop also when `cut` panics: the scope waits for them before the panic
         // goes on.
-        struct StopOnDrop<'a>(&'a AtomicBool);
-        impl Drop for StopOnDrop<'_> {
-            fn drop(&mut self) {
-                self.0.store(true, Ordering::Relaxed);
-            }
-        }
         let _stop = StopOnDrop(&stop);
         cut();
     });

@@ -49,6 +49,8 @@ fn eight_writers_through_restarts_a_clock_step_and_a_crash() {
     let sleep_until = |t: Instant| std::thread::sleep(t.saturating_duration_since(Instant::now()));
 
     std::thread::scope(|s| {
+        // The workers loop until `stop`: a panic here must stop them (see StopOnDrop).
+        let _stop = StopOnDrop(&stop);
         for w in 0..WRITERS {
             let (received, unexpected, lost, stop, cluster) =
                 (&received, &unexpected, &lost_connections, &stop, &cluster);

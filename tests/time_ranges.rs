@@ -1694,7 +1694,13 @@ fn hook_on_and_off_agree(name: &str) {
         .query_one("SELECT current_setting('server_version_num')::int", &[])
         .unwrap()
         .get(0);
-    let (seeds, cases) = seeds();
+    let (mut seeds, cases) = seeds();
+    // make test's fixed seeds: both on 15, where the mutation rows are run, the first on the
+    // other majors (the hook's code is the same; each major's planner is what differs, and one
+    // seed's 1,800 statements meet it). Both took 241 s of each major's run.
+    if seeds == FIXED_SEEDS && version / 10_000 != 15 {
+        seeds.truncate(1);
+    }
     let mut tally: BTreeMap<String, u64> = BTreeMap::new();
     let started = std::time::Instant::now();
     // (milliseconds, seed, statement): what to look at when the suite grows slow.

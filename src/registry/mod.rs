@@ -109,8 +109,10 @@ impl Problem {
             Problem::None => "The registry's worker leases a worker id at start: wait a moment.",
             Problem::Unreachable => {
                 "Check that the registry in snowflake.registry is up and that this server can \
-                 reach it (host, port, pg_hba.conf, the password file); ids are handed out as \
-                 soon as a worker id is leased."
+                 reach it (host, port, pg_hba.conf, the password file; a registry that asks for \
+                 the password in clear text is refused unless snowflake.registry sets \
+                 require_auth: use scram-sha-256 there); ids are handed out as soon as a worker \
+                 id is leased."
             }
             Problem::NotInstalled => {
                 "Install pg_snowflake 0.4.0 or later in the registry's database (CREATE \
@@ -126,8 +128,9 @@ impl Problem {
                  wait for a lease to run out."
             }
             Problem::Refused => {
-                "Check the role in snowflake.registry: it needs EXECUTE on \
-                 snowflake.snowflake_registry_lease in the registry's database."
+                "Check the role in snowflake.registry (it needs EXECUTE on \
+                 snowflake.snowflake_registry_lease in the registry's database), and what the \
+                 detail names in the registry's database."
             }
             Problem::Cache => "Check that the data directory is writable and has space.",
             Problem::Layout => {
@@ -145,8 +148,8 @@ impl Problem {
                  the network path can answer in its place; the worker tries again meanwhile."
             }
             Problem::Settings => {
-                "Correct snowflake.registry in postgresql.conf and restart the server (libpq5 must \
-                 be installed)."
+                "Correct snowflake.registry in postgresql.conf as the detail says, and restart \
+                 the server."
             }
         }
     }

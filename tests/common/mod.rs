@@ -43,6 +43,18 @@ pub fn faketime_lib() -> String {
         .to_string()
 }
 
+/// Sets a stop flag when dropped, a panic's unwinding included. `std::thread::scope` waits for
+/// its threads before a panic of the scope's own thread goes on: workers that loop until the
+/// flag is set would keep that panic waiting for good (a test once hung 1,200 s so, until the
+/// suite runner killed it). Hold one in the scope's thread for as long as workers loop.
+pub struct StopOnDrop<'a>(pub &'a std::sync::atomic::AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 pub struct Cluster {
     pub name: String,
     pub dir: PathBuf,
@@ -931,6 +943,11 @@ pub fn make_synchronous(primary: &mut Client) {
         .batch_execute("ALTER SYSTEM SET synchronous_standby_names = '*'")
         .unwrap();
     primary.batch_execute("SELECT pg_reload_conf()").unwrap();
+    wait_for_one_synchronous_standby(primary);
+}
+
+/// Waits until the server of `primary` has exactly one synchronous standby.
+pub fn wait_for_one_synchronous_standby(primary: &mut Client) {
     poll(Duration::from_secs(60), Duration::from_millis(50), || {
         let sync: i64 = primary
             .query_one(

@@ -533,19 +533,7 @@ fn synchronous(primary: &Server, standby: &Server) {
         s.cluster.append_conf(&["synchronous_standby_names = '*'"]);
         s.cluster.reload();
     }
-    let mut c = primary.cluster.connect();
-    poll(Duration::from_secs(60), Duration::from_millis(50), || {
-        let sync: i64 = c
-            .query_one(
-                "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'",
-                &[],
-            )
-            .unwrap()
-            .get(0);
-        (sync == 1)
-            .then_some(())
-            .ok_or(format!("{sync} synchronous standbys, not one"))
-    });
+    wait_for_one_synchronous_standby(&mut primary.cluster.connect());
 }
 
 /// The worker id a member uses now, from its stats.
