@@ -532,8 +532,16 @@ impl GatherTimeout {
 
 impl Drop for GatherTimeout {
     fn drop(&mut self) {
-        // SAFETY: disabling a timeout that may have fired already is allowed.
-        unsafe { disable_timeout(STATEMENT_TIMEOUT, false) };
+        // SAFETY: disabling a timeout that may have fired already is allowed; a cancel it asked
+        // for after the statements it bounds ended is no longer wanted (it would cancel the
+        // first write of a node's claims, and name a healthy node as unread).
+        unsafe {
+            let fired = get_timeout_indicator(STATEMENT_TIMEOUT, false);
+            disable_timeout(STATEMENT_TIMEOUT, false);
+            if fired {
+                pg_sys::QueryCancelPending = 0;
+            }
+        }
     }
 }
 
@@ -544,6 +552,7 @@ const STATEMENT_TIMEOUT: std::ffi::c_int = 3;
 unsafe extern "C-unwind" {
     fn enable_timeout_after(id: std::ffi::c_int, delay_ms: std::ffi::c_int);
     fn disable_timeout(id: std::ffi::c_int, keep_indicator: bool);
+    fn get_timeout_indicator(id: std::ffi::c_int, reset_indicator: bool) -> bool;
 }
 
 /// Whether pg_snowflake is installed in this database.
