@@ -206,31 +206,74 @@ fn citus_table(tbl: pg_sys::Oid) -> Option<Option<i16>> {
 /// each node in a connection of its own, outside this transaction: a node that moved stays moved
 /// when this call fails, which is harmless (a generator only ever moves up).
 ///
-/// The command names the function by schema and name, which each node resolves again, and in
-/// a schema that a database owner may own (`public`): on a worker where that owner renamed the
-/// schema and planted a function of that name (with `citus.enable_ddl_propagation` off, nothing
-/// reaches the coordinator), a superuser's adopt ran it. So the command calls the name only
-/// where the same statement finds, by the OID that name has in that statement, a member of
-/// pg_snowflake; elsewhere it answers `NOT_OURS` and the node counts as failed. Every function
-/// and operator in it is named by schema (the node's search_path is the database owner's), and
-/// the id is a literal (`-5::int8` would be a unary minus found by that search_path).
+/// Each node runs the command as the caller, often a superuser, in a schema that a database
+/// owner may own (`public`, from 15 on). On a worker where that owner renamed the schema and
+/// planted a function of that name (with `citus.enable_ddl_propagation` off, nothing reaches the
+/// coordinator), a superuser's adopt ran it. A check in the same statement
+/// (`CASE WHEN <member> THEN <call> END`) was not enough: the planner plans the call before the
+/// check runs, and runs an IMMUTABLE function of constants while it plans (found by a hostile
+/// review). So the command is a `DO` block, whose statements are planned only when they run:
+/// it finds what this node's name for `snowflake_advance_past(int8)` (the schema the default
+/// names too) is there, checks by its membership that it is pg_snowflake's own, locks its
+/// schema's row as a superuser (a rename then waits until the block is done, as
+/// sql/pin_schema.sql does), and only then calls it by that name, checking the name again after
+/// the call (an error then rolls back whatever ran); where the name is not pg_snowflake's, it
+/// fails with `NOT_OURS` and the node counts as failed. Every function and operator in it is
+/// named by schema (the node's search_path is the database owner's), and the id is a literal
+/// (`-5::int8` would be a unary minus found by that search_path).
 fn advance_every_node(advance: pg_sys::Oid, top: i64, table: &str) {
-    let command = text_of(
-        "(SELECT pg_catalog.format(
-              'SELECT CASE WHEN EXISTS (
-                   SELECT FROM pg_catalog.pg_depend d
-                     JOIN pg_catalog.pg_extension e ON e.oid OPERATOR(pg_catalog.=) d.refobjid
-                    WHERE d.classid OPERATOR(pg_catalog.=) ''pg_catalog.pg_proc''::pg_catalog.regclass::pg_catalog.oid
-                      AND d.objid OPERATOR(pg_catalog.=) %L::pg_catalog.regprocedure::pg_catalog.oid
-                      AND d.deptype OPERATOR(pg_catalog.=) ''e''
-                      AND e.extname OPERATOR(pg_catalog.=) ''pg_snowflake'')
-               THEN %I.%I(%L::pg_catalog.int8)::pg_catalog.text ELSE %L END',
-              pg_catalog.format('%I.%I(pg_catalog.int8)', n.nspname, p.proname),
-              n.nspname, p.proname, $2::pg_catalog.text, $3)
+    // The name this node calls it by, which every node's shards are given too (the default).
+    let name = text_of(
+        "(SELECT pg_catalog.format('%I.%I(pg_catalog.int8)', n.nspname, p.proname)
             FROM pg_catalog.pg_proc p
             JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
            WHERE p.oid OPERATOR(pg_catalog.=) $1)",
-        &[advance.into(), top.into(), NOT_OURS.into()],
+        &[advance.into()],
+    );
+    let command = text_of(
+        "pg_catalog.format($do$DO $pg_snowflake$
+DECLARE
+    schema_name pg_catalog.name;
+    function_name pg_catalog.name;
+    ours pg_catalog.oid;
+BEGIN
+    SELECT n.nspname, p.proname, p.oid INTO schema_name, function_name, ours
+      FROM pg_catalog.pg_proc p
+      JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
+     WHERE p.oid OPERATOR(pg_catalog.=) pg_catalog.to_regprocedure(%4$L)::pg_catalog.oid
+       AND p.oid OPERATOR(pg_catalog.=) (%1$s);
+    -- A superuser locks the schema's row: a rename waits until this is done (one before the
+    -- lock fails the check below). Another role may not lock a catalog row; the checks around
+    -- the call stand for it there.
+    IF ours IS NOT NULL
+       AND pg_catalog.current_setting('is_superuser') OPERATOR(pg_catalog.=) 'on' THEN
+        PERFORM FROM pg_catalog.pg_namespace n
+          WHERE n.oid OPERATOR(pg_catalog.=) (SELECT p.pronamespace FROM pg_catalog.pg_proc p
+                                               WHERE p.oid OPERATOR(pg_catalog.=) ours)
+            FOR UPDATE;
+    END IF;
+    IF ours IS NULL OR COALESCE(pg_catalog.to_regprocedure(pg_catalog.format(
+           '%%I.%%I(pg_catalog.int8)', schema_name, function_name))::pg_catalog.oid, 0)
+           OPERATOR(pg_catalog.<>) ours THEN
+        RAISE EXCEPTION %2$L USING ERRCODE = '55000';
+    END IF;
+    EXECUTE pg_catalog.format('SELECT %%I.%%I(%%L::pg_catalog.int8)', schema_name,
+                              function_name, %3$L);
+    -- Whatever the call ran rolls back with this error.
+    IF COALESCE(pg_catalog.to_regprocedure(pg_catalog.format(
+           '%%I.%%I(pg_catalog.int8)', schema_name, function_name))::pg_catalog.oid, 0)
+           OPERATOR(pg_catalog.<>) ours THEN
+        RAISE EXCEPTION %2$L USING ERRCODE = '55000';
+    END IF;
+END
+$pg_snowflake$$do$, $1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.text,
+                   $4::pg_catalog.text)",
+        &[
+            OURS.into(),
+            NOT_OURS.into(),
+            top.to_string().into(),
+            name.as_str().into(),
+        ],
     );
     let failures = Spi::get_one_with_args::<String>(
         "SELECT pg_catalog.string_agg(pg_catalog.format('node %s (%s:%s) answered: %s',
@@ -251,6 +294,19 @@ fn advance_every_node(advance: pg_sys::Oid, top: i64, table: &str) {
 
 /// What a node answers where `snowflake_advance_past` is not pg_snowflake's own function.
 const NOT_OURS: &str = "snowflake_advance_past there is not pg_snowflake's";
+
+/// pg_snowflake's own `snowflake_advance_past(int8)` on a node, found by its membership in the
+/// extension (a query of the catalogs alone; no name of a schema in it).
+const OURS: &str = "SELECT p.oid FROM pg_catalog.pg_proc p
+      JOIN pg_catalog.pg_depend d
+        ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+       AND d.objid OPERATOR(pg_catalog.=) p.oid
+       AND d.deptype OPERATOR(pg_catalog.=) 'e'
+      JOIN pg_catalog.pg_extension e ON e.oid OPERATOR(pg_catalog.=) d.refobjid
+     WHERE e.extname OPERATOR(pg_catalog.=) 'pg_snowflake'
+       AND p.proname OPERATOR(pg_catalog.=) 'snowflake_advance_past'
+       AND p.pronargs OPERATOR(pg_catalog.=) 1
+       AND p.proargtypes[0] OPERATOR(pg_catalog.=) 'pg_catalog.int8'::pg_catalog.regtype";
 
 /// The column's default or identity before.
 fn before(tbl: pg_sys::Oid, attnum: i16, next: pg_sys::Oid) -> Before {

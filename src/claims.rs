@@ -134,7 +134,7 @@ pub extern "C-unwind" fn pg_snowflake_claims_main(_arg: pg_sys::Datum) {
                 format!(
                     "pg_snowflake: the claims of some Citus nodes cannot be read, and are not \
                      compared with this node's until they can: {}",
-                    gathered.unread.join("; ")
+                    listed(&gathered.unread)
                 ),
                 "Make every node of the Citus cluster reachable from this one, with pg_snowflake \
                  installed and snowflake.claims_database naming the Citus database (docs/citus.md).",
@@ -151,7 +151,7 @@ pub extern "C-unwind" fn pg_snowflake_claims_main(_arg: pg_sys::Datum) {
                      this node's is {}, and {}: time ranges and snowflake_decode() read a \
                      distributed table's ids wrong",
                     gucs::layout().describe(),
-                    gathered.other_layouts.join("; ")
+                    listed(&gathered.other_layouts)
                 ),
                 "Give every node of the Citus cluster the same snowflake.layout (docs/citus.md).",
             )
@@ -177,40 +177,21 @@ pub extern "C-unwind" fn pg_snowflake_claims_main(_arg: pg_sys::Datum) {
 }
 
 /// Whether Citus is installed in this database (at a release that has
-/// `run_command_on_all_nodes`, 11.0 and later: the only function named below).
+/// `run_command_on_all_nodes`, 11.0 and later, and `master_run_on_worker`: the functions named
+/// below).
 fn citus_installed() -> bool {
     Spi::get_one::<bool>(
         "SELECT EXISTS (SELECT FROM pg_catalog.pg_extension e
                          WHERE e.extname OPERATOR(pg_catalog.=) 'citus')
             AND pg_catalog.to_regprocedure(
                     'pg_catalog.run_command_on_all_nodes(pg_catalog.text, pg_catalog.bool, \
-                     pg_catalog.bool)') IS NOT NULL",
+                     pg_catalog.bool)') IS NOT NULL
+            AND pg_catalog.to_regprocedure(
+                    'pg_catalog.master_run_on_worker(pg_catalog.text[], pg_catalog.int4[], \
+                     pg_catalog.text[], pg_catalog.bool)') IS NOT NULL",
     ) == Ok(Some(true))
 }
 
-/// Every node's own claims (in the table of each node, written by its claims worker), read
-/// through Citus and written into this node's table; the table's trigger warns of each clash
-/// once. Citus's function is in pg_catalog, where only a superuser creates functions. Returns
-/// the nodes whose claims were not read (unreachable, without pg_snowflake, or answering what is
-/// no list of claims), which are passed over until the next interval, and the nodes of another
-/// layout.
-///
-/// The other nodes are peers, and one may be broken or hostile:
-/// - each node runs the read as a superuser, so it reads the table only where the same
-///   statement finds it a member of pg_snowflake (elsewhere anyone with CREATE could have made a
-///   `snowflake.snowflake_claims` view that calls their function), and names every function and
-///   operator by schema;
-/// - what comes back is taken within bounds: 64 kB an answer (about 250 claims; a node writes
-///   one a layout and worker id), worker ids within 22 bits (the widest layout's), names cut to
-///   200 characters, one row a key (two made the whole insert fail, 21000, for every node), no
-///   claim of this node's own system identifier (it writes its own);
-/// - each node's answer is written in a subtransaction of its own: one that is no list of
-///   claims (no JSON, a worker id past 32 bits: a node whose table was altered, or a later
-///   release's) is passed over, and the other nodes' claims are still read (one such answer
-///   failed the whole gather, every interval, so no clash was found anywhere);
-/// - a node that accepts the query and never answers would hold this worker in Citus's wait,
-///   which SIGTERM does not end (pgrx's handler only sets a flag): the statement times out
-///   after `GATHER_TIMEOUT_MS`, and a shutdown waits that long at most.
 /// What one gathering of the Citus nodes' claims found.
 #[derive(Default, PartialEq)]
 struct Gathered {
@@ -224,25 +205,65 @@ struct Gathered {
     other_layouts: Vec<String>,
 }
 
+/// Every node's own claims (in the table of each node, written by its claims worker), read
+/// through Citus and written into this node's table; the table's trigger warns of each clash
+/// once. Citus's functions are in pg_catalog, where only a superuser creates functions. Returns
+/// the nodes whose claims were not read (unreachable, without pg_snowflake, or answering what is
+/// no list of one cluster's claims), which are passed over until the next interval, and the
+/// nodes of another layout.
+///
+/// The other nodes are peers, and one may be broken or hostile:
+/// - each node runs what it is sent as a superuser, in a database where other roles may create
+///   objects. So it is first asked only whether its `snowflake.snowflake_claims` is a member of
+///   pg_snowflake (a question of the catalogs alone), and only the nodes that say so are sent
+///   the read (`master_run_on_worker`, the function under `run_command_on_all_nodes`). Asked in
+///   one statement (`CASE WHEN <member> THEN <read> END`), a node planned the read before it
+///   checked: a role with CREATE there, where pg_snowflake is not installed, made a
+///   `snowflake.snowflake_claims` view over an IMMUTABLE function, which the planner ran, as the
+///   superuser, at every gathering (found by a hostile review). Between the two, only a
+///   superuser of that node can change what the name is (the schema and the table are the
+///   extension's, owned by the superuser who created it);
+/// - what comes back is taken within bounds: 64 kB an answer, valid UTF-8 (read as bytes), at
+///   most `MAX_CLAIMS` claims, all of one system identifier that no other node answers (a copy
+///   of one node's data directory answers as that node), not this node's own, worker ids within
+///   22 bits (the widest layout's), names cut to 200 characters with control characters
+///   replaced, `expires` at most an hour ahead, one row a key, and a row replaces a gathered one
+///   only when seen later. One forged answer of 380 claims of fresh system identifiers had every
+///   node log 144,020 WARNINGs of clashes (315 MB) each interval, and one of stale times erased
+///   a real clash from `snowflake_clashes`;
+/// - each node's answer is written in a subtransaction of its own: one that is no list of
+///   claims (no JSON, a worker id past 32 bits: a node whose table was altered, or a later
+///   release's) is passed over, and the other nodes' claims are still read (one such answer
+///   failed the whole gather, every interval, so no clash was found anywhere);
+/// - a node that accepts the query and never answers would hold this worker in Citus's wait,
+///   which SIGTERM does not end (pgrx's handler only sets a flag): both questions time out
+///   after `GATHER_TIMEOUT_MS`, and a shutdown waits about that long at most (the writes stop
+///   at SIGTERM too).
 fn gather_citus_claims() -> Gathered {
-    const OWN_CLAIMS: &str = "SELECT CASE WHEN EXISTS (
+    const IS_OURS: &str = "SELECT EXISTS (
               SELECT FROM pg_catalog.pg_depend d
                 JOIN pg_catalog.pg_extension e ON e.oid OPERATOR(pg_catalog.=) d.refobjid
                WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass::pg_catalog.oid
-                 AND d.objid OPERATOR(pg_catalog.=) 'snowflake.snowflake_claims'::pg_catalog.regclass::pg_catalog.oid
+                 AND d.objid OPERATOR(pg_catalog.=)
+                     pg_catalog.to_regclass('snowflake.snowflake_claims')::pg_catalog.oid
                  AND d.deptype OPERATOR(pg_catalog.=) 'e'
-                 AND e.extname OPERATOR(pg_catalog.=) 'pg_snowflake')
-          THEN (SELECT COALESCE(pg_catalog.json_agg(c), '[]'::pg_catalog.json)
-                  FROM snowflake.snowflake_claims c
-                 WHERE c.system_identifier OPERATOR(pg_catalog.=)
-                       (SELECT s.system_identifier FROM pg_catalog.pg_control_system() s))
-          ELSE '[]'::pg_catalog.json END";
-    // One node's answer, into this node's table; the layouts of its claims in force.
+                 AND e.extname OPERATOR(pg_catalog.=) 'pg_snowflake')";
+    const OWN_CLAIMS: &str = "SELECT COALESCE(pg_catalog.json_agg(c), '[]'::pg_catalog.json)
+          FROM snowflake.snowflake_claims c
+         WHERE c.system_identifier OPERATOR(pg_catalog.=)
+               (SELECT s.system_identifier FROM pg_catalog.pg_control_system() s)";
+    // One node's answer (of one system identifier, checked before), into this node's table; the
+    // layouts of its claims in force that are not this node's.
     const WRITE_CLAIMS: &str = "WITH claims AS (
              SELECT DISTINCT ON (x.system_identifier, x.worker_id, x.layout)
-                    x.system_identifier, x.worker_id, pg_catalog.left(x.layout, 200) AS layout,
-                    pg_catalog.left(x.node_name, 200) AS node_name, x.since, x.last_seen,
-                    x.expires
+                    x.system_identifier, x.worker_id,
+                    pg_catalog.regexp_replace(pg_catalog.left(x.layout, 200), '[[:cntrl:]]', '?',
+                                              'g') AS layout,
+                    pg_catalog.regexp_replace(pg_catalog.left(x.node_name, 200), '[[:cntrl:]]',
+                                              '?', 'g') AS node_name,
+                    x.since, x.last_seen,
+                    LEAST(x.expires, pg_catalog.now() OPERATOR(pg_catalog.+)
+                                     '1 hour'::pg_catalog.interval) AS expires
                FROM pg_catalog.json_populate_recordset(NULL::snowflake.snowflake_claims,
                                                        $1::pg_catalog.json) x
               WHERE x.system_identifier OPERATOR(pg_catalog.<>) $2
@@ -257,75 +278,252 @@ fn gather_citus_claims() -> Gathered {
              ON CONFLICT (system_identifier, worker_id, layout) DO UPDATE SET
                  node_name = excluded.node_name, since = excluded.since,
                  last_seen = excluded.last_seen, expires = excluded.expires
+              WHERE excluded.last_seen OPERATOR(pg_catalog.>) c.last_seen
              RETURNING c.layout, c.expires)
-         SELECT pg_catalog.string_agg(DISTINCT w.layout, ', ') FROM written w
+         SELECT pg_catalog.left(pg_catalog.string_agg(DISTINCT w.layout, ', '), 400)
+           FROM written w
           WHERE w.expires OPERATOR(pg_catalog.>) pg_catalog.now()
             AND w.layout OPERATOR(pg_catalog.<>) $3";
     const MAX_ANSWER: i32 = 65_536;
     // SAFETY: reads a value PostgreSQL set at start.
     let own = unsafe { pg_sys::GetSystemIdentifier() } as i64;
-    let answers: Vec<(String, Option<String>, String)> = {
+    let mut gathered = Gathered::default();
+    let answers = {
         let _timeout = GatherTimeout::arm();
-        Spi::connect(|client| {
+        // Which nodes hold pg_snowflake's claims table, and where each is.
+        let nodes: Vec<(String, String, i32, bool, Vec<u8>, bool)> = Spi::connect(|client| {
             client
                 .select(
-                    "SELECT pg_catalog.format('%s (%s:%s)', r.nodeid, d.nodename, d.nodeport),
-                            CASE WHEN r.success AND pg_catalog.octet_length(r.result)
-                                                    OPERATOR(pg_catalog.<=) $2
-                                 THEN r.result END,
-                            CASE WHEN NOT r.success THEN pg_catalog.left(r.result, 200)
-                                 ELSE pg_catalog.format('%s bytes, more than %s',
-                                                        pg_catalog.octet_length(r.result), $2)
-                            END
+                    "SELECT pg_catalog.format('%s (%s:%s)', r.nodeid, h.host, h.port), h.host,
+                            h.port, r.success AND r.result OPERATOR(pg_catalog.=) 't',
+                            pg_catalog.textsend(pg_catalog.left(r.result, 200)),
+                            COALESCE(d.groupid OPERATOR(pg_catalog.=)
+                                         (SELECT g.groupid FROM pg_catalog.pg_dist_local_group g),
+                                     r.nodeid OPERATOR(pg_catalog.=) 0)
                        FROM pg_catalog.run_command_on_all_nodes($1::pg_catalog.text) r
                        LEFT JOIN pg_catalog.pg_dist_node d
                               ON d.nodeid OPERATOR(pg_catalog.=) r.nodeid
+                      CROSS JOIN LATERAL (
+                            SELECT COALESCE(d.nodename,
+                                            pg_catalog.current_setting('citus.local_hostname'))
+                                       AS host,
+                                   COALESCE(d.nodeport,
+                                            pg_catalog.current_setting('port')::pg_catalog.int4)
+                                       AS port) h
                       ORDER BY r.nodeid",
                     None,
-                    &[OWN_CLAIMS.into(), MAX_ANSWER.into()],
+                    &[IS_OURS.into()],
                 )?
                 .map(|row| {
                     Ok((
-                        row.get(1)?.unwrap_or_default(),
-                        row.get(2)?,
-                        row.get(3)?.unwrap_or_default(),
+                        row.get::<String>(1)?.unwrap_or_default(),
+                        row.get::<String>(2)?.unwrap_or_default(),
+                        row.get::<i32>(3)?.unwrap_or_default(),
+                        row.get::<bool>(4)?.unwrap_or_default(),
+                        row.get::<Vec<u8>>(5)?.unwrap_or_default(),
+                        row.get::<bool>(6)?.unwrap_or_default(),
                     ))
                 })
                 .collect::<Result<_, pgrx::spi::SpiError>>()
         })
-        .unwrap_or_else(|e| table_failed("gather", &e))
+        .unwrap_or_else(|e| table_failed("gather", &e));
+        let mut ours = Vec::new();
+        for (label, host, port, is_ours, said, local) in nodes {
+            if local {
+                // This node: its claim is written by this worker.
+                continue;
+            } else if is_ours {
+                ours.push((label, host, port));
+            } else if said == b"f" {
+                gathered.unread.push(format!(
+                    "node {label} has no snowflake_claims of pg_snowflake (is pg_snowflake \
+                     installed there?)"
+                ));
+            } else {
+                gathered
+                    .unread
+                    .push(format!("node {label} answered {}", printable(&said)));
+            }
+        }
+        // The read, sent only to those.
+        let answers: Vec<(String, i32, Option<Vec<u8>>, Vec<u8>)> = if ours.is_empty() {
+            Vec::new()
+        } else {
+            let hosts: Vec<String> = ours.iter().map(|n| n.1.clone()).collect();
+            let ports: Vec<i32> = ours.iter().map(|n| n.2).collect();
+            Spi::connect(|client| {
+                client
+                    .select(
+                        "SELECT m.node_name, m.node_port,
+                                CASE WHEN m.success AND pg_catalog.octet_length(m.result)
+                                                        OPERATOR(pg_catalog.<=) $4
+                                     THEN pg_catalog.textsend(m.result) END,
+                                pg_catalog.textsend(
+                                    CASE WHEN NOT m.success THEN pg_catalog.left(m.result, 200)
+                                         ELSE pg_catalog.format('%s bytes, more than %s',
+                                                  pg_catalog.octet_length(m.result), $4)
+                                    END)
+                           FROM pg_catalog.master_run_on_worker(
+                                    $1::pg_catalog.text[], $2::pg_catalog.int4[],
+                                    pg_catalog.array_fill($3::pg_catalog.text,
+                                        ARRAY[pg_catalog.cardinality($1::pg_catalog.text[])]),
+                                    true) m",
+                        None,
+                        &[
+                            hosts.into(),
+                            ports.into(),
+                            OWN_CLAIMS.into(),
+                            MAX_ANSWER.into(),
+                        ],
+                    )?
+                    .map(|row| {
+                        Ok((
+                            row.get::<String>(1)?.unwrap_or_default(),
+                            row.get::<i32>(2)?.unwrap_or_default(),
+                            row.get::<Vec<u8>>(3)?,
+                            row.get::<Vec<u8>>(4)?.unwrap_or_default(),
+                        ))
+                    })
+                    .collect::<Result<_, pgrx::spi::SpiError>>()
+            })
+            .unwrap_or_else(|e| table_failed("gather", &e))
+        };
+        // Back to the nodes' names, in the order of their ids.
+        ours.into_iter()
+            .map(|(label, host, port)| {
+                let answer = answers.iter().find(|a| a.0 == host && a.1 == port);
+                (label, answer.map(|a| (a.2.clone(), a.3.clone())))
+            })
+            .collect::<Vec<_>>()
     };
     let layout = gucs::layout().describe();
-    let mut gathered = Gathered::default();
-    for (node, claims, why) in answers {
-        let why = match claims {
-            None => why,
-            Some(claims) => match subtransaction::catching(|| {
-                Spi::get_one_with_args::<String>(
-                    WRITE_CLAIMS,
-                    &[claims.as_str().into(), own.into(), layout.as_str().into()],
-                )
-            }) {
-                Ok(written) => {
-                    let other = written.unwrap_or_else(|e| table_failed("gather", &e));
-                    if let Some(other) = other {
-                        // mutant: citus_layouts
-                        gathered
-                            .other_layouts
-                            .push(format!("node {node}'s is {other}"));
-                    }
-                    continue;
-                }
-                Err(error) => format!(
-                    "what is no list of claims ({}): {}",
-                    error.chars().take(200).collect::<String>(),
-                    claims.chars().take(200).collect::<String>()
-                ),
-            },
+    // Which node answered for which system identifier.
+    let mut clusters: Vec<(i64, String)> = Vec::new();
+    for (node, answer) in answers {
+        if BackgroundWorker::sigterm_received() {
+            break;
+        }
+        let claims = match answer {
+            None => Err("nothing".to_string()),
+            Some((None, why)) => Err(printable(&why)),
+            Some((Some(bytes), _)) => one_clusters_claims(bytes, own, &clusters),
         };
-        gathered.unread.push(format!("node {node} answered {why}"));
+        let (claims, sysid) = match claims {
+            Ok(claims) => claims,
+            Err(why) => {
+                gathered.unread.push(format!("node {node} answered {why}"));
+                continue;
+            }
+        };
+        match subtransaction::catching(|| {
+            Spi::get_one_with_args::<String>(
+                WRITE_CLAIMS,
+                &[claims.as_str().into(), own.into(), layout.as_str().into()],
+            )
+        }) {
+            Ok(written) => {
+                let other = written.unwrap_or_else(|e| table_failed("gather", &e));
+                if let Some(sysid) = sysid {
+                    clusters.push((sysid, node.clone()));
+                }
+                if let Some(other) = other {
+                    // mutant: citus_layouts
+                    gathered
+                        .other_layouts
+                        .push(format!("node {node}'s is {other}"));
+                }
+            }
+            Err(error) => gathered.unread.push(format!(
+                "node {node} answered what is no list of claims ({}): {}",
+                printable(error.as_bytes()),
+                printable(claims.as_bytes())
+            )),
+        }
     }
     gathered
+}
+
+/// The most claims one node's answer may hold: a node writes one a layout and worker id it
+/// used, a handful in a node's life.
+const MAX_CLAIMS: usize = 64;
+
+/// One node's answer, checked before it is written: UTF-8, a JSON array of at most `MAX_CLAIMS`
+/// claims, all of one system identifier (returned) that no node answered before in this
+/// gathering. What the claims hold is checked in SQL as they are written.
+fn one_clusters_claims(
+    bytes: Vec<u8>,
+    own: i64,
+    clusters: &[(i64, String)],
+) -> Result<(String, Option<i64>), String> {
+    let text = String::from_utf8(bytes)
+        .map_err(|e| format!("what is not UTF-8: {}", printable(e.as_bytes())))?;
+    let parsed: Vec<serde_json::Value> = serde_json::from_str(&text).map_err(|e| {
+        format!(
+            "what is no list of claims ({e}): {}",
+            printable(text.as_bytes())
+        )
+    })?;
+    if parsed.len() > MAX_CLAIMS {
+        return Err(format!(
+            "{} claims, more than the {MAX_CLAIMS} of one node",
+            parsed.len()
+        ));
+    }
+    let mut sysids: Vec<i64> = parsed
+        .iter()
+        .filter_map(|c| {
+            c.get("system_identifier")
+                .and_then(serde_json::Value::as_i64)
+        })
+        .collect();
+    sysids.sort_unstable();
+    sysids.dedup();
+    let sysid = match sysids.as_slice() {
+        [] => None,
+        [one] => Some(*one),
+        more => {
+            return Err(format!(
+                "claims of {} system identifiers, where a node has one",
+                more.len()
+            ))
+        }
+    };
+    if let Some(sysid) = sysid {
+        if sysid == own {
+            return Err(
+                "claims of this node's own system identifier (a copy of this node's data \
+                 directory?)"
+                    .to_string(),
+            );
+        }
+        if let Some((_, other)) = clusters.iter().find(|(s, _)| *s == sysid) {
+            return Err(format!(
+                "claims of the system identifier node {other} answered too (a copy of one \
+                 node's data directory?)"
+            ));
+        }
+    }
+    Ok((text, sysid))
+}
+
+/// The first few of `items`, for a log line whose length the number of nodes must not set.
+fn listed(items: &[String]) -> String {
+    const SHOWN: usize = 5;
+    let mut text = items[..items.len().min(SHOWN)].join("; ");
+    if items.len() > SHOWN {
+        text.push_str(&format!("; and {} more", items.len() - SHOWN));
+    }
+    text
+}
+
+/// At most 200 characters of what a peer sent, for a log line: control characters (a newline
+/// would start a line of its own in the log) and invalid UTF-8 replaced.
+fn printable(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes)
+        .chars()
+        .take(200)
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
 }
 
 /// How long the claims worker waits for the Citus nodes' answers, each interval. Citus answers
@@ -348,8 +546,16 @@ impl GatherTimeout {
 
 impl Drop for GatherTimeout {
     fn drop(&mut self) {
-        // SAFETY: disabling a timeout that may have fired already is allowed.
-        unsafe { disable_timeout(STATEMENT_TIMEOUT, false) };
+        // SAFETY: disabling a timeout that may have fired already is allowed; a cancel it asked
+        // for after the statements it bounds ended is no longer wanted (it would cancel the
+        // first write of a node's claims, and name a healthy node as unread).
+        unsafe {
+            let fired = get_timeout_indicator(STATEMENT_TIMEOUT, false);
+            disable_timeout(STATEMENT_TIMEOUT, false);
+            if fired {
+                pg_sys::QueryCancelPending = 0;
+            }
+        }
     }
 }
 
@@ -360,6 +566,7 @@ const STATEMENT_TIMEOUT: std::ffi::c_int = 3;
 unsafe extern "C-unwind" {
     fn enable_timeout_after(id: std::ffi::c_int, delay_ms: std::ffi::c_int);
     fn disable_timeout(id: std::ffi::c_int, keep_indicator: bool);
+    fn get_timeout_indicator(id: std::ffi::c_int, reset_indicator: bool) -> bool;
 }
 
 /// Whether pg_snowflake is installed in this database.

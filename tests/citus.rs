@@ -1423,7 +1423,9 @@ fn the_coordinator_failing_over_and_a_worker_restored_from_a_backup_keep_their_w
 /// reaches the other nodes; `public` (the extension's schema) is the database owner's from 15
 /// on, so it is renamed and a schema of that name made anew, with the function in it. Adopt on
 /// a Citus table, run by a superuser, then called that function on that worker as the
-/// superuser (found by a hostile review). (The owner plants a `snowflake_next()` too: the
+/// superuser (found by a hostile review), and so did a check in the same statement when the
+/// function was IMMUTABLE: the planner ran it while it planned the call, before the check (found
+/// by a second review). (The owner plants a `snowflake_next()` too: the
 /// default that adopt sets reaches the worker's shards by name, and without one there the
 /// ALTER TABLE fails, 42883, before any generator moves.) Now the node answers that the function there is not
 /// pg_snowflake's: adopt fails (55000) naming the node, and the planted function never runs.
@@ -1445,8 +1447,10 @@ fn adopt_on_a_citus_table_runs_no_function_a_database_owner_planted_on_a_worker(
          CREATE SCHEMA public;
          CREATE FUNCTION public.snowflake_next() RETURNS bigint
              LANGUAGE sql AS 'SELECT p2.snowflake_next()';
-         CREATE FUNCTION public.snowflake_advance_past(bigint) RETURNS void
-             LANGUAGE plpgsql AS $$ BEGIN CREATE TABLE public.planted_ran(); END $$;",
+         CREATE FUNCTION public.plant() RETURNS void
+             LANGUAGE plpgsql AS $$ BEGIN CREATE TABLE public.planted_ran(); END $$;
+         CREATE FUNCTION public.snowflake_advance_past(bigint) RETURNS void IMMUTABLE
+             LANGUAGE plpgsql AS $$ BEGIN PERFORM public.plant(); END $$;",
     )
     .unwrap();
     let mut c = citus.coordinator.connect();
@@ -1797,4 +1801,199 @@ fn nodes_of_different_layouts_each_warn_through_their_claims() {
         "both nodes warned {:.1} s after the worker joined",
         started.elapsed().as_secs_f64()
     );
+}
+
+/// On a node where pg_snowflake is not installed in the claims database, a role with CREATE
+/// there makes a `snowflake.snowflake_claims` view over an IMMUTABLE function. The claims
+/// workers of the other nodes asked every node for its claims in one statement that checked the
+/// table's membership in pg_snowflake before it read it, but the planner ran the function while
+/// it planned the read, as the superuser, at every gathering (found by a hostile review). Now a
+/// node is asked first, and read only where the table is pg_snowflake's.
+#[test]
+fn the_claims_gather_runs_nothing_a_role_planted_where_pg_snowflake_is_not_installed() {
+    let citus = Citus::start(
+        "citus_claims_planted",
+        2,
+        &[
+            "snowflake.claims_database = 'postgres'",
+            "snowflake.claims_interval = 1",
+        ],
+    );
+    let w2 = &citus.workers[1];
+    w2.connect()
+        .batch_execute(
+            "SET citus.enable_ddl_propagation = off;
+             DROP EXTENSION pg_snowflake CASCADE;
+             CREATE ROLE mallory LOGIN;
+             GRANT CREATE ON DATABASE postgres TO mallory;",
+        )
+        .unwrap();
+    let log_from = citus.coordinator.log().len();
+    w2.connect_as("mallory")
+        .batch_execute(
+            "SET citus.enable_ddl_propagation = off;
+             CREATE SCHEMA snowflake;
+             CREATE TABLE snowflake.ran (who text, superuser text);
+             GRANT INSERT ON snowflake.ran TO PUBLIC;
+             CREATE FUNCTION snowflake.plant() RETURNS void LANGUAGE plpgsql AS $$
+                 BEGIN INSERT INTO snowflake.ran
+                       VALUES (current_user, current_setting('is_superuser')); END $$;
+             CREATE FUNCTION snowflake.pwn() RETURNS bigint IMMUTABLE LANGUAGE plpgsql AS $$
+                 BEGIN PERFORM snowflake.plant(); RETURN 1; END $$;
+             CREATE VIEW snowflake.snowflake_claims AS
+                 SELECT snowflake.pwn() AS system_identifier, 1 AS worker_id,
+                        'twitter'::text AS layout, 'x'::text AS node_name, now() AS since,
+                        now() AS last_seen, now() AS expires;",
+        )
+        .unwrap();
+    // The coordinator's gatherings pass over the node, saying why: they asked it.
+    let port = format!(":{}) has no snowflake_claims of pg_snowflake", w2.port);
+    poll(Duration::from_secs(30), Duration::from_millis(200), || {
+        let log = citus.coordinator.log();
+        log.get(log_from..)
+            .unwrap_or_default()
+            .lines()
+            .find(|l| l.contains(&port))
+            .map(|l| println!("{l}"))
+            .ok_or("the coordinator has not passed over the node yet".to_string())
+    });
+    // A few more gatherings, of every node.
+    let gathered_before = citus.coordinator.log().len();
+    poll(Duration::from_secs(30), Duration::from_millis(200), || {
+        let n = citus.coordinator.log()[gathered_before..].len();
+        let mut c = citus.coordinator.connect();
+        let seen: i64 = c
+            .query_one(
+                "SELECT count(*) FROM snowflake.snowflake_claims
+                  WHERE last_seen > now() - interval '2 s'
+                    AND system_identifier <> (SELECT system_identifier FROM pg_control_system())",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        let _ = n;
+        (seen >= 1)
+            .then_some(())
+            .ok_or(format!("{seen} fresh claims of the other workers"))
+    });
+    let ran: Vec<(String, String)> = w2
+        .connect()
+        .query("SELECT who, superuser FROM snowflake.ran", &[])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert!(
+        ran.is_empty(),
+        "the claims gather ran the function a role planted: {ran:?}"
+    );
+}
+
+/// A superuser of one worker answers for other clusters: first 100 claims of fresh system
+/// identifiers (one such answer of 380 claims had every other node log 144,020 WARNINGs of
+/// clashes, 315 MB, each interval), then the claims of another worker's cluster with stale times
+/// (which erased a real clash from every node's `snowflake_clashes`). Both answers are passed
+/// over, saying why, and the real claims stand.
+#[test]
+fn a_worker_answering_for_other_clusters_is_passed_over() {
+    let citus = Citus::start(
+        "citus_forged",
+        2,
+        &[
+            "snowflake.claims_database = 'postgres'",
+            "snowflake.claims_interval = 1",
+        ],
+    );
+    let mut c = citus.coordinator.connect();
+    let (w1, w2) = (&citus.workers[0], &citus.workers[1]);
+    let w1_sysid: i64 = w1
+        .connect()
+        .query_one("SELECT system_identifier FROM pg_control_system()", &[])
+        .unwrap()
+        .get(0);
+    poll(Duration::from_secs(60), Duration::from_millis(200), || {
+        let n: i64 = c
+            .query_one(
+                "SELECT count(DISTINCT system_identifier) FROM snowflake.snowflake_claims",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        (n == 3)
+            .then_some(())
+            .ok_or(format!("claims of {n} of 3 nodes on the coordinator"))
+    });
+    // Her answer is whatever is in forged.answer: json_agg of the claims' row type, hers.
+    let mut w2c = w2.connect();
+    w2c.batch_execute(
+        "SET citus.enable_ddl_propagation = off;
+         CREATE SCHEMA forged;
+         CREATE TABLE forged.answer (j json);
+         CREATE FUNCTION forged.step(json, snowflake.snowflake_claims) RETURNS json
+             LANGUAGE sql AS 'SELECT j FROM forged.answer';
+         CREATE AGGREGATE pg_catalog.json_agg(snowflake.snowflake_claims)
+             (sfunc = forged.step, stype = json);
+         INSERT INTO forged.answer
+         SELECT json_agg(json_build_object(
+                    'system_identifier', 1000 + g, 'worker_id', 9, 'layout', 'twitter',
+                    'node_name', 'forged', 'since', now(), 'last_seen', now(),
+                    'expires', '3000-01-01'::timestamptz))
+           FROM generate_series(1, 100) g;",
+    )
+    .unwrap();
+    let passed_over = |what: &str, from: usize| {
+        let what = what.to_string();
+        let port = format!(":{}) answered ", w2.port);
+        poll(Duration::from_secs(30), Duration::from_millis(200), || {
+            let log = citus.coordinator.log();
+            log.get(from..)
+                .unwrap_or_default()
+                .lines()
+                .find(|l| l.contains(&port) && l.contains(&what))
+                .map(|l| println!("{l}"))
+                .ok_or(format!("no line of {what:?} yet"))
+        });
+    };
+    passed_over("100 claims, more than the 64 of one node", 0);
+    let forged: i64 = c
+        .query_one(
+            "SELECT count(*) FROM snowflake.snowflake_claims WHERE node_name = 'forged'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(forged, 0, "claims of her answer were written");
+    // Now the claims of the first worker's cluster, stale.
+    let from = citus.coordinator.log().len();
+    w2c.execute(
+        "UPDATE forged.answer SET j = json_build_array(json_build_object(
+             'system_identifier', $1::bigint, 'worker_id', 9, 'layout', 'twitter',
+             'node_name', 'forged', 'since', '1999-01-01'::timestamptz,
+             'last_seen', '1999-01-01'::timestamptz, 'expires', '1999-01-02'::timestamptz))",
+        &[&w1_sysid],
+    )
+    .unwrap();
+    passed_over("claims of the system identifier node", from);
+    let at: std::time::SystemTime = c.query_one("SELECT now()", &[]).unwrap().get(0);
+    poll(Duration::from_secs(30), Duration::from_millis(200), || {
+        let seen: Option<std::time::SystemTime> = c
+            .query_one(
+                "SELECT max(last_seen) FROM snowflake.snowflake_claims
+                  WHERE system_identifier = $1 AND node_name <> 'forged'",
+                &[&w1_sysid],
+            )
+            .unwrap()
+            .get(0);
+        seen.filter(|s| *s > at)
+            .map(|_| ())
+            .ok_or(format!("the first worker's claim last seen {seen:?}"))
+    });
+    let forged: i64 = c
+        .query_one(
+            "SELECT count(*) FROM snowflake.snowflake_claims WHERE node_name = 'forged'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(forged, 0, "claims of her answer were written");
 }

@@ -546,7 +546,7 @@ fn a_snowflake_schema_handed_to_another_role_is_used_by_nothing_privileged() {
             .ok_or(cluster.log())
     });
     // Now she may swap it too: the worker renews nothing through it, and runs nothing of hers.
-    let swaps = mallory.race(3.0).join().unwrap();
+    let swaps = mallory.race(3.0, 101).join().unwrap();
     assert!(swaps > 100, "{swaps} swaps");
     let (what, superuser) = mallory.caught();
     assert_eq!(what, Vec::<String>::new());

@@ -78,7 +78,7 @@ fn the_claims_worker_trigger_and_snowflake_claim_follow_no_renamed_schema() {
             .map(|_| ())
             .ok_or("the claims worker wrote no claim".into())
     });
-    let race = mallory.race(RACE_S);
+    let race = mallory.race(RACE_S, MIN_SWAPS);
     let mut renewals = std::collections::BTreeSet::new();
     let (claims, errors) = while_racing(&race, || {
         renewals.extend(last_seen(&mut watcher));
@@ -131,7 +131,7 @@ fn adopt_follows_no_renamed_schema() {
         (row.get(0), row.get(1))
     };
     // The table is named by OID below: only what adopt itself resolves is raced.
-    let race = mallory.race(RACE_S);
+    let race = mallory.race(RACE_S, MIN_SWAPS);
     let (adopted, errors) = while_racing(&race, || {
         su.query_one(
             "SELECT public.snowflake_adopt($1::oid::regclass, 'id')",
@@ -219,7 +219,7 @@ fn the_registry_lease_function_and_its_members_follow_no_renamed_schema() {
     };
     let before: Vec<i32> = members.iter().map(worker_of).collect();
     let mut fleet = hub.connect_db("fleet", "reg");
-    let race = mallory.race(RACE_S);
+    let race = mallory.race(RACE_S, MIN_SWAPS);
     let started = Instant::now();
     let mut cluster_id = 1_000_i64;
     let (leases, errors) = while_racing(&race, || {

@@ -149,16 +149,20 @@ impl Mallory {
                  RETURN NULL;
              END $f$;
              -- Swaps `public` with `evil` (and `snowflake` with `evil_snowflake`, when she may)
-             -- until `seconds` are over; a rename that fails (a concurrent DDL) is skipped.
-             CREATE PROCEDURE m.swap(seconds float8) LANGUAGE plpgsql AS $f$
+             -- until `seconds` are over and she has swapped `at_least` times (for three times
+             -- `seconds` at most: on a loaded machine 10 s once gave 512 swaps, where a few
+             -- thousand a second are usual); a rename that fails (a concurrent DDL) is skipped.
+             CREATE PROCEDURE m.swap(seconds float8, at_least bigint) LANGUAGE plpgsql AS $f$
              DECLARE
                  stop timestamptz := clock_timestamp() + seconds * interval '1 second';
+                 last timestamptz := clock_timestamp() + 3 * seconds * interval '1 second';
                  n bigint := 0;
                  both_ boolean := EXISTS (SELECT FROM pg_namespace
                                            WHERE nspname = 'snowflake'
                                              AND pg_has_role(current_user, nspowner, 'USAGE'));
              BEGIN
-                 WHILE clock_timestamp() < stop LOOP
+                 WHILE clock_timestamp() < stop
+                       OR (n < at_least AND clock_timestamp() < last) LOOP
                      BEGIN
                          ALTER SCHEMA public RENAME TO swap_tmp;
                          ALTER SCHEMA evil RENAME TO public;
@@ -244,13 +248,14 @@ impl Mallory {
         Client::connect(&self.admin, NoTls).unwrap()
     }
 
-    /// Swaps the schemas for `seconds` in a thread of its own; `join` returns how many swaps
-    /// she made.
-    pub fn race(&self, seconds: f64) -> std::thread::JoinHandle<i64> {
+    /// Swaps the schemas for `seconds`, and on until she has swapped `at_least` times (three
+    /// times `seconds` at most), in a thread of its own; `join` returns how many swaps she made.
+    pub fn race(&self, seconds: f64, at_least: i64) -> std::thread::JoinHandle<i64> {
         let conninfo = self.conninfo.clone();
         std::thread::spawn(move || {
             let mut c = Client::connect(&conninfo, NoTls).unwrap();
-            c.batch_execute(&format!("CALL m.swap({seconds})")).unwrap();
+            c.batch_execute(&format!("CALL m.swap({seconds}, {at_least})"))
+                .unwrap();
             c.query_one("SELECT max(n) FROM m.swaps", &[])
                 .unwrap()
                 .get(0)
