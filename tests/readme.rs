@@ -152,6 +152,7 @@ fn run_examples(page: &str) -> (usize, Vec<String>) {
         servers[name].start();
     }
     let mut ran = 0;
+    let mut differences = Vec::new();
     for (i, block) in blocks.iter().enumerate() {
         let (lang, server) = match block.lang.split_once(' ') {
             Some((lang, name)) => (lang, Some(name)),
@@ -208,7 +209,13 @@ fn run_examples(page: &str) -> (usize, Vec<String>) {
             std::thread::sleep(std::time::Duration::from_millis(500));
         };
         match &expected {
-            Some(e) => assert_eq!(&printed, e, "{page} line {}: output differs", block.line),
+            // Every difference of the page is gathered, then reported at once: a change of
+            // messages then takes one run to see, not one a block.
+            Some(e) if &printed != e => differences.push(format!(
+                "{page} line {}: output differs\n  printed: {printed:?}\n  the page: {e:?}",
+                block.line
+            )),
+            Some(_) => {}
             None => assert!(
                 success,
                 "{page} line {} failed:\n{}\n{printed}",
@@ -220,6 +227,7 @@ fn run_examples(page: &str) -> (usize, Vec<String>) {
         }
         ran += 1;
     }
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
     (ran, servers.keys().map(|k| k.to_string()).collect())
 }
 
