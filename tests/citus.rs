@@ -1509,13 +1509,19 @@ fn freeze(node: &Cluster) -> Frozen {
         signal("-STOP", p);
     }
     let frozen = Frozen(pids);
-    // The tool took effect: every process still there is stopped (state T).
+    // The tool took effect: every process still there is stopped (state T), once the signal
+    // is delivered (a process that was running shows R until the kernel stops it).
     for p in &frozen.0 {
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
-            continue;
-        };
-        let state = stat.rsplit(") ").next().unwrap().chars().next().unwrap();
-        assert_eq!(state, 'T', "process {p} of {} is not stopped", node.name);
+        poll(Duration::from_secs(5), Duration::from_millis(10), || {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+                return Ok(());
+            };
+            let state = stat.rsplit(") ").next().unwrap().chars().next().unwrap();
+            (state == 'T').then_some(()).ok_or(format!(
+                "process {p} of {} is not stopped: {state}",
+                node.name
+            ))
+        });
     }
     frozen
 }
