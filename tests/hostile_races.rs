@@ -310,7 +310,7 @@ fn install_and_upgrade_scripts_follow_no_renamed_schema() {
             .collect();
         assert_eq!(stray, Vec::<String>::new(), "objects out of place or open");
     };
-    let race = mallory.pulse(RACE_S, 0.005);
+    let race = mallory.pulse(RACE_S, 0.005, 200);
     let mut round = 0;
     let (done, errors) = while_racing(&race, || {
         round += 1;

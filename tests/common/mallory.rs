@@ -192,14 +192,19 @@ impl Mallory {
                  COMMIT;
              END $f$;
              -- Swaps `public` with `evil` for a moment, then back, at random moments `gap` s
-             -- apart on average: most statements then find the real names, and one of a
-             -- script's statements now and then finds hers.
-             CREATE PROCEDURE m.pulse(seconds float8, gap float8) LANGUAGE plpgsql AS $f$
+             -- apart on average, for `seconds` and on until `at_least` pulses (three times
+             -- `seconds` at most: 10 s once gave 195 where 200 were asked): most statements
+             -- then find the real names, and one of a script's statements now and then finds
+             -- hers.
+             CREATE PROCEDURE m.pulse(seconds float8, gap float8, at_least bigint)
+             LANGUAGE plpgsql AS $f$
              DECLARE
                  stop timestamptz := clock_timestamp() + seconds * interval '1 second';
+                 last timestamptz := clock_timestamp() + 3 * seconds * interval '1 second';
                  n bigint := 0;
              BEGIN
-                 WHILE clock_timestamp() < stop LOOP
+                 WHILE clock_timestamp() < stop
+                       OR (n < at_least AND clock_timestamp() < last) LOOP
                      PERFORM pg_sleep(2 * gap * random());
                      BEGIN
                          ALTER SCHEMA public RENAME TO swap_tmp;
@@ -262,13 +267,14 @@ impl Mallory {
         })
     }
 
-    /// Swaps the schemas for a moment and back, `gap` s apart on average, for `seconds`, in a
-    /// thread of its own; `join` returns how many times.
-    pub fn pulse(&self, seconds: f64, gap: f64) -> std::thread::JoinHandle<i64> {
+    /// Swaps the schemas for a moment and back, `gap` s apart on average, for `seconds` and on
+    /// until `at_least` times (three times `seconds` at most), in a thread of its own; `join`
+    /// returns how many times.
+    pub fn pulse(&self, seconds: f64, gap: f64, at_least: i64) -> std::thread::JoinHandle<i64> {
         let conninfo = self.conninfo.clone();
         std::thread::spawn(move || {
             let mut c = Client::connect(&conninfo, NoTls).unwrap();
-            c.batch_execute(&format!("CALL m.pulse({seconds}, {gap})"))
+            c.batch_execute(&format!("CALL m.pulse({seconds}, {gap}, {at_least})"))
                 .unwrap();
             c.query_one("SELECT max(n) FROM m.swaps", &[])
                 .unwrap()
