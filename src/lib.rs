@@ -17,6 +17,7 @@ mod text; // dates and sentences in messages
 // The generator and its durability.
 mod data_file; // how files in the data directory are read and replaced
 mod generator; // the lease protocol, owner of the shared state
+mod shared_memory; // structs in PostgreSQL's shared memory, set up under its lock
 mod state_file; // $PGDATA/pg_snowflake.state
 mod sync_standby; // waiting for synchronous standbys
 mod upgrade; // carrying the mark through pg_upgrade

@@ -4,6 +4,7 @@
 
 use super::problems;
 use super::Generator;
+use crate::shared_memory::InitLock;
 use crate::{gucs, state_file};
 use pgrx::prelude::*;
 use pgrx::{PGRXSharedMemory, PgSharedMemoryInitialization};
@@ -72,34 +73,13 @@ impl PgSharedMemoryInitialization for Slot {
     /// Called by pgrx from PostgreSQL's `shmem_startup_hook`, in the postmaster (and in each
     /// backend on platforms without fork, which PostgreSQL on Linux is not).
     unsafe fn on_shmem_startup(&'static self, value: Generator) {
-        // SAFETY: AddinShmemInitLock (MainLWLockArray[21] in 15 to 19, as pgrx's own PgAtomic
-        // uses it) serialises ShmemInitStruct between processes, and the struct is written only
-        // by the process that created it. 19 keeps ShmemInitStruct beside its new
-        // RegisterShmemCallbacks, as "legacy" (storage/shmem.h).
+        // SAFETY: called where InitLock may be taken (see above); each name stands for one
+        // type.
         unsafe {
-            let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock;
-            pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
-            let mut found = false;
-            let ptr = pg_sys::ShmemInitStruct(
-                c"pg_snowflake".as_ptr(),
-                size_of::<Generator>(),
-                &mut found,
-            )
-            .cast::<Generator>();
-            assert!(
-                ptr.is_aligned(),
-                "shared memory is not aligned for the generator"
-            );
-            if !found {
-                ptr.write(value);
-            }
+            let init = InitLock::acquire();
+            let (ptr, _) = init.struct_set_once(c"pg_snowflake", value);
             self.generator.store(ptr, Ordering::Release);
-            let renewal = pg_sys::ShmemInitStruct(
-                c"pg_snowflake renewal".as_ptr(),
-                size_of::<Renewal>(),
-                &mut found,
-            )
-            .cast::<Renewal>();
+            let (renewal, found) = init.struct_named::<Renewal>(c"pg_snowflake renewal");
             if !found {
                 pg_sys::ConditionVariableInit(std::cell::UnsafeCell::raw_get(
                     &raw const (*renewal).done,
@@ -109,7 +89,6 @@ impl PgSharedMemoryInitialization for Slot {
             self.renewal.store(renewal, Ordering::Release);
             let lock = &raw mut (*pg_sys::GetNamedLWLockTranche(TRANCHE.as_ptr())).lock;
             self.lock.store(lock, Ordering::Release);
-            pg_sys::LWLockRelease(init_lock);
         }
     }
 }

@@ -28,6 +28,7 @@ mod worker;
 
 use crate::errors::{self, Code};
 use crate::layout::Layout;
+use crate::shared_memory::InitLock;
 use crate::text::{iso_unix, sentence};
 use crate::{clock, generator, gucs};
 use pgrx::prelude::*;
@@ -325,22 +326,12 @@ impl PgSharedMemoryInitialization for Slot {
     /// Called by pgrx from PostgreSQL's `shmem_startup_hook` in the postmaster, after the
     /// generator's (its hook was installed first, and each hook calls the previous one first).
     unsafe fn on_shmem_startup(&'static self, value: Registry) {
-        // SAFETY: AddinShmemInitLock serialises ShmemInitStruct, as in generator/shmem.rs.
+        // SAFETY: called where InitLock may be taken; the name stands for this type only.
         unsafe {
-            let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock;
-            pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
-            let mut found = false;
-            let ptr = pg_sys::ShmemInitStruct(
-                c"pg_snowflake registry".as_ptr(),
-                size_of::<Registry>(),
-                &mut found,
-            )
-            .cast::<Registry>();
-            if !found {
-                ptr.write(value);
-            }
+            let init = InitLock::acquire();
+            let (ptr, found) = init.struct_set_once(c"pg_snowflake registry", value);
             self.0.store(ptr, Ordering::Release);
-            pg_sys::LWLockRelease(init_lock);
+            drop(init);
             if !found {
                 start_from_cache(&*ptr);
             }
