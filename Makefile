@@ -104,7 +104,8 @@ stop:
 	@scripts/run.sh stop
 
 # First, in seconds and without a build, that every mutation row still applies to the code and
-# that docs/testing.md lists the rows (scripts/mutations.sh --check). Then each major of this host
+# that docs/testing.md lists the rows (scripts/mutations.sh --check). Then what the tests need
+# (scripts/setup.sh), and lint. Then each major of this host
 # in turn, every layer; the first failure stops the run. Then pg_upgrade from 17 to 18, when both
 # are tested. Then the majors of Debian roots (19), each in its root, pg_upgrade from 18 there
 # included.
@@ -112,6 +113,7 @@ HOST_TEST_MAJORS := $(filter-out $(ROOT_MAJORS),$(TEST_MAJORS))
 test:
 	@scripts/mutations.sh --check
 	@scripts/setup.sh test $(TEST_MAJORS)
+	@$(MAKE) --no-print-directory lint
 	@for v in $(HOST_TEST_MAJORS); do \
 	  printf '\033[1m==> PostgreSQL %s\033[0m\n' "$$v"; \
 	  $(MAKE) --no-print-directory test-major PG=$$v PG_CONFIG="$$(scripts/pg-config.sh $$v)" || exit 1; \
@@ -294,7 +296,12 @@ bench-hotpath: install
 
 fmt:
 	cargo fmt --all
+	cargo fmt --manifest-path tests/faultfs/Cargo.toml --all
 
+# rustfmt and clippy (every warning an error) on both crates: the extension with its tests, and
+# faultfs (its own workspace). make test runs it first, once.
 lint:
 	cargo fmt --all -- --check
-	cargo clippy --all-targets $(TEST_FEATURES) -- -D warnings
+	cargo fmt --manifest-path tests/faultfs/Cargo.toml --all -- --check
+	cargo clippy --quiet --all-targets $(TEST_FEATURES) -- -D warnings
+	cargo clippy --quiet --all-targets --manifest-path tests/faultfs/Cargo.toml --target-dir target/faultfs -- -D warnings

@@ -192,6 +192,16 @@ fn citus_installed() -> bool {
     ) == Ok(Some(true))
 }
 
+/// One node's answer to the read of its claims (`master_run_on_worker`).
+struct Answer {
+    host: String,
+    port: i32,
+    /// The answer's bytes, when the read succeeded and is no larger than `MAX_ANSWER`.
+    claims: Option<Vec<u8>>,
+    /// Otherwise why not: the node's error, or the answer's size.
+    why_not: Vec<u8>,
+}
+
 /// What one gathering of the Citus nodes' claims found.
 #[derive(Default, PartialEq)]
 struct Gathered {
@@ -346,7 +356,7 @@ fn gather_citus_claims() -> Gathered {
             }
         }
         // The read, sent only to those.
-        let answers: Vec<(String, i32, Option<Vec<u8>>, Vec<u8>)> = if ours.is_empty() {
+        let answers: Vec<Answer> = if ours.is_empty() {
             Vec::new()
         } else {
             let hosts: Vec<String> = ours.iter().map(|n| n.1.clone()).collect();
@@ -377,12 +387,12 @@ fn gather_citus_claims() -> Gathered {
                         ],
                     )?
                     .map(|row| {
-                        Ok((
-                            row.get::<String>(1)?.unwrap_or_default(),
-                            row.get::<i32>(2)?.unwrap_or_default(),
-                            row.get::<Vec<u8>>(3)?,
-                            row.get::<Vec<u8>>(4)?.unwrap_or_default(),
-                        ))
+                        Ok(Answer {
+                            host: row.get::<String>(1)?.unwrap_or_default(),
+                            port: row.get::<i32>(2)?.unwrap_or_default(),
+                            claims: row.get::<Vec<u8>>(3)?,
+                            why_not: row.get::<Vec<u8>>(4)?.unwrap_or_default(),
+                        })
                     })
                     .collect::<Result<_, pgrx::spi::SpiError>>()
             })
@@ -391,8 +401,8 @@ fn gather_citus_claims() -> Gathered {
         // Back to the nodes' names, in the order of their ids.
         ours.into_iter()
             .map(|(label, host, port)| {
-                let answer = answers.iter().find(|a| a.0 == host && a.1 == port);
-                (label, answer.map(|a| (a.2.clone(), a.3.clone())))
+                let answer = answers.iter().find(|a| a.host == host && a.port == port);
+                (label, answer.map(|a| (a.claims.clone(), a.why_not.clone())))
             })
             .collect::<Vec<_>>()
     };

@@ -696,7 +696,11 @@ impl State {
         let written = written?;
         if self.journal && !self.pending_dirs.is_empty() {
             let strict = self.strict_dirs();
-            let dirs = self.pending_dirs.iter().copied().filter(|d| !strict.contains(d));
+            let dirs = self
+                .pending_dirs
+                .iter()
+                .copied()
+                .filter(|d| !strict.contains(d));
             self.commit_dirs(dirs.collect())?;
         }
         Ok(written)

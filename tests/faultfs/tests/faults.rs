@@ -276,7 +276,10 @@ fn a_held_fsync_waits_until_released_while_other_requests_go_on() {
     // The fsync waits in faultfs...
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while f.ctl("holds") != "ok 1 1" {
-        assert!(std::time::Instant::now() < deadline, "the fsync was not held");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the fsync was not held"
+        );
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     // ... while other requests are served.
@@ -294,7 +297,10 @@ fn a_held_fsync_waits_until_released_while_other_requests_go_on() {
     let path = f.path("f");
     let syncer = std::thread::spawn(move || File::open(path).unwrap().sync_all());
     while f.ctl("holds") != "ok 1 1" {
-        assert!(std::time::Instant::now() < deadline, "the fsync was not held");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the fsync was not held"
+        );
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     assert_eq!(f.ctl("release"), "ok");
