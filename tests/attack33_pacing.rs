@@ -15,9 +15,10 @@
 #![cfg(not(feature = "pg_test"))]
 
 mod common;
+use common::load::{looping, Counts, Load};
 use common::*;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// On a layout of 100 ids a second (10 ms units, no sequence bits), twelve plain sessions that
 /// cancel their paced calls beside four callers hold nobody back on a fresh server (measured:
@@ -55,18 +56,7 @@ fn parallel_workers_ended_while_paced_leave_the_waiting_count_raised() {
     let leaked_statements = AtomicU64::new(0);
     std::thread::scope(|s| {
         // Keeps the ids past half of max_drift: every call is paced.
-        let burster = {
-            let stop = &stop;
-            let mut b = cluster.connect_as("plain");
-            s.spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    let _ = b.query_one(
-                        "SELECT count(snowflake_next()) FROM generate_series(1, 200)",
-                        &[],
-                    );
-                }
-            })
-        };
+        let burster = burster(s, &cluster, &stop);
         // A failure below unwinds through the scope, which waits for the burster: stop it.
         let _stop = StopOnDrop(&stop);
         let mut p = cluster.connect_as("plain");
@@ -97,7 +87,7 @@ fn parallel_workers_ended_while_paced_leave_the_waiting_count_raised() {
             }
         }
         stop.store(true, Ordering::Relaxed);
-        burster.join().unwrap();
+        Load::joined(burster);
     });
     let log = cluster.log();
     let fatal_workers = log
@@ -123,10 +113,28 @@ fn parallel_workers_ended_while_paced_leave_the_waiting_count_raised() {
 #[derive(Debug)]
 #[allow(dead_code)] // printed
 struct Attacked {
-    made: Vec<u64>,
+    made: Vec<i64>,
     failed: Vec<String>,
     slowest_ms: f64,
     cancelled: u64,
+}
+
+/// A session of the plain role making 200 ids a call until `stop`: it keeps the ids past half of
+/// max_drift, so that every call is paced. Its errors do not matter.
+fn burster<'s>(
+    s: &'s std::thread::Scope<'s, '_>,
+    cluster: &Cluster,
+    stop: &'s AtomicBool,
+) -> Vec<std::thread::ScopedJoinHandle<'s, Load>> {
+    looping(
+        s,
+        vec![cluster.connect_as("plain")],
+        "burster",
+        "SELECT count(snowflake_next()) FROM generate_series(1, 200)",
+        Counts::Value,
+        Duration::ZERO,
+        stop,
+    )
 }
 
 /// Sessions of the plain role that cancel their paced calls in a loop: enough of them to take
@@ -138,7 +146,7 @@ const CANCELLING: usize = 12;
 fn cancelling_sessions_beside_callers(cluster: &Cluster) -> Attacked {
     let stop = AtomicBool::new(false);
     let cancelled = AtomicU64::new(0);
-    let results: Vec<(u64, f64, Vec<String>)> = std::thread::scope(|s| {
+    let results: Vec<Load> = std::thread::scope(|s| {
         // The workers loop until `stop`: a panic here must stop them (see StopOnDrop).
         let _stop = StopOnDrop(&stop);
         for _ in 0..CANCELLING {
@@ -153,44 +161,24 @@ fn cancelling_sessions_beside_callers(cluster: &Cluster) -> Attacked {
                 }
             });
         }
-        {
-            let stop = &stop;
-            let mut b = cluster.connect_as("plain");
-            s.spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    let _ = b.query_one(
-                        "SELECT count(snowflake_next()) FROM generate_series(1, 200)",
-                        &[],
-                    );
-                }
-            });
-        }
-        let handles: Vec<_> = (0..4)
-            .map(|_| {
-                let stop = &stop;
-                let mut c = cluster.connect();
-                s.spawn(move || {
-                    let (mut n, mut slowest, mut errors) = (0u64, 0f64, vec![]);
-                    while !stop.load(Ordering::Relaxed) {
-                        let sent = Instant::now();
-                        match c.query_one("SELECT snowflake_next()", &[]) {
-                            Ok(_) => n += 1,
-                            Err(e) => errors.push(why(&e)),
-                        }
-                        slowest = f64::max(slowest, sent.elapsed().as_secs_f64() * 1000.0);
-                    }
-                    (n, slowest, errors)
-                })
-            })
-            .collect();
+        burster(s, cluster, &stop);
+        let handles = looping(
+            s,
+            (0..4).map(|_| cluster.connect()).collect(),
+            "caller",
+            "SELECT snowflake_next()",
+            Counts::Calls,
+            Duration::ZERO,
+            &stop,
+        );
         std::thread::sleep(Duration::from_secs(8));
         stop.store(true, Ordering::Relaxed);
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
     Attacked {
-        made: results.iter().map(|r| r.0).collect(),
-        failed: results.iter().flat_map(|r| r.2.clone()).collect(),
-        slowest_ms: results.iter().map(|r| r.1).fold(0f64, f64::max),
+        made: results.iter().map(|r| r.made).collect(),
+        failed: results.iter().flat_map(|r| r.errors.clone()).collect(),
+        slowest_ms: results.iter().map(|r| r.slowest_ms).fold(0f64, f64::max),
         cancelled: cancelled.load(Ordering::Relaxed),
     }
 }

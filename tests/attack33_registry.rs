@@ -31,18 +31,6 @@ fn notice(text: &str) -> Vec<u8> {
     m
 }
 
-/// A member of `fake` with `snowflake.registry` extended by `extra`, not started.
-fn member_of(fake: &FakeRegistry, name: &str, extra: &str) -> Cluster {
-    Cluster::init(
-        name,
-        &[
-            "snowflake.worker_id = -1",
-            &fake.conninfo_setting(extra),
-            SHORTEST_LEASE,
-        ],
-    )
-}
-
 /// Whoever answers the member's connection (anyone on the network path: libpq's default
 /// `sslmode` is `prefer`) sends NoticeResponse messages before its answer. libpq prints each to
 /// stderr, which is the server log: the text goes there whole, newlines included, outside
@@ -63,7 +51,7 @@ fn notices_from_whoever_answers_are_not_written_to_the_server_log() {
         r.rows(&[row])
     });
     let fake = FakeRegistry::start(answer);
-    let m = member_of(&fake, "attack33_notice", "");
+    let m = fake.member("attack33_notice", "");
     m.start();
     let before = std::fs::metadata(m.log_path()).unwrap().len();
     fake.wait_for(
@@ -103,7 +91,7 @@ fn the_password_is_not_sent_in_clear_text_to_whoever_answers() {
     fake.set_auth(Auth::CleartextThenRefuse(
         "password authentication failed for user \"fleet\"",
     ));
-    let m = member_of(&fake, "attack33_cleartext", &format!("password={SECRET}"));
+    let m = fake.member("attack33_cleartext", &format!("password={SECRET}"));
     m.start();
     fake.wait_for(
         "startups",
@@ -151,8 +139,7 @@ fn the_password_is_not_sent_in_clear_text_to_whoever_answers() {
     fake.set_auth(Auth::CleartextThenRefuse(
         "password authentication failed for user \"fleet\"",
     ));
-    let m = member_of(
-        &fake,
+    let m = fake.member(
         "attack33_cleartext_tls",
         &format!("password={SECRET} sslmode=require"),
     );
@@ -185,7 +172,7 @@ fn the_password_is_not_sent_in_clear_text_to_whoever_answers() {
 #[test]
 fn passwords_that_libpq_quotes_are_masked() {
     let fake = FakeRegistry::start(grant(7));
-    let m = member_of(&fake, "attack33_redact", "");
+    let m = fake.member("attack33_redact", "");
     let cases = [
         (
             "snowflake.registry = 'postgresql://fleet:Pa%ssw0rd@127.0.0.1/registry'",

@@ -306,10 +306,7 @@ fn prepare_primary(p1: u16) {
         .batch_execute(&format!("CREATE EXTENSION pg_snowflake; {ORDERS}"))
         .unwrap();
     assert_clock_offset(&mut primary, N1_AHEAD_S, "n1");
-    let sync: String = primary
-        .query_one("SHOW synchronous_standby_names", &[])
-        .unwrap()
-        .get(0);
+    let sync: String = primary.scalar("SHOW synchronous_standby_names");
     assert!(
         !sync.is_empty(),
         "pg_auto_failover did not set up synchronous replication"

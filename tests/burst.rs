@@ -15,6 +15,7 @@
 #![cfg(not(feature = "pg_test"))]
 
 mod common;
+use common::load::{looping, Counts, Load};
 use common::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -38,54 +39,31 @@ fn bursts_never_make_single_row_callers_fail() {
         .unwrap();
     let errors = Mutex::new(Vec::<String>::new());
     let stop = AtomicBool::new(false);
-    let (mut burst_ids, mut inserts) = (0i64, 0usize);
     let mut deepest_ms = 0.0f64;
-    std::thread::scope(|s| {
+    let (bursts, inserts) = std::thread::scope(|s| {
         // The workers loop until `stop`: a panic here must stop them (see StopOnDrop).
         let _stop = StopOnDrop(&stop);
-        let bursters: Vec<_> = (0..2)
-            .map(|_| {
-                let (errors, stop) = (&errors, &stop);
-                let mut c = cluster.connect();
-                s.spawn(move || {
-                    let mut n = 0i64;
-                    while !stop.load(Ordering::Relaxed) {
-                        // generate_series in the select list (ProjectSet) calls
-                        // snowflake_next() once per row at about 2.5x the rate of the FROM form.
-                        match c.query_one(
-                            "SELECT count(id)
-                             FROM (SELECT snowflake_next() AS id, generate_series(1, 200000)) s",
-                            &[],
-                        ) {
-                            Ok(row) => n += row.get::<_, i64>(0),
-                            Err(e) => errors.lock().unwrap().push(format!("burster: {}", why(&e))),
-                        }
-                    }
-                    n
-                })
-            })
-            .collect();
-        let inserters: Vec<_> = (0..8)
-            .map(|_| {
-                let (errors, stop) = (&errors, &stop);
-                let mut c = cluster.connect();
-                s.spawn(move || {
-                    let mut n = 0;
-                    while !stop.load(Ordering::Relaxed) {
-                        match c.execute("INSERT INTO t (v) VALUES (1)", &[]) {
-                            Ok(_) => n += 1,
-                            Err(e) => errors
-                                .lock()
-                                .unwrap()
-                                .push(format!("inserter: {}", why(&e))),
-                        }
-                        // Callers that take an id now and then, as an application does.
-                        std::thread::sleep(Duration::from_millis(1));
-                    }
-                    n
-                })
-            })
-            .collect();
+        // generate_series in the select list (ProjectSet) calls snowflake_next() once per row
+        // at about 2.5x the rate of the FROM form.
+        let bursters = looping(
+            s,
+            (0..2).map(|_| cluster.connect()).collect(),
+            "burster",
+            "SELECT count(id) FROM (SELECT snowflake_next() AS id, generate_series(1, 200000)) s",
+            Counts::Value,
+            Duration::ZERO,
+            &stop,
+        );
+        // Callers that take an id now and then, as an application does.
+        let inserters = looping(
+            s,
+            (0..8).map(|_| cluster.connect()).collect(),
+            "inserter",
+            "INSERT INTO t (v) VALUES (1)",
+            Counts::Calls,
+            Duration::from_millis(1),
+            &stop,
+        );
         // How far ahead of the clock a fresh id is, sampled while the bursts run.
         let mut probe = cluster.connect();
         let until = Instant::now() + Duration::from_secs(8);
@@ -102,10 +80,10 @@ fn bursts_never_make_single_row_callers_fail() {
             }
         }
         stop.store(true, Ordering::Relaxed);
-        burst_ids = bursters.into_iter().map(|h| h.join().unwrap()).sum();
-        inserts = inserters.into_iter().map(|h| h.join().unwrap()).sum();
+        (Load::joined(bursters), Load::joined(inserters))
     });
-    let errors = errors.into_inner().unwrap();
+    let errors = [errors.into_inner().unwrap(), bursts.errors, inserts.errors].concat();
+    let (burst_ids, inserts) = (bursts.made, inserts.made);
     eprintln!(
         "burst: {burst_ids} ids in bursts, {inserts} single-row inserts, ids at most \
          {deepest_ms:.0} ms ahead of the clock, {} errors",

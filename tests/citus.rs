@@ -45,13 +45,7 @@ use std::time::{Duration, Instant};
 /// ids. With a worker id of its own, each node's are its own.
 fn duplicates_experiment(citus: &Citus) -> (i64, i64) {
     let mut c = citus.coordinator.connect();
-    let start: i64 = c
-        .query_one(
-            "SELECT snowflake_compose(now() + interval '4 s', 0, 0)",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let start: i64 = c.scalar("SELECT snowflake_compose(now() + interval '4 s', 0, 0)");
     for node in citus.nodes() {
         node.connect()
             .execute("SELECT snowflake_advance_past($1)", &[&start])
@@ -148,13 +142,8 @@ fn every_path_that_makes_an_id_makes_it_once_with_the_worker_id_of_its_node() {
     // The registry is the coordinator's: its tables hold the three leases there, and on the
     // workers, where CREATE EXTENSION made them too, they stay local, empty and unused; Citus
     // distributes none of them, nor the lease function.
-    let leases: i64 = c
-        .query_one(
-            "SELECT count(*) FROM snowflake.snowflake_registry WHERE expires > now()",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let leases: i64 =
+        c.scalar("SELECT count(*) FROM snowflake.snowflake_registry WHERE expires > now()");
     assert_eq!(leases, 3);
     for node in citus.nodes() {
         let mut n = node.connect();
@@ -175,14 +164,10 @@ fn every_path_that_makes_an_id_makes_it_once_with_the_worker_id_of_its_node() {
         assert_eq!((tables, functions), (0, 0), "{}: distributed", node.name);
         assert_eq!(version, env!("CARGO_PKG_VERSION"), "{}", node.name);
         if node.port != citus.coordinator.port {
-            let rows: i64 = n
-                .query_one(
-                    "SELECT (SELECT count(*) FROM snowflake.snowflake_registry)
+            let rows: i64 = n.scalar(
+                "SELECT (SELECT count(*) FROM snowflake.snowflake_registry)
                           + (SELECT count(*) FROM snowflake.snowflake_registry_namespaces)",
-                    &[],
-                )
-                .unwrap()
-                .get(0);
+            );
             assert_eq!(rows, 0, "{}'s registry tables are used", node.name);
         }
     }
@@ -332,13 +317,7 @@ fn every_path_that_makes_an_id_makes_it_once_with_the_worker_id_of_its_node() {
         "the same lease after the restart"
     );
     let mut wc = w1.connect();
-    let after: i64 = wc
-        .query_one(
-            "INSERT INTO paths (k, path) VALUES (1, 'after-kill') RETURNING id",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let after: i64 = wc.scalar("INSERT INTO paths (k, path) VALUES (1, 'after-kill') RETURNING id");
     c.batch_execute("INSERT INTO paths (k, path) SELECT t.k, 'after-kill-select' FROM tk t")
         .unwrap();
     let min_after: i64 = c
@@ -409,13 +388,7 @@ fn adopt_on_distributed_tables(citus: &Citus, c: &mut Client) {
         assert_eq!(d, "snowflake_next()");
     }
 
-    let top: i64 = c
-        .query_one(
-            "SELECT snowflake_compose(now() + interval '3 s', 1023, 0)",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let top: i64 = c.scalar("SELECT snowflake_compose(now() + interval '3 s', 1023, 0)");
     c.batch_execute(&format!(
         "CREATE TABLE legacy2 (tenant int NOT NULL, id bigserial, note text,
                                PRIMARY KEY (tenant, id));
@@ -429,11 +402,7 @@ fn adopt_on_distributed_tables(citus: &Citus, c: &mut Client) {
         assert_eq!(d, "snowflake_next()");
     }
     for node in citus.nodes() {
-        let next: i64 = node
-            .connect()
-            .query_one("SELECT snowflake_next()", &[])
-            .unwrap()
-            .get(0);
+        let next: i64 = node.connect().scalar("SELECT snowflake_next()");
         assert!(next > top, "{}: {next} is not above {top}", node.name);
     }
 }
@@ -1041,12 +1010,7 @@ fn versions(citus: &Citus) -> Vec<String> {
         .iter()
         .map(|n| {
             n.connect()
-                .query_one(
-                    "SELECT extversion FROM pg_extension WHERE extname = 'pg_snowflake'",
-                    &[],
-                )
-                .unwrap()
-                .get(0)
+                .scalar("SELECT extversion FROM pg_extension WHERE extname = 'pg_snowflake'")
         })
         .collect()
 }
@@ -1092,14 +1056,10 @@ fn lifecycle_an_update_from_0_4_0_nodes_without_the_library_or_a_worker_id_and_t
         .unwrap();
     assert_eq!(versions(&citus), vec![env!("CARGO_PKG_VERSION"); 3]);
     let members = |n: &Cluster| -> i64 {
-        n.connect()
-            .query_one(
-                "SELECT count(*) FROM pg_depend WHERE deptype = 'e'
+        n.connect().scalar(
+            "SELECT count(*) FROM pg_depend WHERE deptype = 'e'
                    AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'pg_snowflake')",
-                &[],
-            )
-            .unwrap()
-            .get(0)
+        )
     };
     let on_coordinator = members(&citus.coordinator);
     for w in &citus.workers {
@@ -1107,11 +1067,7 @@ fn lifecycle_an_update_from_0_4_0_nodes_without_the_library_or_a_worker_id_and_t
     }
     c.batch_execute("INSERT INTO life (k) SELECT k FROM src")
         .unwrap();
-    let count = |c: &mut Client| -> i64 {
-        c.query_one("SELECT count(*) FROM life", &[])
-            .unwrap()
-            .get(0)
-    };
+    let count = |c: &mut Client| -> i64 { c.scalar("SELECT count(*) FROM life") };
     assert_eq!(count(&mut c), 2000);
 
     // A worker without the library preloaded: the ids it would make are refused, through
@@ -1282,13 +1238,8 @@ fn one_worker_id_for_every_node_is_refused_unchecked_and_with_claims_repeats_ids
     for node in citus.nodes() {
         let mut n = node.connect();
         poll(Duration::from_secs(60), Duration::from_millis(200), || {
-            let clashes: i64 = n
-                .query_one(
-                    "SELECT count(*) FROM snowflake.snowflake_clashes WHERE ongoing",
-                    &[],
-                )
-                .unwrap()
-                .get(0);
+            let clashes: i64 =
+                n.scalar("SELECT count(*) FROM snowflake.snowflake_clashes WHERE ongoing");
             let warned = node
                 .log()
                 .contains("worker id 1 is claimed by two clusters");
@@ -1335,13 +1286,7 @@ fn the_coordinator_failing_over_and_a_worker_restored_from_a_backup_keep_their_w
     c.batch_execute("INSERT INTO t (k) SELECT k FROM src")
         .unwrap();
     let mut w1c = w1.connect();
-    let last_of_w1: i64 = w1c
-        .query_one(
-            "SELECT max(snowflake_next()) FROM generate_series(1, 1000)",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let last_of_w1: i64 = w1c.scalar("SELECT max(snowflake_next()) FROM generate_series(1, 1000)");
 
     // The coordinator's synchronous standby, on the port the registry names second.
     let mut standby = citus.coordinator.basebackup("citus_failover_standby");
@@ -1394,11 +1339,7 @@ fn the_coordinator_failing_over_and_a_worker_restored_from_a_backup_keep_their_w
     restored.append_conf(&[&format!("port = {}", w1.port)]);
     restored.start();
     assert_eq!(leased_worker_id(&restored), worker_id);
-    let first_restored: i64 = restored
-        .connect()
-        .query_one("SELECT snowflake_next()", &[])
-        .unwrap()
-        .get(0);
+    let first_restored: i64 = restored.connect().scalar("SELECT snowflake_next()");
     assert!(first_restored > last_of_w1);
     c.batch_execute("INSERT INTO t (k) SELECT k FROM src")
         .unwrap();
@@ -1469,12 +1410,7 @@ fn adopt_on_a_citus_table_runs_no_function_a_database_owner_planted_on_a_worker(
     );
     let ran: bool = w1
         .connect()
-        .query_one(
-            "SELECT pg_catalog.to_regclass('public.planted_ran') IS NOT NULL",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+        .scalar("SELECT pg_catalog.to_regclass('public.planted_ran') IS NOT NULL");
     assert!(
         !ran,
         "adopt ran the function the database owner planted on a worker"
@@ -1553,13 +1489,8 @@ fn with_claims(name: &str, workers: usize) -> Citus {
     let nodes = workers as i64 + 1;
     let mut c = citus.coordinator.connect();
     poll(Duration::from_secs(60), Duration::from_millis(200), || {
-        let clusters: i64 = c
-            .query_one(
-                "SELECT count(DISTINCT system_identifier) FROM snowflake.snowflake_claims",
-                &[],
-            )
-            .unwrap()
-            .get(0);
+        let clusters: i64 =
+            c.scalar("SELECT count(DISTINCT system_identifier) FROM snowflake.snowflake_claims");
         (clusters == nodes).then_some(()).ok_or(format!(
             "claims of {clusters} of {nodes} nodes on the coordinator"
         ))
@@ -1612,9 +1543,7 @@ fn a_node_answering_what_is_no_list_of_claims_keeps_no_other_nodes_claims_from_b
     let mut c = citus.coordinator.connect();
     let sysid = |node: &Cluster| -> i64 {
         node.connect()
-            .query_one("SELECT system_identifier FROM pg_control_system()", &[])
-            .unwrap()
-            .get(0)
+            .scalar("SELECT system_identifier FROM pg_control_system()")
     };
     let (broken, healthy) = (sysid(&citus.workers[0]), sysid(&citus.workers[1]));
     let log_from = citus.coordinator.log().len();
@@ -1632,7 +1561,7 @@ fn a_node_answering_what_is_no_list_of_claims_keeps_no_other_nodes_claims_from_b
               LIMIT 1",
         )
         .unwrap();
-    let broken_at: std::time::SystemTime = c.query_one("SELECT now()", &[]).unwrap().get(0);
+    let broken_at: std::time::SystemTime = c.scalar("SELECT now()");
     let started = Instant::now();
     // The healthy worker's claim is still gathered (its last_seen, copied from its own table,
     // moves past the break), and the broken node's answer is logged as unread.
@@ -1709,13 +1638,8 @@ fn claims_in_a_database_without_citus_are_compared_with_no_other_node_and_every_
     );
     for node in citus.nodes() {
         let mut c = node.connect();
-        let exists: bool = c
-            .query_one(
-                "SELECT EXISTS (SELECT FROM pg_database WHERE datname = 'claims')",
-                &[],
-            )
-            .unwrap()
-            .get(0);
+        let exists: bool =
+            c.scalar("SELECT EXISTS (SELECT FROM pg_database WHERE datname = 'claims')");
         if !exists {
             c.batch_execute("CREATE DATABASE claims").unwrap();
         }
@@ -1852,15 +1776,11 @@ fn the_claims_gather_runs_nothing_a_role_planted_where_pg_snowflake_is_not_insta
     poll(Duration::from_secs(30), Duration::from_millis(200), || {
         let n = citus.coordinator.log()[gathered_before..].len();
         let mut c = citus.coordinator.connect();
-        let seen: i64 = c
-            .query_one(
-                "SELECT count(*) FROM snowflake.snowflake_claims
+        let seen: i64 = c.scalar(
+            "SELECT count(*) FROM snowflake.snowflake_claims
                   WHERE last_seen > now() - interval '2 s'
                     AND system_identifier <> (SELECT system_identifier FROM pg_control_system())",
-                &[],
-            )
-            .unwrap()
-            .get(0);
+        );
         let _ = n;
         (seen >= 1)
             .then_some(())
@@ -1891,9 +1811,7 @@ fn a_worker_answering_for_other_clusters_is_passed_over() {
     let (w1, w2) = (&citus.workers[0], &citus.workers[1]);
     let w1_sysid: i64 = w1
         .connect()
-        .query_one("SELECT system_identifier FROM pg_control_system()", &[])
-        .unwrap()
-        .get(0);
+        .scalar("SELECT system_identifier FROM pg_control_system()");
     // Her answer is whatever is in forged.answer: json_agg of the claims' row type, hers.
     let mut w2c = w2.connect();
     w2c.batch_execute(
@@ -1927,13 +1845,8 @@ fn a_worker_answering_for_other_clusters_is_passed_over() {
     };
     passed_over("100 claims, more than the 64 of one node", 0);
     let none_of_hers = |c: &mut Client| {
-        let forged: i64 = c
-            .query_one(
-                "SELECT count(*) FROM snowflake.snowflake_claims WHERE node_name = 'forged'",
-                &[],
-            )
-            .unwrap()
-            .get(0);
+        let forged: i64 =
+            c.scalar("SELECT count(*) FROM snowflake.snowflake_claims WHERE node_name = 'forged'");
         assert_eq!(forged, 0, "claims of her answer were written");
     };
     none_of_hers(&mut c);
@@ -1948,7 +1861,7 @@ fn a_worker_answering_for_other_clusters_is_passed_over() {
     )
     .unwrap();
     passed_over("claims of the system identifier node", from);
-    let at: std::time::SystemTime = c.query_one("SELECT now()", &[]).unwrap().get(0);
+    let at: std::time::SystemTime = c.scalar("SELECT now()");
     poll(Duration::from_secs(30), Duration::from_millis(200), || {
         let seen: Option<std::time::SystemTime> = c
             .query_one(

@@ -140,11 +140,7 @@ fn drift_wait_zero_fails_at_once_and_drift_wait_lets_a_short_step_pass() {
     cluster.reload();
     // New sessions start with what the postmaster read at the reload.
     poll(Duration::from_secs(30), Duration::from_millis(20), || {
-        let wait: String = cluster
-            .connect()
-            .query_one("SHOW snowflake.drift_wait", &[])
-            .unwrap()
-            .get(0);
+        let wait: String = cluster.connect().scalar("SHOW snowflake.drift_wait");
         (wait == "2s")
             .then_some(())
             .ok_or(format!("drift_wait is still {wait}"))

@@ -18,10 +18,7 @@ fn without_preloading_create_extension_works_and_next_says_what_to_do() {
         "{hint}"
     );
     // Decoding needs no shared memory, and the backend survived the error.
-    let worker: i32 = c
-        .query_one("SELECT (snowflake_decode(4096)).worker_id", &[])
-        .unwrap()
-        .get(0);
+    let worker: i32 = c.scalar("SELECT (snowflake_decode(4096)).worker_id");
     assert_eq!(worker, 1);
     // A second backend, too.
     let (state, ..) = expect_error(&mut cluster.connect(), "SELECT snowflake_next()");
@@ -68,12 +65,7 @@ fn alter_system_validates_the_worker_id_and_a_restart_applies_it() {
     poll(Duration::from_secs(30), Duration::from_millis(20), || {
         let pending: bool = cluster
             .connect()
-            .query_one(
-                "SELECT pending_restart FROM pg_settings WHERE name = 'snowflake.worker_id'",
-                &[],
-            )
-            .unwrap()
-            .get(0);
+            .scalar("SELECT pending_restart FROM pg_settings WHERE name = 'snowflake.worker_id'");
         pending
             .then_some(())
             .ok_or("the reload did not see the new worker id".into())
@@ -83,9 +75,7 @@ fn alter_system_validates_the_worker_id_and_a_restart_applies_it() {
     cluster.restart("fast");
     let worker: i32 = cluster
         .connect()
-        .query_one("SELECT (snowflake_decode(snowflake_next())).worker_id", &[])
-        .unwrap()
-        .get(0);
+        .scalar("SELECT (snowflake_decode(snowflake_next())).worker_id");
     assert_eq!(worker, 7);
 }
 
@@ -112,10 +102,7 @@ fn a_plain_user_can_generate_but_not_reconfigure() {
     let mut admin = cluster.connect_ext();
     admin.batch_execute("CREATE ROLE app LOGIN").unwrap();
     let mut app = cluster.connect_as("app");
-    let id: i64 = app
-        .query_one("SELECT snowflake_next()", &[])
-        .unwrap()
-        .get(0);
+    let id: i64 = app.scalar("SELECT snowflake_next()");
     let worker: i32 = app
         .query_one("SELECT (snowflake_decode($1)).worker_id", &[&id])
         .unwrap()
@@ -150,7 +137,7 @@ fn the_extension_works_from_a_schema_outside_the_search_path() {
 fn bad_values_at_reload_are_reported_and_the_old_ones_kept() {
     let cluster = Cluster::start_new("bad_reload", &["snowflake.max_drift = '3s'"]);
     let mut c = cluster.connect_ext();
-    let before: i64 = c.query_one("SELECT snowflake_next()", &[]).unwrap().get(0);
+    let before: i64 = c.scalar("SELECT snowflake_next()");
     cluster.append_conf(&[
         "snowflake.max_drift = 'soon'",
         "snowflake.drift_wait = 99999999",
@@ -177,13 +164,11 @@ fn bad_values_at_reload_are_reported_and_the_old_ones_kept() {
         "{log}"
     );
     let mut c = cluster.connect();
-    let show = |c: &mut Client, name: &str| -> String {
-        c.query_one(&format!("SHOW {name}"), &[]).unwrap().get(0)
-    };
+    let show = |c: &mut Client, name: &str| -> String { c.scalar(&format!("SHOW {name}")) };
     assert_eq!(show(&mut c, "snowflake.max_drift"), "3s");
     assert_eq!(show(&mut c, "snowflake.drift_wait"), "100ms");
     assert_eq!(show(&mut c, "snowflake.worker_id"), "1");
-    let after: i64 = c.query_one("SELECT snowflake_next()", &[]).unwrap().get(0);
+    let after: i64 = c.scalar("SELECT snowflake_next()");
     assert!(after > before);
 }
 
@@ -340,11 +325,7 @@ fn the_first_id_can_come_from_a_parallel_worker() {
     cluster.crash();
     clock.set(-60.0);
     cluster.start();
-    let next: i64 = cluster
-        .connect()
-        .query_one("SELECT snowflake_next()", &[])
-        .unwrap()
-        .get(0);
+    let next: i64 = cluster.connect().scalar("SELECT snowflake_next()");
     assert!(
         next > first,
         "after a crash and a start 60 s behind, {next} is not above the worker's {first}"
@@ -407,11 +388,7 @@ fn an_unwritable_state_file_fails_each_call_without_writing_wal() {
     let mut c = cluster.connect_ext();
     let blocker = cluster.data().join("pg_snowflake.state.tmp");
     std::fs::create_dir(&blocker).unwrap();
-    let lsn = |c: &mut Client| -> String {
-        c.query_one("SELECT pg_current_wal_insert_lsn()::text", &[])
-            .unwrap()
-            .get(0)
-    };
+    let lsn = |c: &mut Client| -> String { c.scalar("SELECT pg_current_wal_insert_lsn()::text") };
     let before = lsn(&mut c);
     for i in 0..1000 {
         let (state, message, hint) = expect_error(&mut c, "SELECT snowflake_next()");

@@ -62,7 +62,7 @@ fn package_in_debians_own_postgresql_makes_ids_across_a_restart_and_a_promotion(
     let primary = RootCluster::init(&root, "primary", &["snowflake.max_drift = '5min'"]);
     primary.start(0.0);
     let mut c = primary.connect();
-    let version: String = c.query_one("SELECT version()", &[]).unwrap().get(0);
+    let version: String = c.scalar("SELECT version()");
     assert!(
         version.contains("Debian"),
         "not Debian's build of PostgreSQL: {version}"

@@ -53,12 +53,7 @@ fn extension_objects(c: &mut Client) -> Vec<String> {
 }
 
 fn version(c: &mut Client) -> String {
-    c.query_one(
-        "SELECT extversion FROM pg_extension WHERE extname = 'pg_snowflake'",
-        &[],
-    )
-    .unwrap()
-    .get(0)
+    c.scalar("SELECT extversion FROM pg_extension WHERE extname = 'pg_snowflake'")
 }
 
 /// A database created at `from`, with a table that takes its ids from the default, updated to
@@ -85,19 +80,13 @@ fn update_keeps_the_data_and_matches_a_fresh_install(from: &str, setup: &str) {
     let current = version(&mut c);
     assert_ne!(current, from);
     // The table, its rows and its default are untouched, and the default goes on above them.
-    let old_max: i64 = c
-        .query_one("SELECT max(id) FROM orders", &[])
-        .unwrap()
-        .get(0);
+    let old_max: i64 = c.scalar("SELECT max(id) FROM orders");
     let new = ids(
         &mut c,
         "INSERT INTO orders (item) VALUES ('after') RETURNING id",
     );
     assert!(new[0] > old_max);
-    let rows: i64 = c
-        .query_one("SELECT count(*) FROM orders", &[])
-        .unwrap()
-        .get(0);
+    let rows: i64 = c.scalar("SELECT count(*) FROM orders");
     assert_eq!(rows, 1001);
     // Old and new functions.
     let text: String = c
@@ -295,9 +284,8 @@ fn update_from_0_3_0_rekeys_the_registry_and_keeps_the_members_grant() {
         .unwrap()
         .get(0);
     assert_eq!((long.len(), moved), (63, 0));
-    let granted: bool = c
-        .query_one(
-            "SELECT has_function_privilege('fleet',
+    let granted: bool = c.scalar(
+        "SELECT has_function_privilege('fleet',
                  'snowflake.snowflake_registry_lease(text, text, bigint, integer, integer, integer,
                   integer, boolean, integer, bigint, text, bigint, bigint)', 'EXECUTE')
                 AND has_function_privilege('fleet',
@@ -306,10 +294,7 @@ fn update_from_0_3_0_rekeys_the_registry_and_keeps_the_members_grant() {
                 AND NOT has_function_privilege('public',
                  'snowflake.snowflake_registry_lease(text, text, bigint, integer, integer, integer,
                   integer, boolean, integer, bigint, text, bigint, bigint)', 'EXECUTE')",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    );
     assert!(
         granted,
         "the members' role keeps its grant, on both signatures"

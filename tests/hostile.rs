@@ -205,13 +205,7 @@ fn caught(cluster: &Cluster) -> (Vec<String>, bool) {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    let superuser: bool = c
-        .query_one(
-            "SELECT rolsuper FROM pg_roles WHERE rolname = 'mallory'",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let superuser: bool = c.scalar("SELECT rolsuper FROM pg_roles WHERE rolname = 'mallory'");
     (what, superuser)
 }
 
@@ -245,7 +239,7 @@ fn planted_functions_and_operators_never_run_in_the_extensions_privileged_statem
     let cluster = hostile_cluster("hostile");
     // The superuser works in Mallory's database: its sessions take her search_path.
     let mut su = connect_db(&cluster, "postgres", "shop");
-    let path: String = su.query_one("SHOW search_path", &[]).unwrap().get(0);
+    let path: String = su.scalar("SHOW search_path");
     assert_eq!(
         path, "public, ext, pg_catalog",
         "the hostile path did not apply"
@@ -449,14 +443,10 @@ fn a_renamed_extension_schema_leads_no_privileged_statement_to_the_new_one() {
     // A superuser adopts the table through the extension's schema as it is now named.
     c.batch_execute("SELECT public_old.snowflake_adopt('public_old.legacy', 'id')")
         .unwrap();
-    let default: String = c
-        .query_one(
-            "SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef
+    let default: String = c.scalar(
+        "SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef
               WHERE adrelid OPERATOR(pg_catalog.=) 'public_old.legacy'::regclass",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    );
     assert_eq!(default, "public_old.snowflake_next()");
     let (what, superuser) = caught(&cluster);
     assert_eq!(what, Vec::<String>::new(), "Mallory's traps ran");
@@ -519,10 +509,7 @@ fn a_snowflake_schema_handed_to_another_role_is_used_by_nothing_privileged() {
     let mut su = mallory.connect_admin();
     su.batch_execute("CREATE EXTENSION pg_snowflake").unwrap();
     poll(Duration::from_secs(30), Duration::from_millis(100), || {
-        let n: i64 = su
-            .query_one("SELECT count(*) FROM snowflake.snowflake_claims", &[])
-            .unwrap()
-            .get(0);
+        let n: i64 = su.scalar("SELECT count(*) FROM snowflake.snowflake_claims");
         (n > 0).then_some(()).ok_or("no claim yet".into())
     });
     su.batch_execute("ALTER SCHEMA snowflake OWNER TO mallory")
@@ -574,13 +561,8 @@ fn a_script_that_leaves_an_object_outside_the_extensions_schemas_fails() {
         message,
         "pg_snowflake's objects are outside its schemas: function elsewhere.snowflake_to_base62(bigint)"
     );
-    let version: String = c
-        .query_one(
-            "SELECT extversion FROM pg_extension WHERE extname = 'pg_snowflake'",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let version: String =
+        c.scalar("SELECT extversion FROM pg_extension WHERE extname = 'pg_snowflake'");
     assert_eq!(version, "0.3.0");
 }
 

@@ -130,7 +130,7 @@ fn a_fifo_met_at_the_reset_after_a_crash_stops_the_server_instead_of_hanging_it(
     let mut c = cluster.connect_ext();
     ids(&mut c, "SELECT snowflake_next()");
     Planted::Fifo.plant(&cluster.data().join("pg_snowflake.state"));
-    let pid: i32 = c.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    let pid: i32 = c.scalar("SELECT pg_backend_pid()");
     cluster.kill_backend(pid);
     gone(&cluster, Duration::from_secs(30), "the reset after a crash");
     let log = cluster.log();
@@ -230,10 +230,7 @@ fn a_fifo_or_a_link_in_place_of_the_copys_directory_is_not_followed_at_start() {
     let cluster = Cluster::start_new("planted_copy_dir", &[]);
     let mut c = cluster.connect_ext();
     let before = ids(&mut c, "SELECT snowflake_next()")[0];
-    let a_year_from_now: i64 = c
-        .query_one("SELECT snowflake_min_id(now() + interval '1 year')", &[])
-        .unwrap()
-        .get(0);
+    let a_year_from_now: i64 = c.scalar("SELECT snowflake_min_id(now() + interval '1 year')");
     drop(c);
     let copy_dir = cluster.data().join("pg_snowflake");
     let mark = std::fs::read(copy_dir.join("mark")).unwrap();

@@ -9,6 +9,7 @@
 
 mod common;
 use common::mallory::Mallory;
+use common::registry::member_in;
 use common::*;
 use std::time::{Duration, Instant};
 
@@ -166,10 +167,7 @@ fn adopt_follows_no_renamed_schema() {
         bound,
         "the default does not call the extension's snowflake_next()"
     );
-    let id: i64 = su
-        .query_one("INSERT INTO public.legacy DEFAULT VALUES RETURNING id", &[])
-        .unwrap()
-        .get(0);
+    let id: i64 = su.scalar("INSERT INTO public.legacy DEFAULT VALUES RETURNING id");
     assert!(id > 100);
     mallory.assert_nothing_caught(swaps, MIN_SWAPS);
 }
@@ -187,17 +185,8 @@ fn the_registry_lease_function_and_its_members_follow_no_renamed_schema() {
          GRANT EXECUTE ON FUNCTION snowflake.snowflake_registry_lease TO fleet;",
     )
     .unwrap();
-    let registry = format!(
-        "snowflake.registry = 'host=127.0.0.1 port={} user=fleet dbname=reg'",
-        hub.port
-    );
     let members: Vec<Cluster> = (0..2)
-        .map(|i| {
-            Cluster::init(
-                &format!("race_member{i}"),
-                &["snowflake.worker_id = -1", &registry, SHORTEST_LEASE],
-            )
-        })
+        .map(|i| member_in(&format!("race_member{i}"), hub.port, "fleet", "reg", &[]))
         .collect();
     for m in &members {
         m.start();
@@ -252,14 +241,10 @@ fn the_registry_lease_function_and_its_members_follow_no_renamed_schema() {
         let renewed = r["renewed"].as_str().unwrap_or_default().to_string();
         assert!(!renewed.is_empty(), "{r}");
     }
-    let held: i64 = su
-        .query_one(
-            "SELECT count(*) FROM snowflake.snowflake_registry
+    let held: i64 = su.scalar(
+        "SELECT count(*) FROM snowflake.snowflake_registry
               WHERE namespace = 'default' AND expires > now()",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    );
     assert_eq!(held, 2);
     mallory.assert_nothing_caught(swaps, MIN_SWAPS);
 }

@@ -52,18 +52,6 @@ struct Outcome {
     stop: Duration,
 }
 
-/// A member of `fake`, not started.
-fn member_of(fake: &FakeRegistry, name: &str, extra: &str) -> Cluster {
-    Cluster::init(
-        name,
-        &[
-            "snowflake.worker_id = -1",
-            &fake.conninfo_setting(extra),
-            SHORTEST_LEASE,
-        ],
-    )
-}
-
 /// Polls until `snowflake_next()` fails with 55000 and `part` in its detail; any id made
 /// meanwhile fails the test at once. Returns the detail and the hint.
 fn refused_without_an_id(c: &mut Client, part: &str, within: Duration) -> (String, String) {
@@ -108,7 +96,7 @@ fn refused(name: &str, answer: Answer, part: &str, said: Said) -> Outcome {
     let fake = FakeRegistry::start(answer);
     // The first lease statement waits until the worker's memory before any answer is known.
     fake.hold();
-    let m = member_of(&fake, name, "");
+    let m = fake.member(name, "");
     let started = Instant::now();
     m.start();
     fake.wait_for(
@@ -468,7 +456,7 @@ fn a_worker_id_outside_the_layout_is_refused() {
 #[test]
 fn a_correct_answer_through_the_fake_is_a_lease_and_a_hostile_renewal_changes_nothing() {
     let fake = FakeRegistry::start(grant(7));
-    let m = member_of(&fake, "hreg_granted", "");
+    let m = fake.member("hreg_granted", "");
     m.start();
     let mut c = m.connect_ext();
     let id = first_id(&mut c, REFUSED_WITHIN);
@@ -584,7 +572,7 @@ fn passwords_are_masked_in_the_log_the_error_and_the_stats() {
     fake.set_auth(Auth::Refuse(
         "password authentication failed for \"host=127.0.0.1 user=fleet password=S3cretPW\"",
     ));
-    let m = member_of(&fake, "hreg_password", "");
+    let m = fake.member("hreg_password", "");
     let settings = [
         (
             "snowflake.registry = 'postgresql://fleet:S3cretPW@[::1'".to_string(),

@@ -27,7 +27,7 @@ fn decode(c: &mut postgres::Client, id: i64) -> (i64, i32, i32) {
 }
 
 fn next(c: &mut postgres::Client) -> i64 {
-    c.query_one("SELECT snowflake_next()", &[]).unwrap().get(0)
+    c.scalar("SELECT snowflake_next()")
 }
 
 #[test]
@@ -63,13 +63,8 @@ fn sonyflake_ids_carry_a_16_bit_machine_id_in_the_low_bits() {
         .unwrap()
         .get(0);
     assert!(same);
-    let max: String = c
-        .query_one(
-            "SELECT max_val FROM pg_settings WHERE name = 'snowflake.worker_id'",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let max: String =
+        c.scalar("SELECT max_val FROM pg_settings WHERE name = 'snowflake.worker_id'");
     assert_eq!(max, "65535");
     let s = stats(&mut c);
     assert_eq!(s["layout"]["name"], "sonyflake");
@@ -286,7 +281,7 @@ fn a_layout_change_that_would_go_below_old_ids_is_refused_until_reset() {
                      CREATE ROLE app LOGIN",
     )
     .unwrap();
-    let old_max: i64 = c.query_one("SELECT max(id) FROM t", &[]).unwrap().get(0);
+    let old_max: i64 = c.scalar("SELECT max(id) FROM t");
     drop(c);
     // Discord's epoch is four years after Twitter's: its ids made now are smaller integers.
     cluster.append_conf(&["snowflake.layout = discord"]);
@@ -314,10 +309,7 @@ fn a_layout_change_that_would_go_below_old_ids_is_refused_until_reset() {
     let mut c = cluster.connect();
     let (state, ..) = expect_error(&mut c, "SELECT snowflake_next()");
     assert_eq!(state, "55000");
-    let reset: bool = c
-        .query_one("SELECT snowflake_reset_layout()", &[])
-        .unwrap()
-        .get(0);
+    let reset: bool = c.scalar("SELECT snowflake_reset_layout()");
     assert!(reset);
     let id = next(&mut c);
     let (ms, worker, _) = decode(&mut c, id);

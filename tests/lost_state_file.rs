@@ -156,14 +156,10 @@ fn a_data_directory_that_never_made_an_id_starts_from_the_clock_and_says_so() {
     );
     let mut c = cluster.connect_ext();
     // The first id at once, from the clock.
-    let behind_ms: f64 = c
-        .query_one(
-            "SELECT extract(epoch FROM clock_timestamp() - snowflake_timestamp(snowflake_next()))
+    let behind_ms: f64 = c.scalar(
+        "SELECT extract(epoch FROM clock_timestamp() - snowflake_timestamp(snowflake_next()))
                     ::float8 * 1000",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    );
     assert!((-5.0..2000.0).contains(&behind_ms), "{behind_ms} ms");
     assert!(cluster.data().join("pg_snowflake.state").exists());
     assert!(cluster.data().join("pg_snowflake/mark").exists());

@@ -83,10 +83,7 @@ fn consolidate(name: &str, clock_offsets_s: [f64; 3]) {
 
     let total = (3 * WRITERS * ROWS) as i64;
     poll(Duration::from_secs(120), Duration::from_millis(200), || {
-        let n: i64 = h
-            .query_one("SELECT count(*) FROM events", &[])
-            .unwrap()
-            .get(0);
+        let n: i64 = h.scalar("SELECT count(*) FROM events");
         match n == total {
             true => Ok(()),
             false => Err(format!(
@@ -98,23 +95,14 @@ fn consolidate(name: &str, clock_offsets_s: [f64; 3]) {
     // No apply worker met an error (a duplicate key would stop it and count here): every
     // *_error_count column, by name, as 19 split sync_error_count (15 to 18) into
     // sync_table_error_count and sync_seq_error_count.
-    let errors: i64 = h
-        .query_one(
-            "SELECT coalesce(sum(e.value::int8), 0)::int8
+    let errors: i64 = h.scalar(
+        "SELECT coalesce(sum(e.value::int8), 0)::int8
              FROM pg_stat_subscription_stats s, jsonb_each_text(to_jsonb(s)) e
              WHERE e.key LIKE '%error_count'",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    );
     assert_eq!(errors, 0, "{}", hub.log());
-    let wrong: i64 = h
-        .query_one(
-            "SELECT count(*) FROM events WHERE (snowflake_decode(id)).worker_id <> node",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let wrong: i64 =
+        h.scalar("SELECT count(*) FROM events WHERE (snowflake_decode(id)).worker_id <> node");
     assert_eq!(
         wrong, 0,
         "rows whose id does not carry their node's worker id"
@@ -147,10 +135,7 @@ fn consolidate(name: &str, clock_offsets_s: [f64; 3]) {
 fn wait_for_claims(cluster: &Cluster, n: i64) {
     let mut c = cluster.connect();
     poll(Duration::from_secs(60), Duration::from_millis(200), || {
-        let have: i64 = c
-            .query_one("SELECT count(*) FROM snowflake.snowflake_claims", &[])
-            .unwrap()
-            .get(0);
+        let have: i64 = c.scalar("SELECT count(*) FROM snowflake.snowflake_claims");
         match have == n {
             true => Ok(()),
             false => Err(format!(
@@ -249,28 +234,17 @@ fn merge(name: &str, clock_offsets_s: [f64; 3]) -> (f64, i64, f64) {
         check(psql.wait_with_output().unwrap(), "psql restore");
     }
     let mut m = merged.connect();
-    let n: i64 = m
-        .query_one("SELECT count(*) FROM events", &[])
-        .unwrap()
-        .get(0);
+    let n: i64 = m.scalar("SELECT count(*) FROM events");
     assert_eq!(n, 900);
     // The largest step back in `made` between neighbours in id order.
-    let worst_ms: f64 = m
-        .query_one(
-            "SELECT coalesce(max(extract(epoch FROM prev - made) * 1000), 0)::float8
+    let worst_ms: f64 = m.scalar(
+        "SELECT coalesce(max(extract(epoch FROM prev - made) * 1000), 0)::float8
              FROM (SELECT made, lag(made) OVER (ORDER BY id) AS prev FROM events) t",
-            &[],
-        )
-        .unwrap()
-        .get(0);
-    let switches: i64 = m
-        .query_one(
-            "SELECT count(*) FROM (SELECT node, lag(node) OVER (ORDER BY id) AS prev
+    );
+    let switches: i64 = m.scalar(
+        "SELECT count(*) FROM (SELECT node, lag(node) OVER (ORDER BY id) AS prev
                                    FROM events) t WHERE node <> prev",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    );
     eprintln!(
         "{name}: id order goes back {worst_ms:.1} ms at worst, {switches} node changes, \
          slowest insert {slowest_ms:.1} ms"
@@ -368,12 +342,7 @@ fn two_nodes_sharing_a_worker_id_are_reported_where_their_claims_meet() {
     assert!(!log.contains("worker id 2 is claimed"), "{log}");
     // The claims are renewed: the hub sees a's last_seen move on.
     let seen = |h: &mut Client| -> String {
-        h.query_one(
-            "SELECT last_seen::text FROM snowflake.snowflake_claims WHERE node_name = 'a'",
-            &[],
-        )
-        .unwrap()
-        .get(0)
+        h.scalar("SELECT last_seen::text FROM snowflake.snowflake_claims WHERE node_name = 'a'")
     };
     let first = seen(&mut h);
     poll(Duration::from_secs(30), Duration::from_millis(100), || {
@@ -387,12 +356,7 @@ fn two_nodes_sharing_a_worker_id_are_reported_where_their_claims_meet() {
     nodes[2].restart("fast");
     wait_for_claims(&hub, 5);
     let ongoing = |h: &mut Client| -> i64 {
-        h.query_one(
-            "SELECT count(*) FROM snowflake.snowflake_clashes WHERE ongoing",
-            &[],
-        )
-        .unwrap()
-        .get(0)
+        h.scalar("SELECT count(*) FROM snowflake.snowflake_clashes WHERE ongoing")
     };
     poll(
         Duration::from_secs(30),
@@ -433,7 +397,7 @@ fn two_peers_exchanging_claims_both_ways_report_their_clash_and_settle() {
                 ],
             );
             let mut c = node.connect_ext();
-            let create: String = c.query_one(OWN_CLAIM_PUBLICATION, &[]).unwrap().get(0);
+            let create: String = c.scalar(OWN_CLAIM_PUBLICATION);
             c.batch_execute(&create).unwrap();
             node
         })
@@ -467,12 +431,7 @@ fn two_peers_exchanging_claims_both_ways_report_their_clash_and_settle() {
     let updates = |p: &Cluster| -> i64 {
         let mut c = p.connect();
         c.batch_execute("SELECT pg_stat_clear_snapshot()").unwrap();
-        c.query_one(
-            "SELECT n_tup_upd + n_tup_ins FROM pg_stat_user_tables WHERE relname = 'snowflake_claims'",
-            &[],
-        )
-        .unwrap()
-        .get(0)
+        c.scalar("SELECT n_tup_upd + n_tup_ins FROM pg_stat_user_tables WHERE relname = 'snowflake_claims'")
     };
     let before: Vec<i64> = peers.iter().map(updates).collect();
     std::thread::sleep(Duration::from_secs(5));

@@ -5,9 +5,9 @@
 #![cfg(not(feature = "pg_test"))]
 
 mod common;
+use common::load::{looping, Counts, Load};
 use common::*;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// One id per time unit (`sequence_bits = 0`: 1000 ids per second), fewer than the server has
@@ -28,60 +28,35 @@ fn one_id_per_time_unit_is_shared_fairly_between_bursts_and_single_calls() {
         ],
     );
     cluster.connect_ext();
-    let errors = Mutex::new(Vec::<String>::new());
     let stop = AtomicBool::new(false);
-    let (mut burst_ids, mut calls, mut slowest_ms) = (0i64, 0usize, 0f64);
-    std::thread::scope(|s| {
+    let (bursts, calls) = std::thread::scope(|s| {
         // The workers loop until `stop`: a panic here must stop them (see StopOnDrop).
         let _stop = StopOnDrop(&stop);
-        let bursters: Vec<_> = (0..6)
-            .map(|_| {
-                let (errors, stop) = (&errors, &stop);
-                let mut c = cluster.connect();
-                s.spawn(move || {
-                    let mut n = 0i64;
-                    while !stop.load(Ordering::Relaxed) {
-                        match c.query_one(
-                            "SELECT count(snowflake_next()) FROM generate_series(1, 100)",
-                            &[],
-                        ) {
-                            Ok(row) => n += row.get::<_, i64>(0),
-                            Err(e) => errors.lock().unwrap().push(format!("burster: {}", why(&e))),
-                        }
-                    }
-                    n
-                })
-            })
-            .collect();
-        let callers: Vec<_> = (0..4)
-            .map(|_| {
-                let (errors, stop) = (&errors, &stop);
-                let mut c = cluster.connect();
-                s.spawn(move || {
-                    let (mut n, mut slowest) = (0usize, 0f64);
-                    while !stop.load(Ordering::Relaxed) {
-                        let sent = Instant::now();
-                        match c.query_one("SELECT snowflake_next()", &[]) {
-                            Ok(_) => n += 1,
-                            Err(e) => errors.lock().unwrap().push(format!("caller: {}", why(&e))),
-                        }
-                        slowest = f64::max(slowest, sent.elapsed().as_secs_f64() * 1000.0);
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
-                    (n, slowest)
-                })
-            })
-            .collect();
+        let bursters = looping(
+            s,
+            (0..6).map(|_| cluster.connect()).collect(),
+            "burster",
+            "SELECT count(snowflake_next()) FROM generate_series(1, 100)",
+            Counts::Value,
+            Duration::ZERO,
+            &stop,
+        );
+        let callers = looping(
+            s,
+            (0..4).map(|_| cluster.connect()).collect(),
+            "caller",
+            "SELECT snowflake_next()",
+            Counts::Calls,
+            Duration::from_millis(20),
+            &stop,
+        );
         std::thread::sleep(Duration::from_secs(6));
         stop.store(true, Ordering::Relaxed);
-        burst_ids = bursters.into_iter().map(|h| h.join().unwrap()).sum();
-        for h in callers {
-            let (n, slowest) = h.join().unwrap();
-            calls += n;
-            slowest_ms = slowest_ms.max(slowest);
-        }
+        (Load::joined(bursters), Load::joined(callers))
     });
-    let errors = errors.into_inner().unwrap();
+    let (burst_ids, slowest_ms) = (bursts.made, calls.slowest_ms);
+    let errors = [bursts.errors, calls.errors].concat();
+    let calls = calls.made;
     let stats = stats(&mut cluster.connect());
     eprintln!(
         "one id per ms: {burst_ids} ids in bursts, {calls} single calls, the slowest {slowest_ms:.1} \
@@ -116,31 +91,22 @@ fn one_id_per_time_unit_is_shared_fairly_between_bursts_and_single_calls() {
     assert!(slowest_ms < 100.0, "a single call took {slowest_ms:.1} ms");
 }
 
-/// Calls of `SELECT snowflake_next()` in a loop on `sessions` connections until `stop`: the
-/// number each made, the slowest call in ms, and the errors.
+/// Four sessions calling `SELECT snowflake_next()` in a loop until `stop`.
 fn callers<'s>(
     s: &'s std::thread::Scope<'s, '_>,
     cluster: &Cluster,
-    sessions: usize,
     stop: &'s AtomicBool,
-) -> Vec<std::thread::ScopedJoinHandle<'s, (u64, f64, Vec<String>)>> {
-    (0..sessions)
-        .map(|_| {
-            let mut c = cluster.connect();
-            s.spawn(move || {
-                let (mut n, mut slowest, mut errors) = (0u64, 0f64, vec![]);
-                while !stop.load(Ordering::Relaxed) {
-                    let sent = Instant::now();
-                    match c.query_one("SELECT snowflake_next()", &[]) {
-                        Ok(_) => n += 1,
-                        Err(e) => errors.push(why(&e)),
-                    }
-                    slowest = f64::max(slowest, sent.elapsed().as_secs_f64() * 1000.0);
-                }
-                (n, slowest, errors)
-            })
-        })
-        .collect()
+) -> Vec<std::thread::ScopedJoinHandle<'s, Load>> {
+    let clients = (0..4).map(|_| cluster.connect()).collect();
+    looping(
+        s,
+        clients,
+        "caller",
+        "SELECT snowflake_next()",
+        Counts::Calls,
+        Duration::ZERO,
+        stop,
+    )
 }
 
 /// A backward clock step while calls are paced: the ids are 8 s ahead of the clock (past half
@@ -162,10 +128,10 @@ fn a_clock_stepped_back_while_calls_are_paced_stalls_no_call() {
     cluster.start();
     let mut c = cluster.connect_ext();
     let stop = AtomicBool::new(false);
-    let results: Vec<(u64, f64, Vec<String>)> = std::thread::scope(|s| {
+    let results: Vec<Load> = std::thread::scope(|s| {
         // The callers loop until `stop`: a panic here must stop them (see StopOnDrop).
         let _stop = StopOnDrop(&stop);
-        let handles = callers(s, &cluster, 4, &stop);
+        let handles = callers(s, &cluster, &stop);
         poll(
             Duration::from_secs(10),
             Duration::from_millis(10),
@@ -196,15 +162,15 @@ fn a_clock_stepped_back_while_calls_are_paced_stalls_no_call() {
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
     let st = stats(&mut c);
-    let slowest = results.iter().map(|r| r.1).fold(0f64, f64::max);
-    let made: u64 = results.iter().map(|r| r.0).sum();
+    let slowest = results.iter().map(|r| r.slowest_ms).fold(0f64, f64::max);
+    let made: i64 = results.iter().map(|r| r.made).sum();
     eprintln!(
         "after two backward steps: {made} ids, the slowest call {slowest:.1} ms, steps seen {}, \
          ids {} ms ahead of the clock",
         st["clock"]["steps_back"], st["ahead_of_clock_ms"]
     );
-    for (_, _, errors) in &results {
-        assert!(errors.is_empty(), "a call failed: {}", errors[0]);
+    for r in &results {
+        assert!(r.errors.is_empty(), "a call failed: {}", r.errors[0]);
     }
     assert!(
         st["clock"]["steps_back"].as_u64().unwrap() >= 2,
@@ -241,7 +207,7 @@ fn sessions_that_abandon_their_paced_calls_hold_nobody_back() {
         "Extension"
     };
     let mut seen_waiting = 0;
-    let results: Vec<(u64, f64, Vec<String>)> = std::thread::scope(|s| {
+    let results: Vec<Load> = std::thread::scope(|s| {
         // The workers loop until `stop`: a panic here must stop them (see StopOnDrop).
         let _stop = StopOnDrop(&stop);
         for _ in 0..4 {
@@ -256,7 +222,7 @@ fn sessions_that_abandon_their_paced_calls_hold_nobody_back() {
                 }
             });
         }
-        let handles = callers(s, &cluster, 4, &stop);
+        let handles = callers(s, &cluster, &stop);
         let until = Instant::now() + Duration::from_secs(8);
         while Instant::now() < until {
             let waiting: i64 = c
@@ -274,16 +240,16 @@ fn sessions_that_abandon_their_paced_calls_hold_nobody_back() {
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
     let st = stats(&mut c);
-    let made: Vec<u64> = results.iter().map(|r| r.0).collect();
-    let slowest = results.iter().map(|r| r.1).fold(0f64, f64::max);
+    let made: Vec<i64> = results.iter().map(|r| r.made).collect();
+    let slowest = results.iter().map(|r| r.slowest_ms).fold(0f64, f64::max);
     eprintln!(
         "beside {} cancelled calls: the callers made {made:?} ids in 8 s, the slowest call \
          {slowest:.1} ms; {} ms of paced naps; {seen_waiting} sightings of a paced wait",
         cancelled.load(Ordering::Relaxed),
         st["clock"]["paced_ms"]
     );
-    for (_, _, errors) in &results {
-        assert!(errors.is_empty(), "a call failed: {}", errors[0]);
+    for r in &results {
+        assert!(r.errors.is_empty(), "a call failed: {}", r.errors[0]);
     }
     assert!(
         cancelled.load(Ordering::Relaxed) > 1000,

@@ -201,12 +201,7 @@ fn package_of_0_2_0_upgrades_in_place_and_the_extension_updates() {
     let cluster = server("package_upgrade");
     let mut c = cluster.connect_ext();
     let version_of = |c: &mut Client| -> String {
-        c.query_one(
-            "SELECT extversion FROM pg_extension WHERE extname = 'pg_snowflake'",
-            &[],
-        )
-        .unwrap()
-        .get(0)
+        c.scalar("SELECT extversion FROM pg_extension WHERE extname = 'pg_snowflake'")
     };
     assert_eq!(version_of(&mut c), "0.2.0");
     c.batch_execute(
@@ -214,10 +209,7 @@ fn package_of_0_2_0_upgrades_in_place_and_the_extension_updates() {
          INSERT INTO orders (item) SELECT 'before ' || g FROM generate_series(1, 1000) g",
     )
     .unwrap();
-    let old_max: i64 = c
-        .query_one("SELECT max(id) FROM orders", &[])
-        .unwrap()
-        .get(0);
+    let old_max: i64 = c.scalar("SELECT max(id) FROM orders");
     drop(c);
     // The new package over the old one, under the running server; then a restart loads it.
     apt_install(&deb(&major_under_test(), &version()));
@@ -231,10 +223,7 @@ fn package_of_0_2_0_upgrades_in_place_and_the_extension_updates() {
         "INSERT INTO orders (item) VALUES ('after') RETURNING id",
     );
     assert!(new[0] > old_max, "{} is not above {old_max}", new[0]);
-    let rows: i64 = c
-        .query_one("SELECT count(*) FROM orders", &[])
-        .unwrap()
-        .get(0);
+    let rows: i64 = c.scalar("SELECT count(*) FROM orders");
     assert_eq!(rows, 1001);
     cluster.stop("fast");
     remove_and_check_nothing_is_left();

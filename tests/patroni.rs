@@ -460,12 +460,7 @@ fn patroni_members_keep_their_leased_worker_id_across_a_failover() {
         .get(0);
     let holders: i64 = hub
         .connect()
-        .query_one(
-            "SELECT count(DISTINCT system_identifier) FROM snowflake.snowflake_registry",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+        .scalar("SELECT count(DISTINCT system_identifier) FROM snowflake.snowflake_registry");
     assert_eq!(holders, 1, "the registry knows the Patroni cluster as one");
     drop(leader);
 

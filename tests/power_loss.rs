@@ -181,12 +181,7 @@ fn ids_after_power_cuts_are_above_every_acknowledged_one() {
         pc.clock.set(0.0);
         // The restarted server has no lease yet: take one first, so that the held renewal is
         // one the writers run into, not the first.
-        let first: i64 = pc
-            .cluster
-            .connect()
-            .query_one("SELECT snowflake_next()", &[])
-            .unwrap()
-            .get(0);
+        let first: i64 = pc.cluster.connect().scalar("SELECT snowflake_next()");
         pc.fs.ctl("hold fsync pg_snowflake.state.tmp 1");
         let (cluster, fs) = (&pc.cluster, &mut pc.fs);
         let mut held = false;
@@ -217,10 +212,7 @@ fn ids_after_power_cuts_are_above_every_acknowledged_one() {
     // server back above those ids.
     pc.clock.set(0.0);
     let mut c = pc.cluster.connect();
-    let ahead: i64 = c
-        .query_one("SELECT snowflake_next() + (2000::bigint << 22)", &[])
-        .unwrap()
-        .get(0);
+    let ahead: i64 = c.scalar("SELECT snowflake_next() + (2000::bigint << 22)");
     c.batch_execute(&format!("SELECT snowflake_advance_past({ahead})"))
         .unwrap();
     c.batch_execute("CHECKPOINT").unwrap();
@@ -301,7 +293,7 @@ fn disk_faults_fail_calls_clearly_and_service_resumes() {
     let mut c = pc.cluster.connect_ext();
     c.batch_execute("CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next())")
         .unwrap();
-    let mut highest: i64 = c.query_one("SELECT snowflake_next()", &[]).unwrap().get(0);
+    let mut highest: i64 = c.scalar("SELECT snowflake_next()");
     let new_lease = |c: &mut Client| {
         // A call past the current lease needs a renewal: advance beyond it.
         c.batch_execute("SELECT snowflake_advance_past(snowflake_next() + (2000::bigint << 22))")
@@ -344,7 +336,7 @@ fn disk_faults_fail_calls_clearly_and_service_resumes() {
         highest = check_after(&pc.cluster, &acked, rule);
         c = pc.cluster.connect();
         new_lease(&mut c).unwrap();
-        highest = highest.max(c.query_one("SELECT snowflake_next()", &[]).unwrap().get(0));
+        highest = highest.max(c.scalar("SELECT snowflake_next()"));
     }
     // WAL: PostgreSQL itself PANICs when it cannot write or flush WAL (a retried fsync may
     // report success for data already lost). A renewal that meets it ends with the server; the

@@ -6,43 +6,11 @@
 
 mod common;
 use common::mallory::Mallory;
+use common::registry::{member, member_conf, member_in, registry};
 use common::*;
 use postgres::Client;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
-
-/// A registry: a server with pg_snowflake installed in `postgres`, and the role `fleet` that
-/// members connect as (`fleet_a`, `fleet_b`, too: roles a test can lock out one at a time).
-fn registry(name: &str) -> (Cluster, Client) {
-    let hub = Cluster::start_new(name, &[]);
-    let mut c = hub.connect_ext();
-    for role in ["fleet", "fleet_a", "fleet_b"] {
-        c.batch_execute(&format!(
-            "CREATE ROLE {role} LOGIN;
-             GRANT EXECUTE ON FUNCTION snowflake.snowflake_registry_lease TO {role};"
-        ))
-        .unwrap();
-    }
-    (hub, c)
-}
-
-/// A member of `hub`'s registry (not started), connecting as `role`, with `conf` after.
-fn member(name: &str, hub: &Cluster, role: &str, conf: &[&str]) -> Cluster {
-    let registry = format!(
-        "snowflake.registry = 'host=127.0.0.1 port={} user={role} dbname=postgres'",
-        hub.conninfo("x")
-            .split_whitespace()
-            .find_map(|kv| kv.strip_prefix("port="))
-            .unwrap()
-    );
-    let mut lines = vec![
-        "snowflake.worker_id = -1",
-        registry.as_str(),
-        SHORTEST_LEASE,
-    ];
-    lines.extend_from_slice(conf);
-    Cluster::init(name, &lines)
-}
 
 #[test]
 fn sixteen_servers_starting_at_once_lease_sixteen_worker_ids_and_a_seventeenth_is_refused_a_held_one(
@@ -125,7 +93,7 @@ fn with_the_registry_stopped_members_go_on_under_their_leases_and_all_recover_wh
 
     hub.stop("fast");
     // A running member goes on under its lease.
-    let during: i64 = ca.query_one("SELECT snowflake_next()", &[]).unwrap().get(0);
+    let during: i64 = ca.scalar("SELECT snowflake_next()");
     assert!(during > before);
     poll(Duration::from_secs(20), Duration::from_millis(100), || {
         let r = registry_stats(&mut ca);
@@ -141,7 +109,7 @@ fn with_the_registry_stopped_members_go_on_under_their_leases_and_all_recover_wh
     let mut ca = a.connect_ext();
     let r = registry_stats(&mut ca);
     assert_eq!(r["source"], "cached", "{r}");
-    let after: i64 = ca.query_one("SELECT snowflake_next()", &[]).unwrap().get(0);
+    let after: i64 = ca.scalar("SELECT snowflake_next()");
     assert!(
         after > during,
         "ids after the restart are above the ones before"
@@ -181,13 +149,7 @@ fn a_reused_worker_id_starts_above_its_previous_holder_even_with_the_clock_30_s_
     a.start();
     let mut ca = a.connect_ext();
     first_id(&mut ca, Duration::from_secs(30));
-    let last_of_a: i64 = ca
-        .query_one(
-            "SELECT max(snowflake_next()) FROM generate_series(1, 10000)",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let last_of_a: i64 = ca.scalar("SELECT max(snowflake_next()) FROM generate_series(1, 10000)");
     let w = worker_id_of(&mut ca, last_of_a);
     drop(ca);
     a.stop("immediate");
@@ -219,13 +181,7 @@ fn a_reused_worker_id_starts_above_its_previous_holder_even_with_the_clock_30_s_
         first_of_b > last_of_a,
         "the new holder's first id {first_of_b} is not above the old holder's last {last_of_a}"
     );
-    let more: i64 = cb
-        .query_one(
-            "SELECT min(snowflake_next()) FROM generate_series(1, 10000)",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let more: i64 = cb.scalar("SELECT min(snowflake_next()) FROM generate_series(1, 10000)");
     assert!(more > last_of_a);
 }
 
@@ -236,7 +192,7 @@ fn a_member_cut_off_past_its_lease_refuses_ids_once_its_worker_id_went_to_anothe
     a.start();
     let mut ca = a.connect_ext();
     first_id(&mut ca, Duration::from_secs(30));
-    let last_of_a: i64 = ca.query_one("SELECT snowflake_next()", &[]).unwrap().get(0);
+    let last_of_a: i64 = ca.scalar("SELECT snowflake_next()");
     let w = worker_id_of(&mut ca, last_of_a);
 
     // A is cut off from the registry (its role may no longer log in) until its lease runs out.
@@ -261,7 +217,7 @@ fn a_member_cut_off_past_its_lease_refuses_ids_once_its_worker_id_went_to_anothe
     assert!(message.contains(&format!("worker id {w}")), "{message}");
     assert_eq!(registry_stats(&mut ca)["source"], "lost");
     // B goes on.
-    let next_of_b: i64 = cb.query_one("SELECT snowflake_next()", &[]).unwrap().get(0);
+    let next_of_b: i64 = cb.scalar("SELECT snowflake_next()");
     assert!(next_of_b > first_of_b);
 }
 
@@ -275,7 +231,7 @@ fn a_promoted_standby_keeps_its_primarys_lease() {
     let standby = primary.basebackup("reg_ha_s");
     standby.start();
     let mut cs = standby.connect();
-    let last: i64 = cp.query_one("SELECT snowflake_next()", &[]).unwrap().get(0);
+    let last: i64 = cp.scalar("SELECT snowflake_next()");
     let w = worker_id_of(&mut cp, last);
     // WAL written after the base backup: the standby has it only if it streams, which its
     // walreceiver does with its own server's libpq. libpq is loaded by the registry's worker
@@ -570,13 +526,7 @@ fn a_renamed_registry_schema_leads_the_lease_to_no_table_of_its_owner() {
          GRANT ALL ON public.snowflake_registry TO PUBLIC;",
     )
     .unwrap();
-    let port = hub.port;
-    let setting =
-        format!("snowflake.registry = 'host=127.0.0.1 port={port} user=fleet dbname=reg'");
-    let m = Cluster::init(
-        "reg_rename_m",
-        &["snowflake.worker_id = -1", &setting, SHORTEST_LEASE],
-    );
+    let m = member_in("reg_rename_m", hub.port, "fleet", "reg", &[]);
     m.start();
     first_id(&mut m.connect_ext(), Duration::from_secs(30));
     // The lease is in the extension's table, in its own schema; the owner's has nothing.
@@ -585,14 +535,8 @@ fn a_renamed_registry_schema_leads_the_lease_to_no_table_of_its_owner() {
         postgres::NoTls,
     )
     .unwrap();
-    let real: i64 = o
-        .query_one("SELECT count(*) FROM snowflake.snowflake_registry", &[])
-        .unwrap()
-        .get(0);
-    let planted: i64 = o
-        .query_one("SELECT count(*) FROM public.snowflake_registry", &[])
-        .unwrap()
-        .get(0);
+    let real: i64 = o.scalar("SELECT count(*) FROM snowflake.snowflake_registry");
+    let planted: i64 = o.scalar("SELECT count(*) FROM public.snowflake_registry");
     assert_eq!((real, planted), (1, 0));
 }
 
@@ -639,13 +583,9 @@ fn the_registry_checks_what_members_send_and_tells_them_no_holder() {
         assert!(holder.starts_with("cluster 1 (n)"), "{holder}");
     }
     // Nothing recorded below zero, whatever was asked.
-    let lowest: i64 = h
-        .query_one(
-            "SELECT min(least(covered_until_ms, start_above_ms)) FROM snowflake.snowflake_registry",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let lowest: i64 = h.scalar(
+        "SELECT min(least(covered_until_ms, start_above_ms)) FROM snowflake.snowflake_registry",
+    );
     assert!(lowest >= 0);
 }
 
@@ -699,13 +639,8 @@ fn a_namespace_is_one_id_space_of_one_layout_known_by_its_fields() {
         .unwrap_or_default()
         .to_string();
     assert!(hint.contains("namespace of their own"), "{hint}");
-    let held: i64 = h
-        .query_one(
-            "SELECT count(*) FROM snowflake.snowflake_registry WHERE namespace = 'default'",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let held: i64 =
+        h.scalar("SELECT count(*) FROM snowflake.snowflake_registry WHERE namespace = 'default'");
     assert_eq!(held, 2);
 
     // Two first members of a new namespace, of different layouts, at once.
@@ -774,14 +709,7 @@ fn members_take_no_lease_from_an_impostor_and_ask_a_0_3_0_registry_to_update() {
          GRANT EXECUTE ON FUNCTION snowflake_registry_lease TO fleet;",
     )
     .unwrap();
-    let setting = format!(
-        "snowflake.registry = 'host=127.0.0.1 port={} user=fleet dbname=reg'",
-        hub.port
-    );
-    let old = Cluster::init(
-        "reg_impostor_old",
-        &["snowflake.worker_id = -1", &setting, SHORTEST_LEASE],
-    );
+    let old = member_in("reg_impostor_old", hub.port, "fleet", "reg", &[]);
     old.start();
     let (_, detail) = wait_for_refusal(&mut old.connect_ext(), "0.3.0", Duration::from_secs(30));
     assert!(detail.contains("update it there first"), "{detail}");
@@ -792,12 +720,7 @@ fn members_take_no_lease_from_an_impostor_and_ask_a_0_3_0_registry_to_update() {
         .unwrap();
     mallory.plant_in("snowflake");
     let members: Vec<Cluster> = (0..2)
-        .map(|i| {
-            Cluster::init(
-                &format!("reg_impostor_{i}"),
-                &["snowflake.worker_id = -1", &setting, SHORTEST_LEASE],
-            )
-        })
+        .map(|i| member_in(&format!("reg_impostor_{i}"), hub.port, "fleet", "reg", &[]))
         .collect();
     for m in &members {
         m.start();
@@ -834,25 +757,13 @@ fn a_member_of_0_3_0_leases_from_a_registry_of_this_release() {
                                    bigint, text, bigint, bigint) TO fleet",
     )
     .unwrap();
-    let setting = format!(
-        "snowflake.registry = 'host=127.0.0.1 port={} user=fleet dbname=postgres'",
-        hub.port
-    );
-    let old = Cluster::init_with(
-        "reg_0_3_0_member",
-        &old_server,
-        &[],
-        &["snowflake.worker_id = -1", &setting, SHORTEST_LEASE],
-    );
+    let conf = member_conf(hub.port, "fleet", "postgres", &[]);
+    let conf: Vec<&str> = conf.iter().map(String::as_str).collect();
+    let old = Cluster::init_with("reg_0_3_0_member", &old_server, &[], &conf);
     old.start();
     let mut co = old.connect_ext();
-    let version: String = co
-        .query_one(
-            "SELECT extversion FROM pg_extension WHERE extname = 'pg_snowflake'",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let version: String =
+        co.scalar("SELECT extversion FROM pg_extension WHERE extname = 'pg_snowflake'");
     assert_eq!(version, "0.3.0", "the member runs 0.3.0");
     let id = first_id(&mut co, Duration::from_secs(30));
     let w_old = worker_id_of(&mut co, id);
@@ -862,14 +773,10 @@ fn a_member_of_0_3_0_leases_from_a_registry_of_this_release() {
     let id = first_id(&mut cn, Duration::from_secs(30));
     let w_new = worker_id_of(&mut cn, id);
     assert_ne!(w_old, w_new);
-    let held: i64 = h
-        .query_one(
-            "SELECT count(*) FROM snowflake.snowflake_registry
+    let held: i64 = h.scalar(
+        "SELECT count(*) FROM snowflake.snowflake_registry
               WHERE namespace = 'default' AND expires > now()",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    );
     assert_eq!(held, 2);
 
     // 0.3.0's member of another layout in the same namespace.
@@ -877,12 +784,7 @@ fn a_member_of_0_3_0_leases_from_a_registry_of_this_release() {
         "reg_0_3_0_discord",
         &old_server,
         &[],
-        &[
-            "snowflake.worker_id = -1",
-            &setting,
-            SHORTEST_LEASE,
-            "snowflake.layout = discord",
-        ],
+        &[conf.as_slice(), &["snowflake.layout = discord"]].concat(),
     );
     discord.start();
     let (_, detail) = wait_for_refusal(
@@ -1064,14 +966,7 @@ fn a_registry_owners_search_path_does_not_fool_the_members_check() {
              ALTER DATABASE reg SET search_path = m, pg_catalog;",
         )
         .unwrap();
-    let setting = format!(
-        "snowflake.registry = 'host=127.0.0.1 port={} user=fleet dbname=reg'",
-        hub.port
-    );
-    let m = Cluster::init(
-        "reg_path_member",
-        &["snowflake.worker_id = -1", &setting, SHORTEST_LEASE],
-    );
+    let m = member_in("reg_path_member", hub.port, "fleet", "reg", &[]);
     m.start();
     first_id(&mut m.connect_ext(), Duration::from_secs(30));
 }

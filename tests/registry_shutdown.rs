@@ -7,6 +7,7 @@
 #![cfg(not(feature = "pg_test"))]
 
 mod common;
+use common::registry::member_in;
 use common::*;
 use std::time::Duration;
 
@@ -68,14 +69,7 @@ fn a_member_stops_at_once_while_its_registry_is_silent() {
             keep.lock().unwrap().push(stream);
         }
     });
-    let m = Cluster::init(
-        "reg_silent_accepts",
-        &[
-            "snowflake.worker_id = -1",
-            &format!("snowflake.registry = 'host=127.0.0.1 port={port} user=fleet'"),
-            SHORTEST_LEASE,
-        ],
-    );
+    let m = member_in("reg_silent_accepts", port, "fleet", "postgres", &[]);
     m.start();
     poll(Duration::from_secs(20), Duration::from_millis(10), || {
         (!accepted.lock().unwrap().is_empty())
@@ -88,14 +82,7 @@ fn a_member_stops_at_once_while_its_registry_is_silent() {
 
     // Answers nothing at all: the worker waits for its SYN's answer.
     let (port, _keep) = listener_that_answers_nothing();
-    let n = Cluster::init(
-        "reg_silent_nothing",
-        &[
-            "snowflake.worker_id = -1",
-            &format!("snowflake.registry = 'host=127.0.0.1 port={port} user=fleet'"),
-            SHORTEST_LEASE,
-        ],
-    );
+    let n = member_in("reg_silent_nothing", port, "fleet", "postgres", &[]);
     n.start();
     poll(Duration::from_secs(20), Duration::from_millis(10), || {
         someone_waits_to_connect_to(port)

@@ -114,18 +114,10 @@ fn package_repository_installs_by_name_upgrades_with_apt_and_removes() {
     )
     .unwrap();
     let extversion = |c: &mut Client| -> String {
-        c.query_one(
-            "SELECT extversion FROM pg_extension WHERE extname = 'pg_snowflake'",
-            &[],
-        )
-        .unwrap()
-        .get(0)
+        c.scalar("SELECT extversion FROM pg_extension WHERE extname = 'pg_snowflake'")
     };
     assert_eq!(extversion(&mut c), old_version);
-    let old_max: i64 = c
-        .query_one("SELECT max(id) FROM orders", &[])
-        .unwrap()
-        .get(0);
+    let old_max: i64 = c.scalar("SELECT max(id) FROM orders");
     drop(c);
 
     // A repository signed by another key than the one signed-by names: refused, nothing changes.
@@ -166,13 +158,7 @@ fn package_repository_installs_by_name_upgrades_with_apt_and_removes() {
             .unwrap();
     }
     assert_eq!(extversion(&mut c), version());
-    let id: i64 = c
-        .query_one(
-            "INSERT INTO orders (item) VALUES ('after') RETURNING id",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let id: i64 = c.scalar("INSERT INTO orders (item) VALUES ('after') RETURNING id");
     assert!(id > old_max, "{id} is not above {old_max}");
     drop(c);
     server.stop("fast");

@@ -132,12 +132,7 @@ fn eight_writers_through_restarts_a_clock_step_and_a_crash() {
     let in_table: HashSet<i64> = ids(&mut c, "SELECT id FROM t").into_iter().collect();
     let missing = all.difference(&in_table).count();
     assert_eq!(missing, 0, "{missing} received ids are not in the table");
-    let other_workers: i64 = c
-        .query_one(
-            "SELECT count(*) FROM t WHERE (snowflake_decode(id)).worker_id <> 1",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let other_workers: i64 =
+        c.scalar("SELECT count(*) FROM t WHERE (snowflake_decode(id)).worker_id <> 1");
     assert_eq!(other_workers, 0);
 }

@@ -14,6 +14,7 @@
 
 mod common;
 use common::faultfs::FaultFs;
+use common::registry::{grant_lease, member};
 use common::*;
 use std::path::Path;
 use std::sync::mpsc;
@@ -57,7 +58,7 @@ impl DiskCluster {
     ) {
         let mut c = self.cluster.connect_ext();
         // A lease first: the stalled renewal is then the next one, not the first.
-        let last: i64 = c.query_one("SELECT snowflake_next()", &[]).unwrap().get(0);
+        let last: i64 = c.scalar("SELECT snowflake_next()");
         let past = last + (3000 << 22);
         self.fs.ctl("hold fsync pg_snowflake.state.tmp 1");
         let mut renewer = self.cluster.connect();
@@ -70,14 +71,10 @@ impl DiskCluster {
                 .ok_or("the renewal did not reach the held fsync".into())
         });
         poll(Duration::from_secs(10), Duration::from_millis(20), || {
-            let ran_out: bool = c
-                .query_one(
-                    "SELECT (snowflake_stats() -> 'lease' ->> 'covered_until')::timestamptz
+            let ran_out: bool = c.scalar(
+                "SELECT (snowflake_stats() -> 'lease' ->> 'covered_until')::timestamptz
                             < clock_timestamp()",
-                    &[],
-                )
-                .unwrap()
-                .get(0);
+            );
             ran_out
                 .then_some(())
                 .ok_or("the lease did not run out".into())
@@ -126,7 +123,7 @@ fn waiters(
             .unwrap();
         let tx = tx.clone();
         handles.push(std::thread::spawn(move || {
-            let pid: i32 = c.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+            let pid: i32 = c.scalar("SELECT pg_backend_pid()");
             let started = Instant::now();
             let result = c.query_one("SELECT snowflake_next()", &[]);
             let returned = Instant::now();
@@ -304,12 +301,7 @@ fn waits_for_a_stalled_renewal_end_on_statement_timeout_cancel_and_terminate() {
     assert_eq!(dc.fs.ctl("holds"), "ok 1 1", "the stall ended early");
     dc.release();
     renewer.join().unwrap().unwrap();
-    let id: i64 = dc
-        .cluster
-        .connect()
-        .query_one("SELECT snowflake_next()", &[])
-        .unwrap()
-        .get(0);
+    let id: i64 = dc.cluster.connect().scalar("SELECT snowflake_next()");
     assert!(id > past);
 }
 
@@ -371,12 +363,7 @@ fn a_fast_shutdown_is_not_held_up_by_sessions_waiting_for_a_stalled_renewal() {
     });
     // No waiting session got an id: ids after the restart go on above the last one before.
     dc.cluster.start();
-    let id: i64 = dc
-        .cluster
-        .connect()
-        .query_one("SELECT snowflake_next()", &[])
-        .unwrap()
-        .get(0);
+    let id: i64 = dc.cluster.connect().scalar("SELECT snowflake_next()");
     assert!(
         id > last,
         "{id} is not above {last}, made before the shutdown"
@@ -388,19 +375,8 @@ fn the_registry_worker_leaves_a_wait_for_a_stalled_renewal_when_told_to_stop() {
     // A registry, and a member on faultfs that leases its worker id from it.
     let hub = Cluster::start_new("stalled_hub", &[]);
     let mut h = hub.connect_ext();
-    h.batch_execute(
-        "CREATE ROLE fleet LOGIN;
-         GRANT EXECUTE ON FUNCTION snowflake.snowflake_registry_lease TO fleet;",
-    )
-    .unwrap();
-    let registry = format!(
-        "snowflake.registry = 'host=127.0.0.1 port={} user=fleet dbname=postgres'",
-        hub.port
-    );
-    let dc = DiskCluster::start_cluster(Cluster::init(
-        "stalled_member",
-        &["snowflake.worker_id = -1", &registry, SHORTEST_LEASE],
-    ));
+    grant_lease(&mut h, "fleet");
+    let dc = DiskCluster::start_cluster(member("stalled_member", &hub, "fleet", &[]));
     let mut m = dc.cluster.connect_ext();
     poll(Duration::from_secs(30), Duration::from_millis(50), || {
         m.query_one("SELECT snowflake_next()", &[])
@@ -412,16 +388,11 @@ fn the_registry_worker_leaves_a_wait_for_a_stalled_renewal_when_told_to_stop() {
     // at its next renewal the worker must raise the generator's floor, which it does under the
     // renewal lock, so it waits for the stalled renewal.
     let raised_at: f64 = h
-        .query_one(
-            "WITH u AS (UPDATE snowflake.snowflake_registry
+        .scalar("WITH u AS (UPDATE snowflake.snowflake_registry
                            SET start_above_ms = (extract(epoch FROM clock_timestamp()) * 1000)::bigint
                                                 + 2000
                          RETURNING 1)
-             SELECT extract(epoch FROM clock_timestamp())::float8 FROM u",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+             SELECT extract(epoch FROM clock_timestamp())::float8 FROM u");
     // The worker has no database connection, so pg_stat_activity does not list it: it is the
     // postmaster's child whose process title names it.
     let out = std::process::Command::new("pgrep")
@@ -447,14 +418,10 @@ fn the_registry_worker_leaves_a_wait_for_a_stalled_renewal_when_told_to_stop() {
             .then_some(())
             .ok_or("the worker did not ask the registry again".into())
     });
-    let renewed_s: f64 = m
-        .query_one(
-            "SELECT extract(epoch FROM (snowflake_stats() -> 'registry' ->> 'renewed')::timestamptz)
+    let renewed_s: f64 = m.scalar(
+        "SELECT extract(epoch FROM (snowflake_stats() -> 'registry' ->> 'renewed')::timestamptz)
                     ::float8",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    );
     assert!(
         renewed_s < raised_at,
         "the worker got past the stalled renewal"
@@ -492,16 +459,14 @@ fn the_registry_worker_leaves_a_wait_for_a_stalled_renewal_when_told_to_stop() {
 
 /// The WAL position of the server behind `c`.
 fn wal_insert_lsn(c: &mut Client) -> String {
-    c.query_one("SELECT pg_current_wal_insert_lsn()::text", &[])
-        .unwrap()
-        .get(0)
+    c.scalar("SELECT pg_current_wal_insert_lsn()::text")
 }
 
 #[test]
 fn a_state_file_that_cannot_be_replaced_costs_no_wal_per_failing_call_and_ids_resume() {
     let dc = DiskCluster::start("unreplaceable", &[]);
     let mut c = dc.cluster.connect_ext();
-    let mut highest: i64 = c.query_one("SELECT snowflake_next()", &[]).unwrap().get(0);
+    let mut highest: i64 = c.scalar("SELECT snowflake_next()");
     // The state file, then its copy, cannot be replaced: a rename over it fails as over a file
     // made immutable with chattr +i (EPERM).
     for (file, rule) in [

@@ -49,13 +49,7 @@ fn a_promoted_standby_continues_above_the_old_primary() {
         &mut s,
         "SELECT snowflake_next() FROM generate_series(1, 1000)",
     );
-    let highest = *old.iter().max().unwrap();
-    assert!(
-        new[0] > highest,
-        "first id after promotion {} is not above {highest}",
-        new[0]
-    );
-    assert_strictly_increasing(&new, "after promotion");
+    assert_above_all(&old, &new, "the promotion");
     let w: i32 = s
         .query_one("SELECT (snowflake_decode($1)).worker_id", &[&new[0]])
         .unwrap()

@@ -20,10 +20,7 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 /// server must then be one whose synchronous-standby flag is the `bool` of before the minor
 /// releases of May 2025 (15.13, 16.9, 17.5), or that run would test the newer format twice.
 fn check_flag_format(c: &mut Client) {
-    let version: i32 = c
-        .query_one("SELECT current_setting('server_version_num')::int", &[])
-        .unwrap()
-        .get(0);
+    let version: i32 = c.scalar("SELECT current_setting('server_version_num')::int");
     let bits_since = match version / 10_000 {
         15 => 150_013,
         16 => 160_009,
@@ -42,7 +39,7 @@ fn check_flag_format(c: &mut Client) {
 }
 
 fn one_string(c: &mut Client, sql: &str) -> String {
-    c.query_one(sql, &[]).unwrap().get(0)
+    c.scalar(sql)
 }
 
 #[test]
@@ -71,10 +68,7 @@ fn a_promoted_synchronous_standby_continues_above_whatever_sessions_asked() {
     // the acknowledged lease: its ids stop, and its statement_timeout cancels the wait.
     standby.stop("fast");
     lax.batch_execute("SET statement_timeout = '3s'").unwrap();
-    let lax_pid: i32 = lax
-        .query_one("SELECT pg_backend_pid()", &[])
-        .unwrap()
-        .get(0);
+    let lax_pid: i32 = lax.scalar("SELECT pg_backend_pid()");
     let started = Instant::now();
     // A statement that outlives its timeout (a wait that swallowed the cancel) would hang the
     // test: a watchdog ends the session after 20 s, and the checks below then fail.
@@ -134,10 +128,7 @@ fn a_promoted_synchronous_standby_continues_above_whatever_sessions_asked() {
     // The cancelled wait published nothing: the next caller waits for the same mark, in the
     // synchronous-replication wait event, and pg_terminate_backend ends that wait too.
     let mut next = primary.connect();
-    let pid: i32 = next
-        .query_one("SELECT pg_backend_pid()", &[])
-        .unwrap()
-        .get(0);
+    let pid: i32 = next.scalar("SELECT pg_backend_pid()");
     std::thread::scope(|s| {
         let waiter = s.spawn(move || next.query_one("SELECT snowflake_next()", &[]));
         wait_until("the next caller to wait for the standby", || {
@@ -166,13 +157,7 @@ fn a_promoted_synchronous_standby_continues_above_whatever_sessions_asked() {
         &mut standby.connect(),
         "SELECT snowflake_next() FROM generate_series(1, 1000)",
     );
-    let highest = *old.iter().max().unwrap();
-    assert!(
-        new[0] > highest,
-        "first id after promotion {} is not above {highest}",
-        new[0]
-    );
-    assert_strictly_increasing(&new, "after promotion");
+    assert_above_all(&old, &new, "the promotion");
     assert!(
         standby
             .log()

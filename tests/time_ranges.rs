@@ -1690,10 +1690,7 @@ fn hook_on_and_off_agree(name: &str) {
         "SET TimeZone = 'UTC'; SET statement_timeout = '60s'; SET lock_timeout = '10s'",
     );
     let layout = Layout::of(&mut c);
-    let version: i32 = c
-        .query_one("SELECT current_setting('server_version_num')::int", &[])
-        .unwrap()
-        .get(0);
+    let version: i32 = c.scalar("SELECT current_setting('server_version_num')::int");
     let (mut seeds, cases) = seeds();
     // make test's fixed seeds: both on 15, where the mutation rows are run, the first on the
     // other majors (the hook's code is the same; each major's planner is what differs, and one

@@ -7,7 +7,7 @@ mod common;
 use common::*;
 
 fn one_i64(c: &mut Client, sql: &str) -> i64 {
-    c.query_one(sql, &[]).unwrap().get(0)
+    c.scalar(sql)
 }
 
 fn default_of(c: &mut Client, table: &str, column: &str) -> Option<String> {
@@ -49,16 +49,10 @@ fn adopt_switches_serial_and_identity_columns_and_keeps_foreign_keys() {
             Some("snowflake_next()"),
             "{table}"
         );
-        let new: i64 = c
-            .query_one(
-                &format!(
-                    "INSERT INTO {table} ({}) VALUES (1) RETURNING id",
-                    if table == "child" { "parent" } else { "v" }
-                ),
-                &[],
-            )
-            .unwrap()
-            .get(0);
+        let new: i64 = c.scalar(&format!(
+            "INSERT INTO {table} ({}) VALUES (1) RETURNING id",
+            if table == "child" { "parent" } else { "v" }
+        ));
         assert!(new > top, "{table}: {new} is not above {top}");
     }
     // The sequences are gone, identity is off, and the foreign key still holds both ways.
@@ -317,10 +311,7 @@ fn privileges_follow_postgresql_conventions() {
         );
     }
     let mut watcher = cluster.connect_as("watcher");
-    let worker: i32 = watcher
-        .query_one("SELECT (snowflake_stats()->>'worker_id')::int", &[])
-        .unwrap()
-        .get(0);
+    let worker: i32 = watcher.scalar("SELECT (snowflake_stats()->>'worker_id')::int");
     assert_eq!(worker, 1);
     // Adopting moves the generator, as snowflake_advance_past() does: both are needed.
     admin
@@ -426,7 +417,7 @@ fn text_arguments_in_other_encodings_are_errors_of_their_own() {
             .replace("dbname=postgres", &format!("dbname={db}"));
         let mut c = Client::connect(&conninfo, NoTls).unwrap();
         c.batch_execute("CREATE EXTENSION pg_snowflake").unwrap();
-        let server_encoding: String = c.query_one("SHOW server_encoding", &[]).unwrap().get(0);
+        let server_encoding: String = c.scalar("SHOW server_encoding");
         assert_eq!(server_encoding, encoding);
         for (sql, state) in [
             ("SELECT snowflake_from_base62('\u{e9}0000000000')", "22P02"),

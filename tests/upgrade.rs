@@ -108,7 +108,7 @@ fn pg_upgrade_carries_the_mark_and_ids_continue_above_with_the_clock_set_back() 
          INSERT INTO t (v) SELECT g FROM generate_series(1, 20000) g",
     )
     .unwrap();
-    let old_max: i64 = c.query_one("SELECT max(id) FROM t", &[]).unwrap().get(0);
+    let old_max: i64 = c.scalar("SELECT max(id) FROM t");
     drop(c);
     old.stop("fast");
 
@@ -124,7 +124,7 @@ fn pg_upgrade_carries_the_mark_and_ids_continue_above_with_the_clock_set_back() 
     clock.set(-30.0);
     new.start();
     let mut c = new.connect();
-    let carried: i64 = c.query_one("SELECT max(id) FROM t", &[]).unwrap().get(0);
+    let carried: i64 = c.scalar("SELECT max(id) FROM t");
     assert_eq!(carried, old_max, "the rows did not come along");
     let new_ids = ids(
         &mut c,

@@ -16,9 +16,7 @@ fn built_id() -> u32 {
 }
 
 fn lsn(c: &mut Client, function: &str) -> String {
-    c.query_one(&format!("SELECT {function}()::text"), &[])
-        .unwrap()
-        .get(0)
+    c.scalar(&format!("SELECT {function}()::text"))
 }
 
 #[test]
@@ -78,11 +76,10 @@ fn marks_are_written_under_the_built_id_and_a_standby_replays_them() {
         &mut standby.connect(),
         "SELECT snowflake_next() FROM generate_series(1, 1000)",
     );
-    let highest = *old.iter().max().unwrap();
-    assert!(
-        new[0] > highest,
-        "the promoted standby's first id {} is not above {highest}: it did not replay the marks",
-        new[0]
+    assert_above_all(
+        &old,
+        &new,
+        "the promotion (did the standby replay the marks?)",
     );
     assert!(
         standby.log().contains(&format!(

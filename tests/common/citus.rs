@@ -129,13 +129,8 @@ impl Citus {
         .unwrap_or_else(|e| panic!("setting up the coordinator: {e}\n{}", coordinator.log()));
         // The Citus the server loaded is the release scripts/build-citus.sh built (14.0.1 shows
         // as 14.0-1).
-        let loaded: String = c
-            .query_one(
-                "SELECT extversion FROM pg_extension WHERE extname = 'citus'",
-                &[],
-            )
-            .unwrap()
-            .get(0);
+        let loaded: String =
+            c.scalar("SELECT extversion FROM pg_extension WHERE extname = 'citus'");
         let built = citus_version();
         assert!(
             built.starts_with(loaded.split('-').next().unwrap_or_default()),

@@ -177,15 +177,9 @@ pub fn check_rejoined(old: &str, uri: &str, new_port: u16, above: i64) {
         "{err}"
     );
     let mut app = Client::connect(uri, NoTls).unwrap();
-    let port: i32 = app
-        .query_one("SELECT inet_server_port()", &[])
-        .unwrap()
-        .get(0);
+    let port: i32 = app.scalar("SELECT inet_server_port()");
     assert_eq!(port as u16, new_port);
-    let id: i64 = app
-        .query_one("INSERT INTO orders (writer) VALUES (9) RETURNING id", &[])
-        .unwrap()
-        .get(0);
+    let id: i64 = app.scalar("INSERT INTO orders (writer) VALUES (9) RETURNING id");
     assert!(
         id > above,
         "the first id after the rejoin, {id}, is not above {above}"

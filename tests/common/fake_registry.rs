@@ -408,6 +408,19 @@ impl FakeRegistry {
         )
     }
 
+    /// A member of this fake (not started): no worker id of its own, `snowflake.registry` with
+    /// `extra` keywords, the shortest lease.
+    pub fn member(&self, name: &str, extra: &str) -> Cluster {
+        Cluster::init(
+            name,
+            &[
+                "snowflake.worker_id = -1",
+                &self.conninfo_setting(extra),
+                SHORTEST_LEASE,
+            ],
+        )
+    }
+
     pub fn connections(&self) -> usize {
         self.seen.connections.load(Ordering::Relaxed)
     }

@@ -261,9 +261,7 @@ impl Mallory {
             let mut c = Client::connect(&conninfo, NoTls).unwrap();
             c.batch_execute(&format!("CALL m.swap({seconds}, {at_least})"))
                 .unwrap();
-            c.query_one("SELECT max(n) FROM m.swaps", &[])
-                .unwrap()
-                .get(0)
+            c.scalar("SELECT max(n) FROM m.swaps")
         })
     }
 
@@ -276,9 +274,7 @@ impl Mallory {
             let mut c = Client::connect(&conninfo, NoTls).unwrap();
             c.batch_execute(&format!("CALL m.pulse({seconds}, {gap}, {at_least})"))
                 .unwrap();
-            c.query_one("SELECT max(n) FROM m.swaps", &[])
-                .unwrap()
-                .get(0)
+            c.scalar("SELECT max(n) FROM m.swaps")
         })
     }
 
@@ -298,13 +294,7 @@ impl Mallory {
             .iter()
             .map(|r| r.get(0))
             .collect();
-        let superuser: bool = c
-            .query_one(
-                "SELECT rolsuper FROM pg_roles WHERE rolname = 'mallory'",
-                &[],
-            )
-            .unwrap()
-            .get(0);
+        let superuser: bool = c.scalar("SELECT rolsuper FROM pg_roles WHERE rolname = 'mallory'");
         (what, superuser)
     }
 

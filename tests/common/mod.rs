@@ -21,9 +21,11 @@ pub mod failover;
 pub mod fake_registry;
 pub mod faultfs;
 pub mod http;
+pub mod load;
 pub mod mallory;
 pub mod nemesis;
 pub mod proxy;
+pub mod registry;
 pub mod release;
 pub mod rng;
 pub use rng::{seed, Rng};
@@ -657,10 +659,7 @@ impl FakeClock {
 /// (within 1 s): else libfaketime did not take effect and a test would silently run on the real
 /// clock. `who` names the server in the failure.
 pub fn assert_clock_offset(c: &mut Client, wanted_s: f64, who: &str) {
-    let server: f64 = c
-        .query_one("SELECT extract(epoch FROM clock_timestamp())::float8", &[])
-        .unwrap()
-        .get(0);
+    let server: f64 = c.scalar("SELECT extract(epoch FROM clock_timestamp())::float8");
     let real = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -732,10 +731,7 @@ pub fn proc_status_kb(pid: i32, field: &str) -> Option<u64> {
 /// Makes the planner run every parallel-safe query in a parallel worker (the setting was renamed
 /// in PostgreSQL 16; the suites run against any supported major).
 pub fn force_parallel(c: &mut Client) {
-    let version: i32 = c
-        .query_one("SELECT current_setting('server_version_num')::int", &[])
-        .unwrap()
-        .get(0);
+    let version: i32 = c.scalar("SELECT current_setting('server_version_num')::int");
     let name = if version < 160000 {
         "force_parallel_mode"
     } else {
@@ -796,12 +792,36 @@ pub fn assert_strictly_increasing(ids: &[i64], what: &str) {
     }
 }
 
+/// The promise across a crash, a restart or a promotion: the ids made after `event` start above
+/// every id of `before`, and strictly increase.
+pub fn assert_above_all(before: &[i64], after: &[i64], event: &str) {
+    let highest = *before.iter().max().expect("ids before");
+    assert!(
+        after[0] > highest,
+        "the first id after {event}, {}, is not above the highest before it, {highest}",
+        after[0]
+    );
+    assert_strictly_increasing(after, &format!("after {event}"));
+}
+
+/// The one value of a statement that returns one row: `c.scalar::<i64>("SELECT ...")`, for the
+/// `query_one(sql, &[]).unwrap().get(0)` the suites write hundreds of times. Panics, as the
+/// suites want, on an error or on a row count other than one.
+pub trait Scalar {
+    fn scalar<T: for<'a> postgres::types::FromSql<'a>>(&mut self, sql: &str) -> T;
+}
+
+impl Scalar for Client {
+    fn scalar<T: for<'a> postgres::types::FromSql<'a>>(&mut self, sql: &str) -> T {
+        self.query_one(sql, &[])
+            .unwrap_or_else(|e| panic!("{sql}: {}", why(&e)))
+            .get(0)
+    }
+}
+
 /// `snowflake_stats()` of the server.
 pub fn stats(c: &mut Client) -> serde_json::Value {
-    let text: String = c
-        .query_one("SELECT snowflake_stats()::text", &[])
-        .unwrap()
-        .get(0);
+    let text: String = c.scalar("SELECT snowflake_stats()::text");
     serde_json::from_str(&text).unwrap()
 }
 
@@ -949,13 +969,8 @@ pub fn make_synchronous(primary: &mut Client) {
 /// Waits until the server of `primary` has exactly one synchronous standby.
 pub fn wait_for_one_synchronous_standby(primary: &mut Client) {
     poll(Duration::from_secs(60), Duration::from_millis(50), || {
-        let sync: i64 = primary
-            .query_one(
-                "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'",
-                &[],
-            )
-            .unwrap()
-            .get(0);
+        let sync: i64 =
+            primary.scalar("SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'");
         (sync == 1)
             .then_some(())
             .ok_or(format!("{sync} synchronous standbys, not one"))
@@ -964,10 +979,7 @@ pub fn wait_for_one_synchronous_standby(primary: &mut Client) {
 
 /// Waits until the standby has replayed everything the primary flushed so far.
 pub fn wait_for_replay(primary: &mut Client, standby: &mut Client) {
-    let target: String = primary
-        .query_one("SELECT pg_current_wal_flush_lsn()::text", &[])
-        .unwrap()
-        .get(0);
+    let target: String = primary.scalar("SELECT pg_current_wal_flush_lsn()::text");
     poll(Duration::from_secs(60), Duration::from_millis(50), || {
         let caught_up: bool = standby
             .query_one(
