@@ -1,0 +1,349 @@
+//! Every `snowflake.*` setting: each is declared once, as a row of `table` (its value and
+//! default, name, descriptions, range, context and unit), and what the configuration says of it
+//! is checked at start in `written`. Here `init()` defines them and resolves the layout and the
+//! worker id once, and the rest of the crate reads them through the getters below.
+//!
+//! None of them is `USERSET` or `SUSET` but `snowflake.time_ranges`, which only changes plans: a
+//! session must not be able to change which ids the cluster hands out, so they come from the
+//! configuration files only, which only a superuser
+//! (or `ALTER SYSTEM`, itself superuser-only by default) can change. The layout and the worker
+//! id are postmaster settings: every backend of a running server uses the same ones.
+
+mod table;
+mod written;
+
+use table::{
+    define_layout, define_the_rest, parse_epoch, CLAIMS_DATABASE, CLAIMS_INTERVAL, DRIFT_WAIT,
+    EPOCH, LAYOUT, MAX_DRIFT, REGISTRY, REGISTRY_LEASE, REGISTRY_NAMESPACE, SEQUENCE_BITS,
+    TIME_BITS, TIME_RANGES, TIME_UNIT, WORKER_BITS, WORKER_ID,
+};
+use written::Written;
+
+use crate::errors::{self, Code};
+use crate::layout::{self, Layout};
+use crate::text::sentence;
+use pgrx::pg_sys;
+use pgrx::GucSetting;
+use std::ffi::CStr;
+use std::sync::OnceLock;
+
+/// The layout and worker id this server runs with, resolved once in the postmaster and
+/// inherited by every backend.
+struct Resolved {
+    layout: Layout,
+    /// `None` while unset, or when the settings are invalid (see `problem`).
+    worker_id: Option<u32>,
+    /// Why the settings were refused at start.
+    problem: Option<String>,
+}
+
+static RESOLVED: OnceLock<Resolved> = OnceLock::new();
+
+/// Defines the settings and reserves the `snowflake.` prefix, so that a typo such as
+/// `snowflake.workerid` in postgresql.conf is reported instead of silently ignored. Then checks
+/// the layout and the worker id together: a bad combination is logged as a WARNING, and the
+/// server starts with the worker id unset, so that `snowflake_next()` refuses with the reason
+/// instead of guessing which ids were meant.
+pub fn init() {
+    // What the configuration says, read before PostgreSQL parses it: a value it cannot parse
+    // or that is out of range is replaced by the default, with a WARNING, and the default is
+    // another setting than the one asked for (`snowflake.layout = 'sonyflake '` would be
+    // twitter, `snowflake.registry_lease = '1 day'` 5 minutes).
+    let written = Written::read();
+    define_layout();
+    let layout = written.check().and_then(|()| layout_from_settings());
+    // The worker id's range is the layout's: PostgreSQL itself then refuses a value the layout
+    // cannot hold in ALTER SYSTEM (an error), and pg_settings shows the real range.
+    let max_worker_id = layout.as_ref().unwrap_or(&layout::TWITTER).max_worker_id();
+    let layout = layout.and_then(|layout| {
+        written.check_worker_id(max_worker_id as i32)?;
+        Ok(layout)
+    });
+    define_the_rest(max_worker_id as i32);
+    // SAFETY: called from _PG_init on the main thread with a NUL-terminated literal.
+    unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"snowflake".as_ptr()) };
+    let resolved = resolve(layout);
+    if let Some(problem) = &resolved.problem {
+        errors::report(
+            Code::ERRCODE_WARNING,
+            format!("pg_snowflake: {problem}; snowflake_next() refuses until it is fixed"),
+            settings_hint(),
+        )
+        .warn();
+    }
+    let _ = RESOLVED.set(resolved);
+}
+
+/// The configured layout, or why it is refused.
+fn layout_from_settings() -> Result<Layout, String> {
+    let preset = LAYOUT.get().preset();
+    let custom = [
+        (
+            "snowflake.time_unit",
+            TIME_UNIT.get(),
+            layout::TWITTER.unit_ms as i32,
+        ),
+        (
+            "snowflake.time_bits",
+            TIME_BITS.get(),
+            layout::TWITTER.time_bits as i32,
+        ),
+        (
+            "snowflake.worker_bits",
+            WORKER_BITS.get(),
+            layout::TWITTER.worker_bits as i32,
+        ),
+        (
+            "snowflake.sequence_bits",
+            SEQUENCE_BITS.get(),
+            layout::TWITTER.sequence_bits as i32,
+        ),
+    ];
+    let epoch = EPOCH.get();
+    if let Some(fixed) = preset.layout() {
+        // A custom field set beside a preset is a mistake the user should hear about: they
+        // think they changed the layout, and they did not.
+        let stray = custom
+            .iter()
+            .filter(|(_, value, default)| value != default)
+            .map(|(name, ..)| *name)
+            .chain(epoch.is_some().then_some("snowflake.epoch"))
+            .collect::<Vec<_>>();
+        return match stray.as_slice() {
+            [] => Ok(fixed),
+            names => Err(format!(
+                "{} only apply to snowflake.layout = custom, and the layout is {}",
+                names.join(", "),
+                preset.name()
+            )),
+        };
+    }
+    let epoch_unix_ms = match &epoch {
+        None => layout::TWITTER.epoch_unix_ms,
+        Some(text) => parse_epoch(&text.to_string_lossy())?,
+    };
+    let [unit, time, worker, sequence] = custom.map(|(_, value, _)| value as u32);
+    Layout::custom(
+        epoch_unix_ms,
+        unit as u64,
+        time,
+        worker,
+        sequence,
+        crate::clock::now_unix_ms(),
+    )
+    .map_err(|e| format!("the custom layout is invalid: {}", e.0))
+}
+
+fn resolve(layout: Result<Layout, String>) -> Resolved {
+    let layout = match layout {
+        Ok(layout) => layout,
+        Err(problem) => {
+            return Resolved {
+                layout: layout::TWITTER,
+                worker_id: None,
+                problem: Some(problem),
+            }
+        }
+    };
+    // On a Citus node, a worker id set by hand that nothing compares with the other nodes' is
+    // not used: one configuration file for every node repeated 5,136 of 96,000 ids in one
+    // INSERT ... SELECT, silently (issue 34). With a registry, the registry refuses a worker id
+    // in use; with claims in the Citus database, every node compares every node's (claims.rs).
+    if registry().is_none() && claims_database().is_none() && citus_preloaded() {
+        if let Some(w) = requested_worker_id() {
+            return Resolved {
+                layout,
+                worker_id: None,
+                problem: Some(format!(
+                    "this server preloads Citus, and nothing compares its snowflake.worker_id {w} \
+                     with the other nodes' of its Citus cluster: set snowflake.registry to lease \
+                     the worker ids from the coordinator (with snowflake.worker_id = -1), or \
+                     snowflake.claims_database to the Citus database"
+                )),
+            };
+        }
+    }
+    // PostgreSQL keeps the value within the layout's range (see `init`). With a registry, the
+    // worker id is what the registry leases (see `registry`), not the setting.
+    Resolved {
+        layout,
+        worker_id: match registry() {
+            Some(_) => None,
+            None => requested_worker_id(),
+        },
+        problem: None,
+    }
+}
+
+/// Whether `citus` is in `shared_preload_libraries` (as written there: a name, maybe quoted).
+pub fn citus_preloaded() -> bool {
+    // SAFETY: a string setting PostgreSQL set before _PG_init; NUL-terminated when not null.
+    let list = unsafe { pg_sys::shared_preload_libraries_string };
+    if list.is_null() {
+        return false;
+    }
+    // SAFETY: see above.
+    names_citus(&unsafe { CStr::from_ptr(list) }.to_string_lossy())
+}
+
+/// Whether a `shared_preload_libraries` list loads Citus: `$libdir/citus` and `citus.so` do
+/// too (PostgreSQL adds the directory and the suffix).
+fn names_citus(list: &str) -> bool {
+    list.split(',').any(|l| {
+        let name = l.trim().trim_matches('"');
+        let name = name.strip_prefix("$libdir/").unwrap_or(name);
+        let name = name.strip_suffix(".so").unwrap_or(name);
+        name.eq_ignore_ascii_case("citus")
+    })
+}
+
+/// The layout of this server: the configured one, or Twitter's where pg_snowflake is not
+/// preloaded (or its layout settings were refused, when no id can be made anyway).
+#[inline]
+pub fn layout() -> &'static Layout {
+    match RESOLVED.get() {
+        Some(r) => &r.layout,
+        None => &layout::TWITTER,
+    }
+}
+
+/// The configured worker id, or `None` while `snowflake.worker_id` is unset or refused, or a
+/// registry leases it.
+pub fn worker_id() -> Option<u32> {
+    RESOLVED.get().and_then(|r| r.worker_id)
+}
+
+/// `snowflake.worker_id`, also where a registry leases it: `None` while unset.
+pub fn requested_worker_id() -> Option<u32> {
+    u32::try_from(WORKER_ID.get()).ok()
+}
+
+/// The registry's connection string, if one is configured.
+pub fn registry() -> Option<String> {
+    REGISTRY.get()
+}
+
+pub fn registry_namespace() -> String {
+    REGISTRY_NAMESPACE.get().unwrap_or_default()
+}
+
+pub fn registry_lease() -> std::time::Duration {
+    std::time::Duration::from_secs(REGISTRY_LEASE.get() as u64)
+}
+
+/// The layout and the worker id, for the hot path: `None` while the worker id is unset or
+/// refused, when no id can be made.
+#[inline]
+pub fn generating() -> Option<(&'static Layout, u32)> {
+    let r = RESOLVED.get()?;
+    Some((&r.layout, r.worker_id?))
+}
+
+/// Why the layout settings or the worker id were refused at start, if they were.
+pub fn problem() -> Option<&'static str> {
+    RESOLVED.get().and_then(|r| r.problem.as_deref())
+}
+
+/// Reads a setting on the hot path.
+///
+/// `GucSetting::get()` first checks that it runs on PostgreSQL's thread, which costs a
+/// `__tls_get_addr` call in a shared library on every read (callgrind; what an id costs now is
+/// in docs/benchmarks.json, `make bench-hotpath`). PostgreSQL writes these
+/// variables only from this backend's one thread (at start and when it processes a reload
+/// between statements), so a plain read is what C extensions do.
+#[inline]
+fn hot(setting: &'static GucSetting<i32>) -> i32 {
+    // SAFETY: see above; the pointer is to a static that lives for the whole process.
+    unsafe { *setting.as_ptr() }
+}
+
+/// Never negative: the setting's minimum is 0.
+#[inline]
+pub fn max_drift_ms() -> u64 {
+    hot(&MAX_DRIFT.value) as u64
+}
+
+pub fn drift_wait_ms() -> u64 {
+    DRIFT_WAIT.get() as u64
+}
+
+/// Whether the planner hook turns time comparisons into id ranges (`snowflake.time_ranges`).
+pub fn time_ranges() -> bool {
+    TIME_RANGES.get()
+}
+
+/// The database of the claims worker, if one is configured.
+pub fn claims_database() -> Option<String> {
+    CLAIMS_DATABASE.get()
+}
+
+pub fn claims_interval() -> std::time::Duration {
+    std::time::Duration::from_secs(CLAIMS_INTERVAL.get() as u64)
+}
+
+/// What to do about settings refused at start (the server log says which, and why).
+pub fn settings_hint() -> &'static str {
+    "Correct the snowflake.* settings in postgresql.conf (see the server log) and restart the \
+     server."
+}
+
+/// No worker id: unset, or the settings were refused at start.
+#[cold]
+#[track_caller]
+pub fn worker_id_unset() -> ! {
+    match problem() {
+        Some(problem) => errors::report(
+            Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            "snowflake.worker_id is not in use: the snowflake settings were refused at server start",
+            settings_hint(),
+        )
+        .detail(sentence(problem))
+        .raise(),
+        None => errors::report(
+            Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            "snowflake.worker_id is not set",
+            // On a Citus node a worker id set by hand is refused unless something compares it
+            // with the other nodes' (`resolve`): the plain advice led a user from this error to
+            // that one.
+            if citus_preloaded() {
+                "This server preloads Citus: lease its worker id from the coordinator, with \
+                 snowflake.worker_id = -1 and snowflake.registry naming the coordinator's \
+                 database, and restart the server (docs/citus.md)."
+                    .to_string()
+            } else {
+                format!(
+                    "Pick a worker id between 0 and {} that no other server uses, run ALTER \
+                     SYSTEM SET snowflake.worker_id = <id>; and restart the server.",
+                    layout().max_worker_id()
+                )
+            },
+        )
+        .detail(
+            "Every server that generates snowflake ids needs a worker id of its own; two servers \
+             with the same worker id can generate the same ids.",
+        )
+        .raise(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::names_citus;
+
+    #[test]
+    fn every_spelling_that_loads_citus_is_seen() {
+        for list in [
+            "citus",
+            "citus,pg_snowflake",
+            " \"citus\" , pg_snowflake",
+            "$libdir/citus,pg_snowflake",
+            "citus.so",
+            "CITUS",
+        ] {
+            assert!(names_citus(list), "{list}");
+        }
+        for list in ["pg_snowflake", "citus_columnar", "", "mycitus", "citusx.so"] {
+            assert!(!names_citus(list), "{list}");
+        }
+    }
+}
