@@ -403,3 +403,30 @@ pub(super) fn parse_epoch(text: &str) -> Result<i64, String> {
     let pg_us: i64 = ts.into_inner();
     Ok(crate::clock::unix_ms_of(pg_us))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::LayoutSetting;
+    use crate::layout::Preset;
+    use pgrx::GucEnum;
+    use std::ffi::CStr;
+
+    /// `snowflake.layout`'s values are the presets of src/layout.rs, each named as there and
+    /// read as that preset, and no other.
+    #[test]
+    fn the_layout_settings_values_are_the_presets() {
+        let mut names = Vec::new();
+        let mut entry = LayoutSetting::CONFIG_ENUM_ENTRY;
+        // SAFETY: the derive's array, ended by an entry whose name is NULL.
+        unsafe {
+            while !(*entry).name.is_null() {
+                let name = CStr::from_ptr((*entry).name).to_str().unwrap();
+                let preset = LayoutSetting::from_ordinal((*entry).val).preset();
+                assert_eq!(name, preset.name());
+                names.push(name);
+                entry = entry.add(1);
+            }
+        }
+        assert_eq!(names, Preset::ALL.map(Preset::name));
+    }
+}
