@@ -90,6 +90,7 @@ fi
 work=$(mktemp -d "/tmp/pg_snowflake-build-citus$MAJOR.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 cp "$archive" "$work/citus.tar.gz"
+# mutant: citus_sha256
 got=$(sha256sum "$work/citus.tar.gz" | cut -d' ' -f1)
 if [ "$got" != "$SHA256" ]; then
   {

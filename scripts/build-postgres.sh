@@ -87,6 +87,7 @@ foreign=
   "install ok installed "*-0pgsnowflake.*) ;;
   "install ok installed "*) foreign="the package postgresql-$MAJOR ${installed#install ok installed }" ;;
   *) [ ! -e "$PREFIX/bin/postgres" ] || foreign="a PostgreSQL in $PREFIX that no package named postgresql-$MAJOR installed" ;;
+# mutant: foreign_postgres
 esac
 if [ -n "$foreign" ]; then
   {
@@ -150,6 +151,7 @@ fetch() {
       echo "  expected: $sha ($VERSIONS)"
       echo "It is corrupt, or not the release listed. Try again; if it repeats, the archive serves"
       echo "another file under that name: check it before changing the list."
+    # mutant: fetch_checksum
     } >&2
     exit 1
   fi
@@ -161,6 +163,7 @@ for r in "${RELEASES[@]}"; do
   read -r v sha source <<< "$r"
   say "downloading PostgreSQL $v"
   if fetch "$v" "$sha" "$source"; then version=$v; break; fi
+  # mutant: fetch_fallback
   say "PostgreSQL $v cannot be had (${tried[-1]}); trying the next listed release"
 done
 if [ -z "$version" ]; then

@@ -12,150 +12,175 @@
 #                                              #   no build (seconds; `make test` runs it first)
 #   scripts/mutations.sh --list                # name and what it removes, one row a line
 #
-# Each mutation is a Perl substitution that must match exactly once; the source is restored
+# Each guard is named at its place in the code by a comment `mutant: NAME` (above the function,
+# SQL statement or shell statement that holds it), and its row says what to change there: Perl
+# substitutions, each of which must match exactly once in the files that hold the marker. Code
+# moved to another file takes its marker along, and the row follows it. The source is restored
 # from git afterwards (the tree must be clean). Prints a Markdown table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The build's toolchain and link (the Makefile sets the same).
 . scripts/build-env.sh
-# name ~ what it removes ~ file ~ perl substitution [~ file ~ substitution ...]
+# name ~ what it removes ~ perl substitution [~ substitution ...]
 MUTATIONS=(
-  "durable_mark~the mark is neither WAL-logged nor written to the state file~src/generator/lease.rs~s/self.write_mark\(layout, mark\).err\(\)/{ self.mark.store(mark, Ordering::Release); None }/"
-  "wal_redo~WAL replay of marks (standbys, crash recovery)~src/wal.rs~s/Record::Mark\(mark\) => \(replay.mark\)\(mark\),/Record::Mark(_) => {}/"
-  "state_file~the state file is not read at start~src/generator/shmem.rs~s/match state_file::recover\(Path::new\(\".\"\)\) \{/match state_file::recover(Path::new(\"\/nonexistent\")) {/"
-  "clock_rule~ids follow the clock back (no borrowing)~src/layout.rs~s/let next = Tick\(if clocked > succ \{ clocked \} else \{ succ \}\);/let next = Tick(clocked);/"
-  "cas~the tick moves by a plain load and store instead of compare-and-swap~src/generator/mod.rs~s/match self\.tick\.compare_exchange_weak\(\s*prev,\s*next\.0,\s*Ordering::AcqRel,\s*Ordering::Acquire,\s*\) \{\s*Ok\(_\) => return next,\s*Err\(current\) => prev = current,\s*\}/{ let _ = prev; self.tick.store(next.0, Ordering::Release); return next; }/"
-  "standby_refusal~a standby is not refused (and makes ids without WAL, which it cannot write)~src/generator/lease.rs~s/(fn refuse_on_standby\(\) \{.*?)if unsafe \{ pg_sys::RecoveryInProgress\(\) \} \{/\$1if false {/s~src/wal.rs~s/fn log\(mark: Mark, info: u8\) -> pg_sys::XLogRecPtr \{/fn log(mark: Mark, info: u8) -> pg_sys::XLogRecPtr {\n    if unsafe { pg_sys::RecoveryInProgress() } { return 0; }/"
-  "not_carried~a cluster made by pg_upgrade without the old mark is not refused~src/generator/lease.rs~s/if self\.not_carried\.load\(Ordering::Relaxed\) \{/if false {/"
-  "renewal_lock~renewals do not take the renewal lock~src/generator/renewal_lock.rs~s/        \/\/ SAFETY: the lock lives in shared memory set up at start\.\n        if !unsafe/        if lock != lock.wrapping_add(1) { return Some(RenewalLock(std::ptr::null_mut())); }\n        if !unsafe/~src/generator/renewal_lock.rs~s/        if !std::thread::panicking\(\) \{\n            \/\/ SAFETY: this backend holds the lock;/        if !std::thread::panicking() \&\& !self.0.is_null() {\n            \/\/ SAFETY: this backend holds the lock;/"
-  "sync_wait~the lease does not wait for synchronous standbys~src/sync_standby.rs~s/    if acknowledged\(lsn, format\) \{\n        return;\n    \}/    return;/"
-  "sync_cancel~a cancelled wait publishes the lease~src/generator/lease.rs~s/        sync_standby::wait_for_flush\(lsn\);\n        self.publish/        let _ = std::panic::catch_unwind(|| sync_standby::wait_for_flush(lsn));\n        self.publish/"
-  "worker_unset~an unset worker id silently becomes 0~src/gucs/mod.rs~s/pub fn requested_worker_id\(\) -> Option<u32> \{\n    u32::try_from\(WORKER_ID.get\(\)\).ok\(\)/pub fn requested_worker_id() -> Option<u32> {\n    Some(u32::try_from(WORKER_ID.get()).unwrap_or(0))/"
-  "pacing~bursts are not paced~src/generator/mod.rs~s/if !paced && pacing::applies\(layout, next, now, max_drift\) \{/if false {/"
-  "floor_durable~snowflake_advance_past() writes no durable mark~src/generator/lease.rs~s/        if units >= self.lease.load\(Ordering::Acquire\) \{\n            self.cover\(layout, units, now\);\n        \}\n//"
-  "adopt_floor~snowflake_adopt() does not move the generator above the column~src/adopt.rs~s/        generator::get\(\).advance_past\(gucs::layout\(\), top\);/        let _ = top;/"
-  "ids_counted~ids are not counted in the stats~src/next.rs~s/    stats::count_id\(\);\n//"
-  "layout_refusal~a layout change whose ids would go below the old ones is not refused~src/generator/lease.rs~s/if self.layout_differs.load\(Ordering::Acquire\) \{\n            self.settle_layout/if false {\n            self.settle_layout/"
-  "time_ranges~comparisons of snowflake_timestamp(id) are not turned into id ranges~src/lib.rs~s/    planner::init\(\);\n//"
-  "claims_worker~no background worker writes the worker id claims~src/lib.rs~s/    claims::init\(\);\n//"
-  "claims_always~the clash trigger does not fire in logical replication's apply workers~sql/claims_check.sql~s/ALTER TABLE snowflake.snowflake_claims ENABLE ALWAYS TRIGGER snowflake_claims_check;\n//"
-  "claims_trigger_path~the claims trigger searches the extension's schema before pg_catalog, its operators unqualified (0.2.0)~sql/claims_check.sql~s/SET search_path = pg_catalog, pg_temp\nAS \\\$check/SET search_path = \@extschema\@, pg_catalog, pg_temp\nAS \\\$check/~sql/claims_check.sql~s/WHERE o.worker_id OPERATOR\(pg_catalog.=\) NEW.worker_id/WHERE o.worker_id = NEW.worker_id/"
-  "text_arg~text arguments are checked as UTF-8 with a panic (XX000), as pgrx's &str does~src/text_arg.rs~s/match std::str::from_utf8\(self.0\) \{/match Ok::<_, ()>(std::str::from_utf8(self.0).expect(\"datums converted to \&str should be valid UTF-8\")) {/"
-  "worker_defaults~the claims worker keeps the database's default_transaction_read_only~src/claims.rs~s/             SET default_transaction_read_only = off;\n//"
-  "default_privileges~the grants that default privileges made are not taken back~sql/privileges.sql~s/            EXECUTE pg_catalog.format\(\x27REVOKE ALL ON %s FROM %s\x27, object_.name,/            CONTINUE; EXECUTE pg_catalog.format(\x27REVOKE ALL ON %s FROM %s\x27, object_.name,/"
-  "superuser_check~snowflake_reset_layout() and snowflake_claim() do not check for a superuser~src/privileges.rs~s/    if !unsafe \{ pg_sys::superuser\(\) \} \{/    if false {/"
-  "written_settings~a setting PostgreSQL cannot parse is replaced by its default~src/gucs/mod.rs~s/let layout = written.check\(\).and_then\(\|\(\)\| layout_from_settings\(\)\);/let layout = { let _ = written.check(); layout_from_settings() };/"
-  "epoch_parser~an error of the timestamp parser is not caught (it ended the start with FATAL)~src/gucs/table.rs~s/        .catch_others\(\|_\| Err\(\(\)\)\)\n//"
-  "backtraces~Rust backtraces are not turned off~src/lib.rs~s/    no_backtraces_for_clients\(\);\n    \/\/ SAFETY/    \/\/ SAFETY/"
-  "state_file_first~the mark goes to WAL before the state file is written~src/generator/lease.rs~s/    let prepared = state_file::prepare\(Path::new\(\".\"\), Loaded::Mark\(mark\)\)\?;\n    let lsn = wal::log_mark\(mark\);/    let lsn = wal::log_mark(mark);\n    let prepared = state_file::prepare(Path::new(\".\"), Loaded::Mark(mark))?;/"
-  "claims_restart~the claims worker ends for good when it is terminated~src/claims.rs~s/            unsafe \{ pg_sys::proc_exit\(1\) \};/            break;/"
-  "pacing_slots~pacing slots are not limited to the clock's rate (every paced caller may go at once)~src/pacing.rs~s/    \(slot \+ 1, layout.units\(Tick\(slot\)\)\)/    (slot + 1, now)/"
-  "pacing_pull_back~the pacing slot counter is never pulled back (a backward step or abandoned slots push every later turn back)~src/pacing.rs~s/    \} else if next > most \{/    } else if false {/"
-  "pacing_bound~a wait for a pacing slot is not bounded by drift_wait~src/generator/mod.rs~s/            self.nap\(naps, Event::Pacing, \|waited\| \{\n                problems::paced_too_long\(waited, gucs::max_drift_ms\(\), layout\)\n            \}\);/            let _ = (\&naps, gucs::max_drift_ms); nap_one_ms(Event::Pacing);/"
-  "pacing_exit~a process that a FATAL ends inside its wait for a pacing slot keeps its count of waiting callers~src/generator/mod.rs~s/        if !AT_EXIT.swap\(true, Ordering::Relaxed\) \{/        if false \&\& !AT_EXIT.swap(true, Ordering::Relaxed) {/"
-  "data_dir_open~a directory in the data directory is opened by following a link and waiting on a FIFO~src/data_file.rs~s/        libc::O_RDONLY \| libc::O_DIRECTORY \| libc::O_NOFOLLOW \| libc::O_NONBLOCK \| libc::O_CLOEXEC;/        libc::O_RDONLY | libc::O_CLOEXEC;/"
-  "data_dir_replace~a link, file or FIFO under the copy's directory's name is left there (every renewal then fails)~src/data_file.rs~s/        if stat == 0 && st.st_mode & libc::S_IFMT != libc::S_IFDIR \{/        if false {/"
-  "registry_notices~libpq prints the registry's notices whole into the server log~src/registry/libpq.rs~s/        unsafe \{ \(api.PQsetNoticeReceiver\)\(conn.0, Some\(drop_notice\), std::ptr::null_mut\(\)\) \};\n//"
-  "registry_require_auth~with libpq 16 and later the member sends its password in clear text to whoever asks (no require_auth; run with PG=17)~src/registry/worker.rs~s/        defaults.push\(\(\"require_auth\", \"!password\"\)\);\n//"
-  "registry_cleartext_warning~with an older libpq the member says nothing of sending its password in clear text~src/registry/worker.rs~s/    if version == 0 \|\| version >= 160000 \|\| libpq::requires_tls\(conninfo\) \{/    if true {/"
-  "registry_resolve~libpq resolves the registry's host name, blocking a fast shutdown~src/registry/libpq.rs~s/        for \(key, value\) in resolved\(conninfo, deadline, wait\)\? \{/        let _ = resolved;\n        for (key, value) in Vec::<(\&str, String)>::new() {/"
-  "registry_secrets~the secrets of snowflake.registry are masked only where a pattern shows them~src/registry/redact.rs~s/    for secret in SECRETS.get\(\).into_iter\(\).flatten\(\) \{/    for secret in SECRETS.get().into_iter().flatten().filter(|_| false) {/"
-  "planner_sublink~a sub-select compared with = goes into two bounds (two runs, two answers)~src/planner.rs~s/        if strategy == EQUAL && pg_sys::contain_subplans\(value\) \{/        if false {/"
-  "planner_execute~the hook rewrites for a role that may not execute snowflake_id_bound~src/planner.rs~s/        if !may_execute\(bound_function\) \{/        if false {/"
-  "planner_partial_index~a comparison a partial index's predicate matches is replaced by the range~src/planner.rs~s/                indexed \|= !predicate.is_null\(\) && calls\(predicate.cast\(\), timestamp\);/                let _ = predicate;/"
-  "data_file_type~files in the data directory are read whatever they are (a FIFO, a device)~src/data_file.rs~s/        if !kind.is_file\(\) \{/        if false {/"
-  "planner_keep~the hook replaces the comparison also where a table needs it (partitioning, an expression index)~src/planner.rs~s/let keep = needs_the_comparison\(relation, timestamp\);/let keep = { let _ = needs_the_comparison; false };/"
-  "planner_guards~the id ranges do not leave out the ids the layout cannot hold~src/planner.rs~s/            lower_guard: compare\(INT8_GE, id\(0\)\),/            lower_guard: compare(INT8_GE, id(i64::MIN)),/~src/planner.rs~s/upper_guard: \(max_id < i64::MAX\).then/upper_guard: (max_id < 0).then/"
-  "planner_volatile~a volatile argument is copied into the bounds~src/planner.rs~s/        if pg_sys::contain_volatile_functions\(value\) \|\| pg_sys::expression_returns_set\(value\) \{\n            return None;\n        \}\n//~src/planner.rs~s/        if !is_a\(node, pg_sys::NodeTag::T_Var\) \{\n            return None;\n        \}\n        let var = &\*node.cast::<pg_sys::Var>\(\);\n        if var.varlevelsup != 0/        if !is_a(node, pg_sys::NodeTag::T_Var) {\n            return Some(pg_sys::InvalidOid);\n        }\n        let var = \&*node.cast::<pg_sys::Var>();\n        if var.varlevelsup != 0/"
-  "planner_64bit~the hook rewrites under a 64-bit layout too~src/planner.rs~s/    if !gucs::time_ranges\(\) \|\| layout.time_bits \+ layout.worker_bits \+ layout.sequence_bits > 63 \{/    if !gucs::time_ranges() {/~src/planner.rs~s/    let max_id = layout.first_id\(layout.end_mark\(\)\) - 1;/    let max_id = (layout.first_id(layout.end_mark()) - 1).min(i64::MAX as u64);/"
-  "planner_acl~the hook looks snowflake_id_bound up with the current user's rights~src/planner.rs~s/        let namespace = pg_sys::get_func_namespace\(timestamp\);/        let namespace = pg_sys::LookupExplicitNamespace(pg_sys::get_namespace_name(pg_sys::get_func_namespace(timestamp)), false);/"
-  "planner_full_join~the conditions of a FULL JOIN's ON are turned into id ranges too (0.4.0)~src/planner.rs~s/            if \(\*join\).jointype != pg_sys::JoinType::JOIN_FULL \{/            if true {/"
-  "timestamp_null~snowflake_timestamp() of a bigint the layout cannot hold is an error, not NULL (0.4.0)~src/decode.rs~s/    let parts = layout.parts\(id\)\?;/    let Some(parts) = layout.parts(id) else { id_outside_layout(id, layout) };/"
-  "state_file_sync~the new state file is renamed into place without being synced first~src/data_file.rs~s/        file.write_all\(bytes\)\?;\n        file.sync_data\(\)\n/        file.write_all(bytes)\n/"
-  "state_dir_sync~the directory is not synced after the rename of the state file~src/data_file.rs~s/        \/\/ mutant: state_dir_sync\n        self.sync\(\)/        Ok(())/"
-  "publish_early~a renewal publishes the new lease before it is durable~src/generator/lease.rs~s/        self.write_failure.may_write\(\)\?;/        self.publish(units, layout.units_covering(HEADROOM_MS));\n        self.write_failure.may_write()?;/"
-  "state_file_errors~a failure to put the state file in place is ignored~src/generator/lease.rs~s/    prepared.replace\(\)\?;/    let _ = prepared.replace();/"
-  "registry_floor~a reused worker id does not start above its previous holder's coverage~src/generator/lease.rs~s/let floor = units_above\(layout, start_above_ms\);\n        if floor > self.floor/let floor = 0u64.min(start_above_ms as u64);\n        if floor > self.floor/"
-  "registry_ceiling~ids go on past the registry's lease (no ceiling)~src/generator/lease.rs~s/let ceiling = self.ceiling.load\(Ordering::Acquire\);/let ceiling = u64::MAX;/"
-  "registry_cache~the cached lease is not used at start~src/registry/mod.rs~s/                start_from_cache\(&\*ptr\);\n//"
-  "registry_exclusive~the registry takes over a worker id whose lease has not run out~sql/registry_lease.sql~s/\n       AND g.expires OPERATOR\(pg_catalog.<\) pg_catalog.now\(\)\n    RETURNING/\n    RETURNING/"
-  "registry_lock_wait~a call to the registry waits as long as another member's open transaction holds a row~sql/registry_lease.sql~s/    PERFORM pg_catalog.set_config\(\x27lock_timeout\x27, \x27200ms\x27, true\);\n//"
-  "registry_take_locks~taking a worker id locks the row of the cluster that holds it~sql/registry_lease.sql~s/    ON CONFLICT DO NOTHING\n    RETURNING g.worker_id/    ON CONFLICT ON CONSTRAINT snowflake_registry_pkey DO UPDATE SET renewed = g.renewed WHERE false\n    RETURNING g.worker_id/"
-  "registry_lost~a server whose worker id went to another cluster is not told~src/registry/worker.rs~s/Err\(\(Problem::Held, why\)\) if held.is_some\(\) =>/Err((Problem::Held, why)) if held.is_some() \&\& false =>/"
-  "settings_trimmed~a layout setting with a trailing space is trimmed (PostgreSQL refuses it, and runs twitter)~src/gucs/written.rs~s/\.any\(\|p\| p.name\(\).eq_ignore_ascii_case\(text\)\)/.any(|p| p.name().eq_ignore_ascii_case(text.trim()))/"
-  "own_schema_owner~the schema snowflake belongs to the database owner, who may rename it~sql/schema.sql~s/        CREATE SCHEMA snowflake;/        CREATE SCHEMA snowflake AUTHORIZATION pg_database_owner;/"
-  "own_schema_taken~a schema snowflake that another role made first is taken over~sql/schema.sql~s/        RAISE EXCEPTION 'schema \"snowflake\" already exists'/        RAISE NOTICE 'schema \"snowflake\" already exists'/~sql/privileges.sql~s/    IF own IS NULL THEN/    IF false THEN/~sql/privileges.sql~s/       AND COALESCE\(/       AND false AND COALESCE(/"
-  "own_schema_check~the claims worker and snowflake_claim() do not check who owns the schema snowflake~src/own_schema.rs~s/pub fn check\(\) -> Result<\(\), String> \{/pub fn check() -> Result<(), String> {\n    if true {\n        return Ok(());\n    }/"
-  "claims_trigger_owner~the claims trigger does not check who owns the schema snowflake~sql/claims_check.sql~s/    IF NOT EXISTS \(SELECT FROM pg_catalog.pg_namespace n/    IF false AND NOT EXISTS (SELECT FROM pg_catalog.pg_namespace n/"
-  "registry_owner~the lease function does not check who owns the schema snowflake~sql/registry_lease.sql~s/    IF NOT EXISTS \(SELECT FROM pg_catalog.pg_namespace n/    IF false AND NOT EXISTS (SELECT FROM pg_catalog.pg_namespace n/"
-  "member_gate~a member calls and trusts any snowflake.snowflake_registry_lease (an impostor's)~src/registry/worker.rs~s/            WHERE v.ours OFFSET 0\) l ON true/            WHERE true OFFSET 0) l ON true/~src/registry/worker.rs~s/    if text\(0\) != Some\(\"t\"\) \{/    if text(0).is_none() {/"
-  "registry_negative~the registry records a negative coverage~sql/registry_lease.sql~s/       OR covered_until_ms OPERATOR\(pg_catalog.<\) 0\n//~sql/registry_table.sql~s/ CHECK \(covered_until_ms OPERATOR\(pg_catalog.>=\) 0\)//"
-  "registry_shorten~a renewal can move a lease's expiry earlier~sql/registry_lease.sql~s/expires = GREATEST\(g.expires, pg_catalog.now\(\) OPERATOR\(pg_catalog.\+\) lease_for\),/expires = pg_catalog.now() OPERATOR(pg_catalog.+) lease_for,/"
-  "registry_holder~members are told which cluster holds a worker id~sql/registry_lease.sql~s/CASE WHEN pg_catalog.pg_has_role\(SESSION_USER, 'pg_monitor', 'USAGE'\)/CASE WHEN true/"
-  "registry_layout~a namespace leases to members of any layout~sql/registry_lease.sql~s/    IF space.epoch_ms OPERATOR\(pg_catalog.<>\) epoch_ms/    IF false AND space.epoch_ms OPERATOR(pg_catalog.<>) epoch_ms/"
-  "adopt_plan_guard~the largest id is read through the table's name, whatever it leads to~src/planner.rs~s/        if ONLY_RELATION.load\(Ordering::Relaxed\) != 0 \{/        if false {/"
-  "adopt_check~adopt's statements by name are not checked by OID afterwards~src/adopt.rs~s/    check_adopted\(tbl, attnum, next, &before\);\n//"
-  "adopt_rls~adopt takes the largest id that row-level security lets the table's owner see~src/adopt.rs~s/        if Spi::get_one_with_args::<bool>\(\n            \"SELECT pg_catalog.row_security_active\(\\\$1\)\",\n            &\[tbl.into\(\)\],\n        \) == Ok\(Some\(true\)\)/        if false/~sql/adopt.sql~s/SET row_security = off\n//"
-  "adopt_advance_grant~adopt moves the generator for a role without EXECUTE on snowflake_advance_past~src/adopt.rs~s/    \) != Ok\(Some\(true\)\)\n    \{\n        needs_advance_past\(\);/    ) == Ok(Some(false)) \&\& false\n    {\n        needs_advance_past();/"
-  "scripts_check~the install and upgrade scripts do not check by OID that every object ended in the extension's schemas~sql/privileges.sql~s/    IF stray IS NOT NULL THEN/    IF false THEN/"
-  "registry_wait_latch~the member's wait for the registry does not end at a shutdown~src/registry/worker.rs~s/        if BackgroundWorker::sigterm_received\(\) \{\n            \/\/ SAFETY: proc_exit/        if false {\n            \/\/ SAFETY: proc_exit/"
-  "pin_schema~the scripts do not lock their schema's row (a rename on 16 and later then sends their grants elsewhere; run with PG=18)~sql/pin_schema.sql~s/\n       FOR UPDATE;/;/"
-  "adopt_as_owner~adopt reads the largest id with the caller's rights (a table owner's index code then runs as a superuser)~src/adopt.rs~s/        pg_sys::SetUserIdAndSecContext\(\n            owner,/        pg_sys::SetUserIdAndSecContext(\n            user,/"
-  "adopt_snapshot~adopt reads the largest id with the caller's snapshot (REPEATABLE READ misses rows committed since)~src/adopt.rs~s/pg_sys::PushActiveSnapshot\(pg_sys::GetLatestSnapshot\(\)\);/pg_sys::PushActiveSnapshot(pg_sys::GetActiveSnapshot());/"
-  "registry_skip~a worker id passed over (its row not committed) hides those above it~sql/registry_lease.sql~s/                UNION ALL\n                -- One past a worker id passed over[^\n]*\n                SELECT k OPERATOR\(pg_catalog.\+\) 1 FROM pg_catalog.unnest\(skipped\) k\n                 WHERE k OPERATOR\(pg_catalog.<\) max_worker\) c/) c/"
-  "member_types~the member's check names the lease function's types by the registry's search_path~src/registry/worker.rs~s/'snowflake.snowflake_registry_lease\(pg_catalog.text, pg_catalog.text, '/'snowflake.snowflake_registry_lease(text, text, '/"
-  "wal_flush~the mark record is not flushed before the lease is used~src/wal.rs~s/        pg_sys::XLogFlush\(lsn\);\n//"
-  "renewal_wait~callers that need the next lease wait for the renewal lock in LWLockAcquire, where interrupts are held (0.3.0)~src/generator/renewal_lock.rs~s/        if let Some\(held\) = RenewalLock::try_take\(\) \{\n            return Ok\(held\);\n        \}/        unsafe { pg_sys::LWLockAcquire(shmem::renewal_lock(), pg_sys::LWLockMode::LW_EXCLUSIVE) };\n        return Ok(RenewalLock(shmem::renewal_lock()));/"
-  "worker_leaves~a background worker asked to stop keeps waiting for a renewal~src/generator/renewal_lock.rs~s/if unsafe \{ pg_sys::ShutdownRequestPending \} != 0 \{/if false {/"
-  "write_retry~every call that needs a lease tries the failing disk again (no failure is remembered)~src/generator/write_failure.rs~s/        if errno == 0 \|\| now >= retry_at \{/        if true {/"
-  "state_copy~the mark is not written to its copy~src/state_file.rs~s/        Loaded::Mark\(_\) => \{\n            let copy_dir/        Loaded::Mark(_) if false => {\n            let copy_dir/"
-  "copy_read~the copy of the mark is not read at start~src/state_file.rs~s/data.open_dir\(COPY_DIR\).and_then/data.open_dir(\"none\").and_then/"
-  "lost_refusal~an empty state file without a copy is taken for a data directory that never made an id (0.3.0)~src/state_file.rs~s/        _ => \(Loaded::Lost, Source::Neither\),/        _ => (Loaded::Missing, Source::Neither),/"
-  "fetch_checksum~a download with the wrong sha256 falls back to the next listed release~scripts/build-postgres.sh~s/    \} >&2\n    exit 1\n  fi\n  archive=/    } >\&2\n    return 1\n  fi\n  archive=/"
-  "own_dir_owner~own-dir.sh takes a directory another user made in /tmp~scripts/own-dir.sh~s/     \|\| \{ \[ \x22\\\$owner\x22 != root \][^\n]*\n//"
-  "own_dir_mode~own-dir.sh takes a directory of root's that others may write~scripts/own-dir.sh~s/ \\\\\n     \|\| \[ \\\$\(\( 8#\\\$mode & 8#022 \)\) -ne 0 \]//"
-  "test_lanes~suites that run side by side take their ports from one range~tests/common/mod.rs~s/let first = base \+ lane \* block;/let first = base;/"
-  "foreign_postgres~PG=N replaces a postgresql-N that this project did not install~scripts/build-postgres.sh~s/\nif \[ -n \x22\\\$foreign\x22 \]; then/\nif false; then/"
-  "repo_signature~the apt repository's Release is signed neither inline (InRelease) nor apart (Release.gpg)~scripts/repo.sh~s/gpg_ --local-user \x22\\\$fingerprint\x22 --clearsign[^\n]*\ngpg_ --local-user[^\n]*\n//"
-  "flag_format_bool~the synchronous-standby flag of servers from before May 2025 is read as the later bits~src/sync_standby.rs~s/FlagFormat::Bool => flag != 0,/FlagFormat::Bool => flag \& SYNC_STANDBY_DEFINED != 0,/"
-  "citus_claims~the claims worker does not read the claims of the other Citus nodes~src/claims.rs~s/\} else if citus_installed\(\) \{/} else if false \&\& citus_installed() {/"
-  "claims_gather_apart~one Citus node's answer that is no list of claims fails the gathering of every node's~src/subtransaction.rs~s/    let result = PgTryBuilder::new\(move \|\| Ok\(step\(\)\)\)/    let result: Result<T, String> = Ok(step());\n    let _ = PgTryBuilder::new(move || Ok::<(), String>(()))/"
-  "claims_elsewhere~a Citus node whose claims database has no Citus says nothing of the comparison it does not make~src/claims.rs~s/\} else if gucs::citus_preloaded\(\) \{/} else if false \&\& gucs::citus_preloaded() {/"
-  "citus_layouts~the claims worker does not compare the layouts of the Citus nodes~src/claims.rs~s/\/\/ mutant: citus_layouts\n\s*gathered\s*\.other_layouts\s*\.push\(/let _ = (/"
-  "claims_planted~the claims gather sends its read to nodes where snowflake_claims is not pg_snowflake's~src/claims.rs~s/            \} else if is_ours \{/            } else if true || is_ours {/"
-  "claims_cluster_once~the claims gather takes a cluster's claims from any node that answers them~src/claims.rs~s/clusters\.iter\(\)\.find\(\|\(s, _\)\| \*s == sysid\)/clusters.iter().find(|(s, _)| false \&\& *s == sysid)/"
-  "claims_gather_timeout~the claims worker waits for the Citus nodes' answers without a bound~src/claims.rs~s/    let _timeout = GatherTimeout::arm\(\);/    let _timeout = GatherTimeout;/"
-  "citus_unchecked~a Citus node makes ids with a worker id set by hand that nothing compares with the other nodes'~src/gucs/mod.rs~s/    if registry\(\).is_none\(\) && claims_database\(\).is_none\(\) && citus_preloaded\(\) \{/    if false \&\& citus_preloaded() {/"
-  "adopt_every_node~snowflake_adopt() on a Citus table moves the generator of its own node alone~src/adopt.rs~s/            advance_every_node\(advance, top, &table\);/            let _ = (advance_every_node, \&table);/"
-  "adopt_planted~snowflake_adopt() on a Citus table calls whatever function a node finds by the name~src/adopt.rs~s/\n\s*AND p\.oid OPERATOR\(pg_catalog\.=\) \(%1\\\$s\);/;/"
-  "adopt_distribution_column~snowflake_adopt() on a Citus distribution column is left to Citus (XX000)~src/adopt.rs~s/    if citus == Some\(Some\(attnum\)\) \{/    if false {/"
-  "citus_sha256~scripts/build-citus.sh builds an archive whatever its sha256~scripts/build-citus.sh~s/\nif \[ \x22\\\$got\x22 != \x22\\\$SHA256\x22 \]; then/\nif false; then/"
-  "fetch_fallback~a release gone from the archive ends the build (no fallback to the next listed one)~scripts/build-postgres.sh~s/  say \x22PostgreSQL \\\$v cannot be had[^\n]*\n/  break\n/"
-  "registry_copy~a COPY answer is read as any other result, and results are asked for until libpq has no more (0.4.0: the worker spun at 100% CPU, past a fast stop)~src/registry/libpq.rs~s/PGRES_COPY_OUT \| PGRES_COPY_IN \| PGRES_COPY_BOTH =>/PGRES_COPY_OUT | PGRES_COPY_IN | PGRES_COPY_BOTH if false =>/~src/registry/libpq.rs~s/for _ in 0\.\.shape\.rows \+ 3 \{/loop {/"
-  "registry_single_row~the registry's answer is read whole, as libpq gathers it, not a row at a time~src/registry/libpq.rs~s/if sent == 0 \|\| unsafe \{ \(api\.PQsetSingleRowMode\)\(self\.0\) \} == 0 \{/if sent == 0 {/"
-  "registry_rows~an answer of more rows than a lease is read (the member takes the first)~src/registry/libpq.rs~s/                    if rows\.len\(\) > shape\.rows \{/                    if false {/"
-  "registry_columns~an answer of more or other columns than a lease is read~src/registry/libpq.rs~s/ \|\| columns as usize != shape\.columns//"
-  "registry_value_bytes~the registry's values are read whatever their size~src/registry/libpq.rs~s/if len as usize > shape\.value_bytes \{/if false {/"
-  "registry_memory~libpq's memory in the registry's worker is not bounded~src/registry/worker.rs~s/    libpq::bound_memory\(\);\n//"
-  "registry_start_above~a grant to start at or past the end of the lease asked for is taken, and cached~src/registry/worker.rs~s/if start_above_ms >= covered_until_ms\.min\(recorded_until_ms\) \{/if false {/"
-  "registry_worker_range~a worker id outside the layout is taken from the registry~src/registry/worker.rs~s/\.filter\(\|&w\| w <= layout\.max_worker_id\(\) && /.filter(|\&w| /"
-  "registry_redact~passwords are shown as written in the registry's problems~src/registry/redact.rs~s/    for secret in SECRETS.get\(\).into_iter\(\).flatten\(\) \{\n        text = text.replace\(secret.as_str\(\), MASK\);\n    \}\n    \/\/ mutant: registry_redact\n    mask_keyword_values\(&mask_uri_passwords\(&text\)\)/    text/"
-  "registry_answer_problem~an answer no registry gives is reported as an unreachable registry~src/registry/worker.rs~s/    if e\.unexpected_answer \{\n        return \(Problem::Answer, e\.to_string\(\)\);\n    \}\n//"
+  "durable_mark~the mark is neither WAL-logged nor written to the state file~s/self.write_mark\(layout, mark\).err\(\)/{ self.mark.store(mark, Ordering::Release); None }/"
+  "wal_redo~WAL replay of marks (standbys, crash recovery)~s/Record::Mark\(mark\) => \(replay.mark\)\(mark\),/Record::Mark(_) => {}/"
+  "state_file~the state file is not read at start~s/match state_file::recover\(Path::new\(\".\"\)\) \{/match state_file::recover(Path::new(\"\/nonexistent\")) {/"
+  "clock_rule~ids follow the clock back (no borrowing)~s/let next = Tick\(if clocked > succ \{ clocked \} else \{ succ \}\);/let next = Tick(clocked);/"
+  "cas~the tick moves by a plain load and store instead of compare-and-swap~s/match self\.tick\.compare_exchange_weak\(\s*prev,\s*next\.0,\s*Ordering::AcqRel,\s*Ordering::Acquire,\s*\) \{\s*Ok\(_\) => return next,\s*Err\(current\) => prev = current,\s*\}/{ let _ = prev; self.tick.store(next.0, Ordering::Release); return next; }/"
+  "standby_refusal~a standby is not refused (and makes ids without WAL, which it cannot write)~s/(fn refuse_on_standby\(\) \{.*?)if unsafe \{ pg_sys::RecoveryInProgress\(\) \} \{/\$1if false {/s~s/fn log\(mark: Mark, info: u8\) -> pg_sys::XLogRecPtr \{/fn log(mark: Mark, info: u8) -> pg_sys::XLogRecPtr {\n    if unsafe { pg_sys::RecoveryInProgress() } { return 0; }/"
+  "not_carried~a cluster made by pg_upgrade without the old mark is not refused~s/if self\.not_carried\.load\(Ordering::Relaxed\) \{/if false {/"
+  "renewal_lock~renewals do not take the renewal lock~s/        \/\/ SAFETY: the lock lives in shared memory set up at start\.\n        if !unsafe/        if lock != lock.wrapping_add(1) { return Some(RenewalLock(std::ptr::null_mut())); }\n        if !unsafe/~s/        if !std::thread::panicking\(\) \{\n            \/\/ SAFETY: this backend holds the lock;/        if !std::thread::panicking() \&\& !self.0.is_null() {\n            \/\/ SAFETY: this backend holds the lock;/"
+  "sync_wait~the lease does not wait for synchronous standbys~s/    if acknowledged\(lsn, format\) \{\n        return;\n    \}/    return;/"
+  "sync_cancel~a cancelled wait publishes the lease~s/        sync_standby::wait_for_flush\(lsn\);\n        self.publish/        let _ = std::panic::catch_unwind(|| sync_standby::wait_for_flush(lsn));\n        self.publish/"
+  "worker_unset~an unset worker id silently becomes 0~s/pub fn requested_worker_id\(\) -> Option<u32> \{\n    u32::try_from\(WORKER_ID.get\(\)\).ok\(\)/pub fn requested_worker_id() -> Option<u32> {\n    Some(u32::try_from(WORKER_ID.get()).unwrap_or(0))/"
+  "pacing~bursts are not paced~s/if !paced && pacing::applies\(layout, next, now, max_drift\) \{/if false {/"
+  "floor_durable~snowflake_advance_past() writes no durable mark~s/        if units >= self.lease.load\(Ordering::Acquire\) \{\n            self.cover\(layout, units, now\);\n        \}\n//"
+  "adopt_floor~snowflake_adopt() does not move the generator above the column~s/        generator::get\(\).advance_past\(gucs::layout\(\), top\);/        let _ = top;/"
+  "ids_counted~ids are not counted in the stats~s/    stats::count_id\(\);\n//"
+  "layout_refusal~a layout change whose ids would go below the old ones is not refused~s/if self.layout_differs.load\(Ordering::Acquire\) \{\n            self.settle_layout/if false {\n            self.settle_layout/"
+  "time_ranges~comparisons of snowflake_timestamp(id) are not turned into id ranges~s/    planner::init\(\);\n//"
+  "claims_worker~no background worker writes the worker id claims~s/    claims::init\(\);\n//"
+  "claims_always~the clash trigger does not fire in logical replication's apply workers~s/ALTER TABLE snowflake.snowflake_claims ENABLE ALWAYS TRIGGER snowflake_claims_check;\n//"
+  "claims_trigger_path~the claims trigger searches the extension's schema before pg_catalog, its operators unqualified (0.2.0)~s/SET search_path = pg_catalog, pg_temp\nAS \\\$check/SET search_path = \@extschema\@, pg_catalog, pg_temp\nAS \\\$check/~s/WHERE o.worker_id OPERATOR\(pg_catalog.=\) NEW.worker_id/WHERE o.worker_id = NEW.worker_id/"
+  "text_arg~text arguments are checked as UTF-8 with a panic (XX000), as pgrx's &str does~s/match std::str::from_utf8\(self.0\) \{/match Ok::<_, ()>(std::str::from_utf8(self.0).expect(\"datums converted to \&str should be valid UTF-8\")) {/"
+  "worker_defaults~the claims worker keeps the database's default_transaction_read_only~s/             SET default_transaction_read_only = off;\n//"
+  "default_privileges~the grants that default privileges made are not taken back~s/            EXECUTE pg_catalog.format\(\x27REVOKE ALL ON %s FROM %s\x27, object_.name,/            CONTINUE; EXECUTE pg_catalog.format(\x27REVOKE ALL ON %s FROM %s\x27, object_.name,/"
+  "superuser_check~snowflake_reset_layout() and snowflake_claim() do not check for a superuser~s/    if !unsafe \{ pg_sys::superuser\(\) \} \{/    if false {/"
+  "written_settings~a setting PostgreSQL cannot parse is replaced by its default~s/let layout = written.check\(\).and_then\(\|\(\)\| layout_from_settings\(\)\);/let layout = { let _ = written.check(); layout_from_settings() };/"
+  "epoch_parser~an error of the timestamp parser is not caught (it ended the start with FATAL)~s/        .catch_others\(\|_\| Err\(\(\)\)\)\n//"
+  "backtraces~Rust backtraces are not turned off~s/    no_backtraces_for_clients\(\);\n    \/\/ SAFETY/    \/\/ SAFETY/"
+  "state_file_first~the mark goes to WAL before the state file is written~s/    let prepared = state_file::prepare\(Path::new\(\".\"\), Loaded::Mark\(mark\)\)\?;\n    let lsn = wal::log_mark\(mark\);/    let lsn = wal::log_mark(mark);\n    let prepared = state_file::prepare(Path::new(\".\"), Loaded::Mark(mark))?;/"
+  "claims_restart~the claims worker ends for good when it is terminated~s/            unsafe \{ pg_sys::proc_exit\(1\) \};/            break;/"
+  "pacing_slots~pacing slots are not limited to the clock's rate (every paced caller may go at once)~s/    \(slot \+ 1, layout.units\(Tick\(slot\)\)\)/    (slot + 1, now)/"
+  "pacing_pull_back~the pacing slot counter is never pulled back (a backward step or abandoned slots push every later turn back)~s/    \} else if next > most \{/    } else if false {/"
+  "pacing_bound~a wait for a pacing slot is not bounded by drift_wait~s/            self.nap\(naps, Event::Pacing, \|waited\| \{\n                problems::paced_too_long\(waited, gucs::max_drift_ms\(\), layout\)\n            \}\);/            let _ = (\&naps, gucs::max_drift_ms); nap_one_ms(Event::Pacing);/"
+  "pacing_exit~a process that a FATAL ends inside its wait for a pacing slot keeps its count of waiting callers~s/        if !AT_EXIT.swap\(true, Ordering::Relaxed\) \{/        if false \&\& !AT_EXIT.swap(true, Ordering::Relaxed) {/"
+  "data_dir_open~a directory in the data directory is opened by following a link and waiting on a FIFO~s/        libc::O_RDONLY \| libc::O_DIRECTORY \| libc::O_NOFOLLOW \| libc::O_NONBLOCK \| libc::O_CLOEXEC;/        libc::O_RDONLY | libc::O_CLOEXEC;/"
+  "data_dir_replace~a link, file or FIFO under the copy's directory's name is left there (every renewal then fails)~s/        if stat == 0 && st.st_mode & libc::S_IFMT != libc::S_IFDIR \{/        if false {/"
+  "registry_notices~libpq prints the registry's notices whole into the server log~s/        unsafe \{ \(api.PQsetNoticeReceiver\)\(conn.0, Some\(drop_notice\), std::ptr::null_mut\(\)\) \};\n//"
+  "registry_require_auth~with libpq 16 and later the member sends its password in clear text to whoever asks (no require_auth; run with PG=17)~s/        defaults.push\(\(\"require_auth\", \"!password\"\)\);\n//"
+  "registry_cleartext_warning~with an older libpq the member says nothing of sending its password in clear text~s/    if version == 0 \|\| version >= 160000 \|\| libpq::requires_tls\(conninfo\) \{/    if true {/"
+  "registry_resolve~libpq resolves the registry's host name, blocking a fast shutdown~s/        for \(key, value\) in resolved\(conninfo, deadline, wait\)\? \{/        let _ = resolved;\n        for (key, value) in Vec::<(\&str, String)>::new() {/"
+  "registry_secrets~the secrets of snowflake.registry are masked only where a pattern shows them~s/    for secret in SECRETS.get\(\).into_iter\(\).flatten\(\) \{/    for secret in SECRETS.get().into_iter().flatten().filter(|_| false) {/"
+  "planner_sublink~a sub-select compared with = goes into two bounds (two runs, two answers)~s/        if strategy == EQUAL && pg_sys::contain_subplans\(value\) \{/        if false {/"
+  "planner_execute~the hook rewrites for a role that may not execute snowflake_id_bound~s/        if !may_execute\(bound_function\) \{/        if false {/"
+  "planner_partial_index~a comparison a partial index's predicate matches is replaced by the range~s/                indexed \|= !predicate.is_null\(\) && calls\(predicate.cast\(\), timestamp\);/                let _ = predicate;/"
+  "data_file_type~files in the data directory are read whatever they are (a FIFO, a device)~s/        if !kind.is_file\(\) \{/        if false {/"
+  "planner_keep~the hook replaces the comparison also where a table needs it (partitioning, an expression index)~s/let keep = needs_the_comparison\(relation, timestamp\);/let keep = { let _ = needs_the_comparison; false };/"
+  "planner_guards~the id ranges do not leave out the ids the layout cannot hold~s/            lower_guard: compare\(INT8_GE, id\(0\)\),/            lower_guard: compare(INT8_GE, id(i64::MIN)),/~s/upper_guard: \(max_id < i64::MAX\).then/upper_guard: (max_id < 0).then/"
+  "planner_volatile~a volatile argument is copied into the bounds~s/        if pg_sys::contain_volatile_functions\(value\) \|\| pg_sys::expression_returns_set\(value\) \{\n            return None;\n        \}\n//~s/        if !is_a\(node, pg_sys::NodeTag::T_Var\) \{\n            return None;\n        \}\n        let var = &\*node.cast::<pg_sys::Var>\(\);\n        if var.varlevelsup != 0/        if !is_a(node, pg_sys::NodeTag::T_Var) {\n            return Some(pg_sys::InvalidOid);\n        }\n        let var = \&*node.cast::<pg_sys::Var>();\n        if var.varlevelsup != 0/"
+  "planner_64bit~the hook rewrites under a 64-bit layout too~s/    if !gucs::time_ranges\(\) \|\| layout.time_bits \+ layout.worker_bits \+ layout.sequence_bits > 63 \{/    if !gucs::time_ranges() {/~s/    let max_id = layout.first_id\(layout.end_mark\(\)\) - 1;/    let max_id = (layout.first_id(layout.end_mark()) - 1).min(i64::MAX as u64);/"
+  "planner_acl~the hook looks snowflake_id_bound up with the current user's rights~s/        let namespace = pg_sys::get_func_namespace\(timestamp\);/        let namespace = pg_sys::LookupExplicitNamespace(pg_sys::get_namespace_name(pg_sys::get_func_namespace(timestamp)), false);/"
+  "planner_full_join~the conditions of a FULL JOIN's ON are turned into id ranges too (0.4.0)~s/            if \(\*join\).jointype != pg_sys::JoinType::JOIN_FULL \{/            if true {/"
+  "timestamp_null~snowflake_timestamp() of a bigint the layout cannot hold is an error, not NULL (0.4.0)~s/    let parts = layout.parts\(id\)\?;/    let Some(parts) = layout.parts(id) else { id_outside_layout(id, layout) };/"
+  "state_file_sync~the new state file is renamed into place without being synced first~s/        file.write_all\(bytes\)\?;\n        file.sync_data\(\)\n/        file.write_all(bytes)\n/"
+  "state_dir_sync~the directory is not synced after the rename of the state file~s/        \/\/ mutant: state_dir_sync\n        self.sync\(\)/        Ok(())/"
+  "publish_early~a renewal publishes the new lease before it is durable~s/        self.write_failure.may_write\(\)\?;/        self.publish(units, layout.units_covering(HEADROOM_MS));\n        self.write_failure.may_write()?;/"
+  "state_file_errors~a failure to put the state file in place is ignored~s/    prepared.replace\(\)\?;/    let _ = prepared.replace();/"
+  "registry_floor~a reused worker id does not start above its previous holder's coverage~s/let floor = units_above\(layout, start_above_ms\);\n        if floor > self.floor/let floor = 0u64.min(start_above_ms as u64);\n        if floor > self.floor/"
+  "registry_ceiling~ids go on past the registry's lease (no ceiling)~s/let ceiling = self.ceiling.load\(Ordering::Acquire\);/let ceiling = u64::MAX;/"
+  "registry_cache~the cached lease is not used at start~s/                start_from_cache\(&\*ptr\);\n//"
+  "registry_exclusive~the registry takes over a worker id whose lease has not run out~s/\n       AND g.expires OPERATOR\(pg_catalog.<\) pg_catalog.now\(\)\n    RETURNING/\n    RETURNING/"
+  "registry_lock_wait~a call to the registry waits as long as another member's open transaction holds a row~s/    PERFORM pg_catalog.set_config\(\x27lock_timeout\x27, \x27200ms\x27, true\);\n//"
+  "registry_take_locks~taking a worker id locks the row of the cluster that holds it~s/    ON CONFLICT DO NOTHING\n    RETURNING g.worker_id/    ON CONFLICT ON CONSTRAINT snowflake_registry_pkey DO UPDATE SET renewed = g.renewed WHERE false\n    RETURNING g.worker_id/"
+  "registry_lost~a server whose worker id went to another cluster is not told~s/Err\(\(Problem::Held, why\)\) if held.is_some\(\) =>/Err((Problem::Held, why)) if held.is_some() \&\& false =>/"
+  "settings_trimmed~a layout setting with a trailing space is trimmed (PostgreSQL refuses it, and runs twitter)~s/\.any\(\|p\| p.name\(\).eq_ignore_ascii_case\(text\)\)/.any(|p| p.name().eq_ignore_ascii_case(text.trim()))/"
+  "own_schema_owner~the schema snowflake belongs to the database owner, who may rename it~s/        CREATE SCHEMA snowflake;/        CREATE SCHEMA snowflake AUTHORIZATION pg_database_owner;/"
+  "own_schema_taken~a schema snowflake that another role made first is taken over~s/        RAISE EXCEPTION 'schema \"snowflake\" already exists'/        RAISE NOTICE 'schema \"snowflake\" already exists'/~s/    IF own IS NULL THEN/    IF false THEN/~s/       AND COALESCE\(/       AND false AND COALESCE(/"
+  "own_schema_check~the claims worker and snowflake_claim() do not check who owns the schema snowflake~s/pub fn check\(\) -> Result<\(\), String> \{/pub fn check() -> Result<(), String> {\n    if true {\n        return Ok(());\n    }/"
+  "claims_trigger_owner~the claims trigger does not check who owns the schema snowflake~s/    IF NOT EXISTS \(SELECT FROM pg_catalog.pg_namespace n/    IF false AND NOT EXISTS (SELECT FROM pg_catalog.pg_namespace n/"
+  "registry_owner~the lease function does not check who owns the schema snowflake~s/    IF NOT EXISTS \(SELECT FROM pg_catalog.pg_namespace n/    IF false AND NOT EXISTS (SELECT FROM pg_catalog.pg_namespace n/"
+  "member_gate~a member calls and trusts any snowflake.snowflake_registry_lease (an impostor's)~s/            WHERE v.ours OFFSET 0\) l ON true/            WHERE true OFFSET 0) l ON true/~s/    if text\(0\) != Some\(\"t\"\) \{/    if text(0).is_none() {/"
+  "registry_negative~the registry records a negative coverage~s/       OR covered_until_ms OPERATOR\(pg_catalog.<\) 0\n//~s/ CHECK \(covered_until_ms OPERATOR\(pg_catalog.>=\) 0\)//"
+  "registry_shorten~a renewal can move a lease's expiry earlier~s/expires = GREATEST\(g.expires, pg_catalog.now\(\) OPERATOR\(pg_catalog.\+\) lease_for\),/expires = pg_catalog.now() OPERATOR(pg_catalog.+) lease_for,/"
+  "registry_holder~members are told which cluster holds a worker id~s/CASE WHEN pg_catalog.pg_has_role\(SESSION_USER, 'pg_monitor', 'USAGE'\)/CASE WHEN true/"
+  "registry_layout~a namespace leases to members of any layout~s/    IF space.epoch_ms OPERATOR\(pg_catalog.<>\) epoch_ms/    IF false AND space.epoch_ms OPERATOR(pg_catalog.<>) epoch_ms/"
+  "adopt_plan_guard~the largest id is read through the table's name, whatever it leads to~s/        if ONLY_RELATION.load\(Ordering::Relaxed\) != 0 \{/        if false {/"
+  "adopt_check~adopt's statements by name are not checked by OID afterwards~s/    check_adopted\(tbl, attnum, next, &before\);\n//"
+  "adopt_rls~adopt takes the largest id that row-level security lets the table's owner see~s/        if Spi::get_one_with_args::<bool>\(\n            \"SELECT pg_catalog.row_security_active\(\\\$1\)\",\n            &\[tbl.into\(\)\],\n        \) == Ok\(Some\(true\)\)/        if false/~s/SET row_security = off\n//"
+  "adopt_advance_grant~adopt moves the generator for a role without EXECUTE on snowflake_advance_past~s/    \) != Ok\(Some\(true\)\)\n    \{\n        needs_advance_past\(\);/    ) == Ok(Some(false)) \&\& false\n    {\n        needs_advance_past();/"
+  "scripts_check~the install and upgrade scripts do not check by OID that every object ended in the extension's schemas~s/    IF stray IS NOT NULL THEN/    IF false THEN/"
+  "registry_wait_latch~the member's wait for the registry does not end at a shutdown~s/        if BackgroundWorker::sigterm_received\(\) \{\n            \/\/ SAFETY: proc_exit/        if false {\n            \/\/ SAFETY: proc_exit/"
+  "pin_schema~the scripts do not lock their schema's row (a rename on 16 and later then sends their grants elsewhere; run with PG=18)~s/\n       FOR UPDATE;/;/"
+  "adopt_as_owner~adopt reads the largest id with the caller's rights (a table owner's index code then runs as a superuser)~s/        pg_sys::SetUserIdAndSecContext\(\n            owner,/        pg_sys::SetUserIdAndSecContext(\n            user,/"
+  "adopt_snapshot~adopt reads the largest id with the caller's snapshot (REPEATABLE READ misses rows committed since)~s/pg_sys::PushActiveSnapshot\(pg_sys::GetLatestSnapshot\(\)\);/pg_sys::PushActiveSnapshot(pg_sys::GetActiveSnapshot());/"
+  "registry_skip~a worker id passed over (its row not committed) hides those above it~s/                UNION ALL\n                -- One past a worker id passed over[^\n]*\n                SELECT k OPERATOR\(pg_catalog.\+\) 1 FROM pg_catalog.unnest\(skipped\) k\n                 WHERE k OPERATOR\(pg_catalog.<\) max_worker\) c/) c/"
+  "member_types~the member's check names the lease function's types by the registry's search_path~s/'snowflake.snowflake_registry_lease\(pg_catalog.text, pg_catalog.text, '/'snowflake.snowflake_registry_lease(text, text, '/"
+  "wal_flush~the mark record is not flushed before the lease is used~s/        pg_sys::XLogFlush\(lsn\);\n//"
+  "renewal_wait~callers that need the next lease wait for the renewal lock in LWLockAcquire, where interrupts are held (0.3.0)~s/        if let Some\(held\) = RenewalLock::try_take\(\) \{\n            return Ok\(held\);\n        \}/        unsafe { pg_sys::LWLockAcquire(shmem::renewal_lock(), pg_sys::LWLockMode::LW_EXCLUSIVE) };\n        return Ok(RenewalLock(shmem::renewal_lock()));/"
+  "worker_leaves~a background worker asked to stop keeps waiting for a renewal~s/if unsafe \{ pg_sys::ShutdownRequestPending \} != 0 \{/if false {/"
+  "write_retry~every call that needs a lease tries the failing disk again (no failure is remembered)~s/        if errno == 0 \|\| now >= retry_at \{/        if true {/"
+  "state_copy~the mark is not written to its copy~s/        Loaded::Mark\(_\) => \{\n            let copy_dir/        Loaded::Mark(_) if false => {\n            let copy_dir/"
+  "copy_read~the copy of the mark is not read at start~s/data.open_dir\(COPY_DIR\).and_then/data.open_dir(\"none\").and_then/"
+  "lost_refusal~an empty state file without a copy is taken for a data directory that never made an id (0.3.0)~s/        _ => \(Loaded::Lost, Source::Neither\),/        _ => (Loaded::Missing, Source::Neither),/"
+  "fetch_checksum~a download with the wrong sha256 falls back to the next listed release~s/    \} >&2\n    exit 1\n  fi\n  archive=/    } >\&2\n    return 1\n  fi\n  archive=/"
+  "own_dir_owner~own-dir.sh takes a directory another user made in /tmp~s/     \|\| \{ \[ \x22\\\$owner\x22 != root \][^\n]*\n//"
+  "own_dir_mode~own-dir.sh takes a directory of root's that others may write~s/ \\\\\n     \|\| \[ \\\$\(\( 8#\\\$mode & 8#022 \)\) -ne 0 \]//"
+  "test_lanes~suites that run side by side take their ports from one range~s/let first = base \+ lane \* block;/let first = base;/"
+  "foreign_postgres~PG=N replaces a postgresql-N that this project did not install~s/\nif \[ -n \x22\\\$foreign\x22 \]; then/\nif false; then/"
+  "repo_signature~the apt repository's Release is signed neither inline (InRelease) nor apart (Release.gpg)~s/gpg_ --local-user \x22\\\$fingerprint\x22 --clearsign[^\n]*\ngpg_ --local-user[^\n]*\n//"
+  "flag_format_bool~the synchronous-standby flag of servers from before May 2025 is read as the later bits~s/FlagFormat::Bool => flag != 0,/FlagFormat::Bool => flag \& SYNC_STANDBY_DEFINED != 0,/"
+  "citus_claims~the claims worker does not read the claims of the other Citus nodes~s/\} else if citus_installed\(\) \{/} else if false \&\& citus_installed() {/"
+  "claims_gather_apart~one Citus node's answer that is no list of claims fails the gathering of every node's~s/    let result = PgTryBuilder::new\(move \|\| Ok\(step\(\)\)\)/    let result: Result<T, String> = Ok(step());\n    let _ = PgTryBuilder::new(move || Ok::<(), String>(()))/"
+  "claims_elsewhere~a Citus node whose claims database has no Citus says nothing of the comparison it does not make~s/\} else if gucs::citus_preloaded\(\) \{/} else if false \&\& gucs::citus_preloaded() {/"
+  "citus_layouts~the claims worker does not compare the layouts of the Citus nodes~s/\/\/ mutant: citus_layouts\n\s*gathered\s*\.other_layouts\s*\.push\(/let _ = (/"
+  "claims_planted~the claims gather sends its read to nodes where snowflake_claims is not pg_snowflake's~s/            \} else if is_ours \{/            } else if true || is_ours {/"
+  "claims_cluster_once~the claims gather takes a cluster's claims from any node that answers them~s/clusters\.iter\(\)\.find\(\|\(s, _\)\| \*s == sysid\)/clusters.iter().find(|(s, _)| false \&\& *s == sysid)/"
+  "claims_gather_timeout~the claims worker waits for the Citus nodes' answers without a bound~s/    let _timeout = GatherTimeout::arm\(\);/    let _timeout = GatherTimeout;/"
+  "citus_unchecked~a Citus node makes ids with a worker id set by hand that nothing compares with the other nodes'~s/    if registry\(\).is_none\(\) && claims_database\(\).is_none\(\) && citus_preloaded\(\) \{/    if false \&\& citus_preloaded() {/"
+  "adopt_every_node~snowflake_adopt() on a Citus table moves the generator of its own node alone~s/            advance_every_node\(advance, top, &table\);/            let _ = (advance_every_node, \&table);/"
+  "adopt_planted~snowflake_adopt() on a Citus table calls whatever function a node finds by the name~s/\n\s*AND p\.oid OPERATOR\(pg_catalog\.=\) \(%1\\\$s\);/;/"
+  "adopt_distribution_column~snowflake_adopt() on a Citus distribution column is left to Citus (XX000)~s/    if citus == Some\(Some\(attnum\)\) \{/    if false {/"
+  "citus_sha256~scripts/build-citus.sh builds an archive whatever its sha256~s/\nif \[ \x22\\\$got\x22 != \x22\\\$SHA256\x22 \]; then/\nif false; then/"
+  "fetch_fallback~a release gone from the archive ends the build (no fallback to the next listed one)~s/  say \x22PostgreSQL \\\$v cannot be had[^\n]*\n/  break\n/"
+  "registry_copy~a COPY answer is read as any other result, and results are asked for until libpq has no more (0.4.0: the worker spun at 100% CPU, past a fast stop)~s/PGRES_COPY_OUT \| PGRES_COPY_IN \| PGRES_COPY_BOTH =>/PGRES_COPY_OUT | PGRES_COPY_IN | PGRES_COPY_BOTH if false =>/~s/for _ in 0\.\.shape\.rows \+ 3 \{/loop {/"
+  "registry_single_row~the registry's answer is read whole, as libpq gathers it, not a row at a time~s/if sent == 0 \|\| unsafe \{ \(api\.PQsetSingleRowMode\)\(self\.0\) \} == 0 \{/if sent == 0 {/"
+  "registry_rows~an answer of more rows than a lease is read (the member takes the first)~s/                    if rows\.len\(\) > shape\.rows \{/                    if false {/"
+  "registry_columns~an answer of more or other columns than a lease is read~s/ \|\| columns as usize != shape\.columns//"
+  "registry_value_bytes~the registry's values are read whatever their size~s/if len as usize > shape\.value_bytes \{/if false {/"
+  "registry_memory~libpq's memory in the registry's worker is not bounded~s/    libpq::bound_memory\(\);\n//"
+  "registry_start_above~a grant to start at or past the end of the lease asked for is taken, and cached~s/if start_above_ms >= covered_until_ms\.min\(recorded_until_ms\) \{/if false {/"
+  "registry_worker_range~a worker id outside the layout is taken from the registry~s/\.filter\(\|&w\| w <= layout\.max_worker_id\(\) && /.filter(|\&w| /"
+  "registry_redact~passwords are shown as written in the registry's problems~s/    for secret in SECRETS.get\(\).into_iter\(\).flatten\(\) \{\n        text = text.replace\(secret.as_str\(\), MASK\);\n    \}\n    \/\/ mutant: registry_redact\n    mask_keyword_values\(&mask_uri_passwords\(&text\)\)/    text/"
+  "registry_answer_problem~an answer no registry gives is reported as an unreachable registry~s/    if e\.unexpected_answer \{\n        return \(Problem::Answer, e\.to_string\(\)\);\n    \}\n//"
 )
 
-# Each row's substitutions, counted in the tree as it is: a refactor that moves or rewrites the
-# code a row mutates orphans the row (0 matches), and the full run would stop there.
+# What mutations change, restored from git after each (scripts/: the scripts they change, never
+# this one, which bash is still reading).
+MUTABLE=(src sql scripts/build-postgres.sh scripts/build-citus.sh scripts/own-dir.sh scripts/repo.sh
+         tests/common/mod.rs)
+# The files that hold the marker of row $1.
+marked() { grep -rlE "mutant: $1([^A-Za-z0-9_]|\$)" "${MUTABLE[@]}" || true; }
 count_matches() { perl -0777 -ne "\$n = ${2}g; print \$n + 0" "$1"; }
+# The one marked file where substitution $2 of row $1 matches, once; else says why and fails.
+# A refactor that rewrites the code a row mutates orphans the row (0 matches), and the full run
+# would stop there: --check finds it first.
+target() {
+  local file count found=() total=0
+  for file in $(marked "$1"); do
+    count=$(count_matches "$file" "$2")
+    [ "$count" = 0 ] || found+=("$file")
+    total=$((total + count))
+  done
+  if [ "$total" = 1 ]; then echo "${found[0]}"; return 0; fi
+  echo "mutation $1 matches $total times in the files marked for it ($(marked "$1" | paste -sd' ' -))" >&2
+  return 1
+}
 if [ "${1:-}" = --check ]; then
   bad=0
   for m in "${MUTATIONS[@]}"; do
     IFS='~' read -r -a fields <<< "$m"
-    for ((i = 2; i < ${#fields[@]}; i += 2)); do
-      count=$(count_matches "${fields[i]}" "${fields[i + 1]}")
-      [ "$count" = 1 ] || { echo "mutation ${fields[0]} matches $count times in ${fields[i]}" >&2; bad=1; }
+    for ((i = 2; i < ${#fields[@]}; i++)); do
+      target "${fields[0]}" "${fields[i]}" >/dev/null || bad=1
     done
   done
-  [ $bad = 0 ] && echo "mutations: each of the ${#MUTATIONS[@]} rows applies once"
+  # Every marker names a row.
+  names=$(printf '%s\n' "${MUTATIONS[@]}" | cut -d'~' -f1 | sort)
+  while IFS= read -r orphan; do
+    [ -z "$orphan" ] || { echo "a marker names no row: mutant: $orphan" >&2; bad=1; }
+  done < <(comm -13 <(echo "$names") <(grep -rhoE "mutant: [a-z0-9_]+" "${MUTABLE[@]}" | cut -d' ' -f2 | sort -u))
+  [ $bad = 0 ] && echo "mutations: each of the ${#MUTATIONS[@]} rows applies once, where its marker is"
   # docs/testing.md's table (the one whose header starts `| mutation | removes |`) names each
   # row once, with the same "removes" text, and no row the script lacks.
   doc=docs/testing.md
@@ -184,10 +209,6 @@ if [ "${1:-}" = --list ]; then
   exit 0
 fi
 
-# What mutations change, restored from git after each (scripts/: the scripts they change, never
-# this one, which bash is still reading).
-MUTABLE=(src sql scripts/build-postgres.sh scripts/build-citus.sh scripts/own-dir.sh scripts/repo.sh
-         tests/common/mod.rs)
 [ -z "$(git status --porcelain "${MUTABLE[@]}")" ] || { echo "${MUTABLE[*]} have uncommitted changes" >&2; exit 2; }
 
 PG=${PG:-15}
@@ -237,10 +258,9 @@ for m in "${MUTATIONS[@]}"; do
       echo "${rows[-1]}" >&2; continue; }
   fi
   git checkout -q -- "${MUTABLE[@]}"
-  for ((i = 2; i < ${#fields[@]}; i += 2)); do
-    file=${fields[i]}; subst=${fields[i + 1]}
-    count=$(count_matches "$file" "$subst")
-    [ "$count" = 1 ] || { echo "mutation $name matches $count times in $file" >&2; exit 1; }
+  for ((i = 2; i < ${#fields[@]}; i++)); do
+    subst=${fields[i]}
+    file=$(target "$name" "$subst") || exit 1
     perl -0777 -pi -e "$subst" "$file"
   done
   echo "==> $name: $what (${row_suites[*]})" >&2

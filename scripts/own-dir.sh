@@ -12,6 +12,8 @@ for dir in "$@"; do
   # Checked after mkdir, so that a directory made in between is checked too.
   owner=$(stat -c '%U' "$dir")
   mode=$(stat -c '%a' "$dir")
+  # mutant: own_dir_owner
+  # mutant: own_dir_mode
   if [ -L "$dir" ] || [ ! -d "$dir" ] \
      || { [ "$owner" != root ] && [ "$owner" != postgres ] && [ "$owner" != "$(id -un)" ]; } \
      || [ $(( 8#$mode & 8#022 )) -ne 0 ]; then

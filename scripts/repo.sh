@@ -68,6 +68,7 @@ gzip -9nk "$dist/main/binary-amd64/Packages"
     printf ' %s %s %s\n' "$(sha256sum "$dist/$f" | cut -d' ' -f1)" "$(stat -c %s "$dist/$f")" "$f"
   done
 } > "$dist/Release"
+# mutant: repo_signature
 gpg_ --local-user "$fingerprint" --clearsign -o "$dist/InRelease" "$dist/Release"
 gpg_ --local-user "$fingerprint" --armor --detach-sign -o "$dist/Release.gpg" "$dist/Release"
 gpg_ --armor --export "$fingerprint" > "$out/pg_snowflake.asc"

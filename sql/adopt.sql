@@ -7,6 +7,7 @@
 CREATE FUNCTION @extschema@.snowflake_adopt(tbl regclass, col name) RETURNS void
 LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
+-- mutant: adopt_rls
 SET row_security = off
 AS 'MODULE_PATHNAME', 'snowflake_adopt_wrapper';
 COMMENT ON FUNCTION @extschema@.snowflake_adopt(regclass, name) IS

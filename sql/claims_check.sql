@@ -14,10 +14,13 @@
 -- it to a table of its own would have a superuser's writes run it there.
 CREATE FUNCTION snowflake.snowflake_claims_check() RETURNS trigger
 LANGUAGE plpgsql
+-- mutant: claims_trigger_path
 SET search_path = pg_catalog, pg_temp
 AS $check$
 DECLARE
     other record;
+-- mutant: claims_trigger_path
+-- mutant: claims_trigger_owner
 BEGIN
     IF NOT EXISTS (SELECT FROM pg_catalog.pg_namespace n
                      JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) n.nspowner
@@ -55,4 +58,5 @@ $check$;
 
 CREATE TRIGGER snowflake_claims_check AFTER INSERT OR UPDATE ON snowflake.snowflake_claims
 FOR EACH ROW EXECUTE FUNCTION snowflake.snowflake_claims_check();
+-- mutant: claims_always
 ALTER TABLE snowflake.snowflake_claims ENABLE ALWAYS TRIGGER snowflake_claims_check;

@@ -10,6 +10,7 @@
 DO $pin$
 DECLARE
     pinned pg_catalog.name;
+-- mutant: pin_schema
 BEGIN
     SELECT n.nspname INTO pinned
       FROM pg_catalog.pg_namespace n

@@ -28,6 +28,9 @@ DECLARE
     object_ record;
     grant_ record;
     stray text;
+-- mutant: default_privileges
+-- mutant: own_schema_taken
+-- mutant: scripts_check
 BEGIN
     SELECT e.oid, e.extnamespace INTO ext, home FROM pg_catalog.pg_extension e
      WHERE e.extname OPERATOR(pg_catalog.=) 'pg_snowflake';

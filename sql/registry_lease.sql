@@ -50,6 +50,13 @@ DECLARE
     -- Worker ids whose row another transaction holds locked (a member's call still open): tried
     -- once, then passed over, so that no caller waits on another for long.
     skipped integer[] := '{}';
+-- mutant: registry_lock_wait
+-- mutant: registry_owner
+-- mutant: registry_negative
+-- mutant: registry_shorten
+-- mutant: registry_holder
+-- mutant: registry_layout
+-- mutant: registry_skip
 BEGIN
     IF NOT EXISTS (SELECT FROM pg_catalog.pg_namespace n
                      JOIN pg_catalog.pg_roles o ON o.oid OPERATOR(pg_catalog.=) n.nspowner
@@ -260,6 +267,8 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $take$
 #variable_conflict use_variable
+-- mutant: registry_exclusive
+-- mutant: registry_take_locks
 BEGIN
     UPDATE snowflake.snowflake_registry g
        SET system_identifier = system_identifier,

@@ -5,6 +5,7 @@
 -- current one starts above. Deleting a row forgets that coverage: the next holder of that worker
 -- id could then repeat ids, so nothing here ever deletes one. A row with
 -- `expires = 'infinity'` reserves a worker id for a server outside the registry.
+-- mutant: registry_negative
 CREATE TABLE snowflake.snowflake_registry (
     namespace text NOT NULL,
     worker_id integer NOT NULL CHECK (worker_id OPERATOR(pg_catalog.>=) 0),

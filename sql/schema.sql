@@ -13,6 +13,8 @@
 DO $schema$
 DECLARE
     found_owner pg_catalog.oid;
+-- mutant: own_schema_owner
+-- mutant: own_schema_taken
 BEGIN
     SELECT n.nspowner INTO found_owner FROM pg_catalog.pg_namespace n
      WHERE n.nspname OPERATOR(pg_catalog.=) 'snowflake';

@@ -63,6 +63,11 @@ enum Before {
     Ours,
 }
 
+// mutant: adopt_floor
+// mutant: adopt_check
+// mutant: adopt_advance_grant
+// mutant: adopt_every_node
+// mutant: adopt_distribution_column
 fn adopt(tbl: pg_sys::Oid, col: &CStr, own_oid: pg_sys::Oid) {
     let table = text_of(
         "pg_catalog.format('%s', $1::pg_catalog.regclass)",
@@ -221,6 +226,7 @@ fn citus_table(tbl: pg_sys::Oid) -> Option<Option<i16>> {
 /// fails with `NOT_OURS` and the node counts as failed. Every function and operator in it is
 /// named by schema (the node's search_path is the database owner's), and the id is a literal
 /// (`-5::int8` would be a unary minus found by that search_path).
+// mutant: adopt_planted
 fn advance_every_node(advance: pg_sys::Oid, top: i64, table: &str) {
     // The name this node calls it by, which every node's shards are given too (the default).
     let name = text_of(
@@ -413,6 +419,8 @@ fn check_adopted(tbl: pg_sys::Oid, attnum: i16, next: pg_sys::Oid, before: &Befo
 /// code must not run with the caller's rights, a superuser's perhaps. And with a snapshot taken
 /// now, under the ALTER TABLE's lock: a REPEATABLE READ caller's older snapshot would miss rows
 /// committed since, and the generator would advance past too small a value.
+// mutant: adopt_rls
+// mutant: adopt_snapshot
 fn largest(tbl: pg_sys::Oid, attnum: i16, table: &str) -> Option<i64> {
     let owner = Spi::get_one_with_args::<pg_sys::Oid>(
         "SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $1",
@@ -469,6 +477,7 @@ fn largest(tbl: pg_sys::Oid, attnum: i16, table: &str) -> Option<i64> {
 /// Runs `f` as role `owner`, in a security-restricted operation (no SET ROLE, no temporary
 /// objects, no changes of session state), as PostgreSQL runs a table's expressions for its
 /// owner; the caller's identity comes back afterwards, also when `f` raises an error.
+// mutant: adopt_as_owner
 fn as_owner<T>(owner: pg_sys::Oid, f: impl FnOnce() -> T) -> T {
     let (mut user, mut context) = (pg_sys::InvalidOid, 0);
     // SAFETY: reading and setting this backend's current user, as SECURITY DEFINER calls do;

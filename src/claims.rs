@@ -66,6 +66,10 @@ pub fn init() {
 /// superuser can rename (checked at every renewal: see own_schema.rs).
 #[pg_guard]
 #[unsafe(no_mangle)]
+// mutant: worker_defaults
+// mutant: claims_restart
+// mutant: citus_claims
+// mutant: claims_elsewhere
 pub extern "C-unwind" fn pg_snowflake_claims_main(_arg: pg_sys::Datum) {
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
     let database = gucs::claims_database().expect("registered only with a database");
@@ -249,6 +253,9 @@ struct Gathered {
 ///   which SIGTERM does not end (pgrx's handler only sets a flag): both questions time out
 ///   after `GATHER_TIMEOUT_MS`, and a shutdown waits about that long at most (the writes stop
 ///   at SIGTERM too).
+// mutant: citus_layouts
+// mutant: claims_planted
+// mutant: claims_gather_timeout
 fn gather_citus_claims() -> Gathered {
     const IS_OURS: &str = "SELECT EXISTS (
               SELECT FROM pg_catalog.pg_depend d
@@ -460,6 +467,7 @@ const MAX_CLAIMS: usize = 64;
 /// One node's answer, checked before it is written: UTF-8, a JSON array of at most `MAX_CLAIMS`
 /// claims, all of one system identifier (returned) that no node answered before in this
 /// gathering. What the claims hold is checked in SQL as they are written.
+// mutant: claims_cluster_once
 fn one_clusters_claims(
     bytes: Vec<u8>,
     own: i64,

@@ -57,6 +57,7 @@ impl Dir {
     /// else stands under the name (a symbolic link, which would lead the writes outside the
     /// data directory; a file or a FIFO, which would fail every write for good) is removed
     /// first: the name is this program's.
+    // mutant: data_dir_replace
     pub fn open_or_make(&self, name: &str) -> io::Result<Dir> {
         let c = c_name(name)?;
         // SAFETY: an out-buffer for fstatat of a name relative to a directory this handle holds
@@ -103,6 +104,7 @@ impl Dir {
 
     /// The file `name`, if there is one: at most `max_len` bytes, from a regular file. Anything
     /// else is an error that says what is there instead.
+    // mutant: data_file_type
     pub fn read(&self, name: &str, max_len: usize) -> io::Result<Option<Vec<u8>>> {
         let c = c_name(name)?;
         // SAFETY: a NUL-terminated name relative to a directory this handle holds open.
@@ -159,6 +161,7 @@ impl Dir {
 
     /// Writes `bytes` to a new regular file `temp` and syncs it; whatever was under that name is
     /// removed first. Not yet in place: see `put_in_place`.
+    // mutant: state_file_sync
     pub fn write_new(&self, temp: &str, bytes: &[u8]) -> io::Result<()> {
         let c = c_name(temp)?;
         self.unlink(&c)?;
@@ -183,6 +186,7 @@ impl Dir {
     }
 
     /// Renames `temp` over `name`, then syncs this directory.
+    // mutant: state_dir_sync
     pub fn put_in_place(&self, temp: &str, name: &str) -> io::Result<()> {
         let (t, n) = (c_name(temp)?, c_name(name)?);
         let dir = self.fd.as_raw_fd();
@@ -228,6 +232,7 @@ impl Dir {
 }
 
 /// `openat` of a directory: no link followed, no wait, and words for what is there instead.
+// mutant: data_dir_open
 fn open_dir_at(at: libc::c_int, path: &Path) -> io::Result<OwnedFd> {
     let c = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| invalid("the path holds a NUL byte".into()))?;

@@ -106,6 +106,7 @@ pub(crate) fn units_of(ts: TimestampWithTimeZone, layout: &Layout) -> u64 {
 /// row, and neither does the id range it becomes. `snowflake_decode()` of such an id is an
 /// error (22003): it is the function that asks what an id is.
 #[pg_extern(immutable, strict, parallel_safe)]
+// mutant: timestamp_null
 fn snowflake_timestamp(id: i64) -> Option<TimestampWithTimeZone> {
     let layout = gucs::layout();
     let parts = layout.parts(id)?;

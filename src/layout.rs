@@ -435,6 +435,7 @@ impl Layout {
     ///   still fit.
     /// - The borrowed time is bounded: past `max_drift` units ahead of the clock the rule
     ///   refuses.
+    // mutant: clock_rule
     pub const fn advance(&self, prev: Tick, now: u64, max_drift: u64) -> Advance {
         // Also keeps `now << sequence_bits` from shifting bits out for an absurd clock.
         if now > self.max_units() {

@@ -61,6 +61,9 @@ pgrx::pg_module_magic!(name, version);
 /// session of whoever runs `CREATE EXTENSION` on a server that does not preload the library.
 /// Without preloading, `snowflake_next()` says what to do and `snowflake_decode()` still works.
 #[pgrx::pg_guard]
+// mutant: time_ranges
+// mutant: claims_worker
+// mutant: backtraces
 pub extern "C-unwind" fn _PG_init() {
     no_backtraces_for_clients();
     // SAFETY: a plain read of a flag PostgreSQL sets before calling _PG_init.

@@ -16,6 +16,7 @@ fn snowflake_next() -> i64 {
 /// Errors if the library is not preloaded, the worker id is unset (or not leased), this is a standby, or the
 /// clock is too far behind.
 #[inline]
+// mutant: ids_counted
 fn next_id() -> i64 {
     let generator = generator::get();
     // A registry's worker id is read only where the setting gives none: no cost to the others.

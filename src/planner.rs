@@ -128,6 +128,7 @@ pub fn init() {
 ///
 /// # Safety
 /// Called by PostgreSQL as its `planner_hook`, with the query it is about to plan.
+// mutant: adopt_plan_guard
 unsafe extern "C-unwind" fn plan(
     parse: *mut pg_sys::Query,
     query_string: *const std::ffi::c_char,
@@ -170,6 +171,7 @@ unsafe extern "C-unwind" {
 /// # Safety
 /// `parse` is a query tree from the parser or rewriter, which the planner is about to plan.
 #[pg_guard]
+// mutant: planner_64bit
 unsafe extern "C-unwind" fn rewrite(parse: *mut pg_sys::Query) {
     let layout = gucs::layout();
     if !gucs::time_ranges() || layout.time_bits + layout.worker_bits + layout.sequence_bits > 63 {
@@ -223,6 +225,7 @@ unsafe fn in_from_expr(query: &pg_sys::Query, from: *mut pg_sys::FromExpr, max_i
 
 /// # Safety
 /// `node` is a join tree node of `query`, as `add_id_ranges` requires.
+// mutant: planner_full_join
 unsafe fn in_join_tree(query: &pg_sys::Query, node: *mut pg_sys::Node, max_id: i64) {
     // SAFETY: see above.
     unsafe {
@@ -339,6 +342,11 @@ struct IdRange {
 ///
 /// # Safety
 /// `clause` is a condition of `query`.
+// mutant: planner_sublink
+// mutant: planner_execute
+// mutant: planner_keep
+// mutant: planner_guards
+// mutant: planner_volatile
 unsafe fn id_range(
     query: &pg_sys::Query,
     clause: *mut pg_sys::Node,
@@ -474,6 +482,7 @@ unsafe fn timestamp_call(node: *mut pg_sys::Node) -> Option<(*mut pg_sys::Node, 
 ///
 /// # Safety
 /// `node` is an expression of `query`.
+// mutant: planner_volatile
 unsafe fn table_of(query: &pg_sys::Query, node: *mut pg_sys::Node) -> Option<pg_sys::Oid> {
     // SAFETY: see above; a Var's varno indexes the query's range table (from 1).
     unsafe {
@@ -497,6 +506,7 @@ unsafe fn table_of(query: &pg_sys::Query, node: *mut pg_sys::Node) -> Option<pg_
 ///
 /// # Safety
 /// `relid` is a table of the query being planned.
+// mutant: planner_partial_index
 unsafe fn needs_the_comparison(relid: pg_sys::Oid, timestamp: pg_sys::Oid) -> bool {
     // SAFETY: see above; every relation opened is closed before return.
     unsafe {
@@ -623,6 +633,7 @@ unsafe fn is_our_timestamp(funcid: pg_sys::Oid) -> bool {
 ///
 /// # Safety
 /// As `is_our_timestamp`.
+// mutant: planner_acl
 unsafe fn bound_function(timestamp: pg_sys::Oid) -> Option<pg_sys::Oid> {
     // SAFETY: a syscache lookup with keys built here.
     unsafe {

@@ -7,6 +7,7 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 /// Errors with 42501 unless the current user is a superuser.
+// mutant: superuser_check
 pub fn require_superuser(function: &str) {
     // SAFETY: a plain catalog lookup of the current user.
     if !unsafe { pg_sys::superuser() } {

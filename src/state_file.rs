@@ -169,6 +169,8 @@ pub struct Recovered {
 /// were handed out (0.3.0 and later never leave the file empty, and the copy is written only
 /// with marks), and where they ended is unknown. A state file that is unreadable or corrupt is
 /// an error, whatever its copy holds (the start stops: see `generator::problems::state_file_unreadable`).
+// mutant: copy_read
+// mutant: lost_refusal
 pub fn recover(dir: &Path) -> Result<Recovered, ReadError> {
     let data = Dir::open(dir).map_err(ReadError::Io)?;
     let file = match data.read(FILE_NAME, LEN) {
@@ -375,6 +377,7 @@ const COPY_TEMP_NAME: &str = "mark.tmp";
 /// copy's (the first time, after creating the copy's directory durably). Nothing is in place
 /// yet. The marker of a pg_upgrade that carried no mark goes into the state file alone: deleting
 /// that file is how an operator settles it.
+// mutant: state_copy
 pub fn prepare(dir: &Path, state: Loaded) -> Result<Prepared, WriteError> {
     let bytes = encode(state);
     let data = Dir::open(dir).map_err(failed_on(Place::StateFile))?;

@@ -9,6 +9,7 @@ use pgrx::pg_sys::{self, PgTryBuilder};
 /// Runs `step` in a subtransaction: its result, or the message of the PostgreSQL error that
 /// ended it, whose work is then rolled back. A Rust panic is no PostgreSQL error: it goes on
 /// unwinding (and aborts the transaction).
+// mutant: claims_gather_apart
 pub fn catching<T>(step: impl FnOnce() -> T) -> Result<T, String> {
     // SAFETY: in a transaction (the callers run in one); the context and owner are restored
     // below whichever way the step ends, as pl_exec.c does.

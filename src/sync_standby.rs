@@ -65,6 +65,7 @@ impl FlagFormat {
 /// Whether synchronous standbys are defined, as `SyncRepWaitForLSN()` decides it: the shared
 /// flag, or, before the checkpointer has initialised it just after start, this backend's own
 /// `synchronous_standby_names`.
+// mutant: flag_format_bool
 pub fn standbys_defined(flag: u8, format: FlagFormat, names_configured: bool) -> bool {
     match format {
         FlagFormat::Bool => flag != 0,
@@ -76,6 +77,7 @@ pub fn standbys_defined(flag: u8, format: FlagFormat, names_configured: bool) ->
 /// Returns once the synchronous standbys (if the cluster has any) have flushed WAL up to `lsn`.
 /// Errors out on a cancel or terminate, like any other wait. Hold no lock while calling this:
 /// the wait has no upper bound while a synchronous standby is away.
+// mutant: sync_wait
 pub fn wait_for_flush(lsn: pg_sys::XLogRecPtr) {
     let format = FlagFormat::of_server(server_version_num());
     if acknowledged(lsn, format) {

@@ -29,6 +29,7 @@ impl<'a> TextArg<'a> {
         self.decoded(utf8)
     }
 
+    // mutant: text_arg
     fn decoded(&self, utf8_database: bool) -> Cow<'a, str> {
         match std::str::from_utf8(self.0) {
             Ok(text) if utf8_database || text.is_ascii() => Cow::Borrowed(text),

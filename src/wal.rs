@@ -90,6 +90,8 @@ pub fn log_reset(mark: Mark) -> pg_sys::XLogRecPtr {
     log(mark, XLOG_SNOWFLAKE_RESET)
 }
 
+// mutant: standby_refusal
+// mutant: wal_flush
 fn log(mark: Mark, info: u8) -> pg_sys::XLogRecPtr {
     let mut data = mark.to_bytes();
     // SAFETY: the standard insert protocol; `data` outlives XLogInsert, which copies it. An
@@ -149,6 +151,7 @@ unsafe fn record_of(record: *mut pg_sys::XLogReaderState) -> Record {
 /// # Safety
 /// Called by PostgreSQL's startup process with a record of this rmgr being replayed.
 #[pg_guard]
+// mutant: wal_redo
 unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
     let replay = REPLAY.get().expect("registered with its replay");
     // SAFETY: PostgreSQL passes the record being replayed.

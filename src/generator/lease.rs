@@ -44,6 +44,11 @@ impl Generator {
     /// lease, the caller waits for the lock, in a wait that a cancel or a terminate ends (see
     /// `renewal_lock`), and for the renewal.
     #[cold]
+    // mutant: durable_mark
+    // mutant: not_carried
+    // mutant: sync_cancel
+    // mutant: layout_refusal
+    // mutant: registry_ceiling
     pub(super) fn cover(&self, layout: &Layout, units: u64, now: u64) {
         refuse_on_standby();
         let ceiling = self.ceiling.load(Ordering::Acquire);
@@ -186,6 +191,7 @@ impl Generator {
     /// `snowflake_advance_past(id)`: every id handed out after this returns is above `id`, also
     /// after a crash right after it: the mark goes to WAL and the state file (and the
     /// synchronous standbys) before the tick moves.
+    // mutant: floor_durable
     pub fn advance_past(&self, layout: &Layout, id: i64) {
         let Ok(unsigned) = u64::try_from(id) else {
             decode::negative_id(id)
@@ -258,6 +264,7 @@ impl Generator {
     /// `write_failure`); the calls in between that need a new lease fail at once with the same
     /// error, and neither touch the disk nor write WAL (a call whose id the lease in force still
     /// covers does not fail). Returns the failure, and in how many ms the next try comes.
+    // mutant: publish_early
     fn write_mark(&self, layout: &Layout, units: u64) -> Result<(), (WriteError, u64)> {
         let mark = Mark {
             units,
@@ -335,6 +342,7 @@ impl Generator {
     /// (rule 4), before the ceiling opens. The registry's worker waits for a renewal in
     /// progress, but leaves that wait when it is asked to stop: then nothing changes, and this
     /// returns false.
+    // mutant: registry_floor
     pub fn lease_from_registry(&self, layout: &Layout, start_above_ms: i64, until_ms: i64) -> bool {
         let floor = units_above(layout, start_above_ms);
         if floor > self.floor.load(Ordering::Acquire) {
@@ -378,6 +386,8 @@ fn units_below(layout: &Layout, ms: i64) -> u64 {
 }
 
 /// The mark in the state file and its copy, and in WAL; returns the end of the WAL record.
+// mutant: state_file_first
+// mutant: state_file_errors
 fn write_durably(mark: Mark) -> Result<pg_sys::XLogRecPtr, WriteError> {
     let prepared = state_file::prepare(Path::new("."), Loaded::Mark(mark))?;
     let lsn = wal::log_mark(mark);
@@ -419,6 +429,7 @@ impl Drop for CriticalSection {
 }
 
 /// A standby shares its worker id with its primary, which would not know the ids it made.
+// mutant: standby_refusal
 fn refuse_on_standby() {
     // SAFETY: a plain call; after recovery ends it is a read of a local flag.
     if unsafe { pg_sys::RecoveryInProgress() } {

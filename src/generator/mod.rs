@@ -195,6 +195,8 @@ impl Generator {
     /// The next tick of the cluster (rules 1 and 2). Errors if this is a standby, or the clock
     /// is too far behind, or the layout is used up.
     #[inline]
+    // mutant: cas
+    // mutant: pacing
     pub fn next_tick(&self, layout: &Layout) -> Tick {
         let max_drift = layout.units_in(gucs::max_drift_ms());
         let mut now = self.now_units(layout);
@@ -248,6 +250,7 @@ impl Generator {
     /// the clock (`naps`), and is counted in the stats. A slot that the callers now waiting no
     /// longer justify (the clock stepped back, or callers ahead gave up) is traded for a new one.
     #[cold]
+    // mutant: pacing_bound
     fn wait_for_slot(&self, layout: &Layout, mut now: u64, naps: &mut u64) -> u64 {
         // Counted before the slot is taken: callers that take slots at the same time see each
         // other, and never get the same one.
@@ -441,6 +444,7 @@ static COUNTED: AtomicBool = AtomicBool::new(false);
 static AT_EXIT: AtomicBool = AtomicBool::new(false);
 
 impl<'a> Waiting<'a> {
+    // mutant: pacing_exit
     fn enter(count: &'a AtomicU64) -> Waiting<'a> {
         if !AT_EXIT.swap(true, Ordering::Relaxed) {
             // SAFETY: registers a callback of this process, once; it runs before shared memory

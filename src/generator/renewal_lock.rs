@@ -33,6 +33,7 @@ pub(super) struct StopRequested;
 
 impl RenewalLock {
     /// Takes the lock if it is free.
+    // mutant: renewal_lock
     pub(super) fn try_take() -> Option<RenewalLock> {
         let lock = shmem::renewal_lock();
         // SAFETY: the lock lives in shared memory set up at start.
@@ -47,6 +48,8 @@ impl RenewalLock {
     /// with an error that says what it waited for, `pg_terminate_backend` ends the session; a
     /// background worker asked to stop gets `StopRequested`, and its latch set again for its
     /// own loop to see.
+    // mutant: renewal_wait
+    // mutant: worker_leaves
     pub(super) fn wait() -> Result<RenewalLock, StopRequested> {
         if let Some(held) = RenewalLock::try_take() {
             return Ok(held);
@@ -99,6 +102,7 @@ fn sleep(done: *mut pg_sys::ConditionVariable) {
 }
 
 impl Drop for RenewalLock {
+    // mutant: renewal_lock
     fn drop(&mut self) {
         if !std::thread::panicking() {
             // SAFETY: this backend holds the lock; the condition variable lives in shared

@@ -104,6 +104,7 @@ pub fn init() {
 /// says which. Neither file means this data directory never handed out an id. An unreadable or
 /// corrupt state file stops the start: the ids of the previous run are unknown, and guessing
 /// could repeat them.
+// mutant: state_file
 fn recovered_state() -> state_file::Loaded {
     match state_file::recover(Path::new(".")) {
         Ok(recovered) => {

@@ -39,6 +39,7 @@ impl WriteFailure {
 
     /// Whether the disk may be tried now: no failure since the last success, or the time to try
     /// again has come. Otherwise the last failure, as it was, and how long until the next try.
+    // mutant: write_retry
     pub fn may_write(&self) -> Result<(), (WriteError, u64)> {
         let errno = self.errno.load(Ordering::Relaxed);
         let now = clock::monotonic_ms();

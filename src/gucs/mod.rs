@@ -44,6 +44,7 @@ static RESOLVED: OnceLock<Resolved> = OnceLock::new();
 /// the layout and the worker id together: a bad combination is logged as a WARNING, and the
 /// server starts with the worker id unset, so that `snowflake_next()` refuses with the reason
 /// instead of guessing which ids were meant.
+// mutant: written_settings
 pub fn init() {
     // What the configuration says, read before PostgreSQL parses it: a value it cannot parse
     // or that is out of range is replaced by the default, with a WARNING, and the default is
@@ -134,6 +135,7 @@ fn layout_from_settings() -> Result<Layout, String> {
     .map_err(|e| format!("the custom layout is invalid: {}", e.0))
 }
 
+// mutant: citus_unchecked
 fn resolve(layout: Result<Layout, String>) -> Resolved {
     let layout = match layout {
         Ok(layout) => layout,
@@ -214,6 +216,7 @@ pub fn worker_id() -> Option<u32> {
 }
 
 /// `snowflake.worker_id`, also where a registry leases it: `None` while unset.
+// mutant: worker_unset
 pub fn requested_worker_id() -> Option<u32> {
     u32::try_from(WORKER_ID.get()).ok()
 }

@@ -375,6 +375,7 @@ unsafe extern "C-unwind" fn check_epoch(
 
 /// A timestamp with time zone, read by PostgreSQL's own input function (in the server's
 /// TimeZone when none is given), in Unix milliseconds.
+// mutant: epoch_parser
 pub(super) fn parse_epoch(text: &str) -> Result<i64, String> {
     let lower = text.to_ascii_lowercase();
     if ["now", "today", "tomorrow", "yesterday"]

@@ -63,6 +63,7 @@ impl Written {
     }
 
     /// `Err` names the first setting PostgreSQL would refuse, and why.
+    // mutant: settings_trimmed
     pub(super) fn check(&self) -> Result<(), String> {
         for kind in checked() {
             let Some(text) = self.text(kind.name()) else {

@@ -522,6 +522,8 @@ pub struct Connection(*mut PGconn, &'static Api);
 impl Connection {
     /// Connects with `conninfo`, whose settings win over `defaults` (keyword, value), waiting
     /// with `wait` for at most `timeout` in all.
+    // mutant: registry_notices
+    // mutant: registry_resolve
     pub fn open(
         conninfo: &str,
         defaults: &[(&str, &str)],
@@ -628,6 +630,9 @@ impl Connection {
 
     /// Runs one statement with text parameters (NULL for `None`) and returns its rows, every
     /// value as text, waiting with `wait` for at most `timeout`.
+    // mutant: registry_copy
+    // mutant: registry_single_row
+    // mutant: registry_rows
     pub fn query(
         &self,
         sql: &str,
@@ -728,6 +733,8 @@ impl Connection {
     }
 
     /// The rows of a result of the expected `shape`; an error for a result of another shape.
+    // mutant: registry_columns
+    // mutant: registry_value_bytes
     fn rows_of(&self, res: &PqResult, shape: Shape) -> Result<Vec<Vec<Option<String>>>, Error> {
         let api = self.1;
         // SAFETY: a live result.

@@ -325,6 +325,7 @@ impl PgSharedMemoryInitialization for Slot {
     /// # Safety
     /// Called by pgrx from PostgreSQL's `shmem_startup_hook` in the postmaster, after the
     /// generator's (its hook was installed first, and each hook calls the previous one first).
+    // mutant: registry_cache
     unsafe fn on_shmem_startup(&'static self, value: Registry) {
         // SAFETY: called where InitLock may be taken; the name stands for this type only.
         unsafe {

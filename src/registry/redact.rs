@@ -27,6 +27,8 @@ const MIN_SECRET: usize = 3;
 /// configured string wherever they stand, the value of a `password` keyword (key/value form,
 /// quoted or not, or a URI's query parameter) and the part after `:` in a URI's
 /// `user:password@`.
+// mutant: registry_secrets
+// mutant: registry_redact
 pub fn redact(text: &str) -> String {
     let mut text = text.to_string();
     for secret in SECRETS.get().into_iter().flatten() {

@@ -40,6 +40,7 @@ const CONNECTION_DEFAULTS: [(&str, &str); 7] = [
 /// password in clear text, and libpq would send it (seen against a fake registry). md5 and SCRAM
 /// still work, and so does trust. A `require_auth` in `snowflake.registry` wins. Older libpq
 /// cannot refuse: `warn_of_cleartext` says so at start.
+// mutant: registry_require_auth
 fn connection_defaults() -> Vec<(&'static str, &'static str)> {
     let mut defaults = CONNECTION_DEFAULTS.to_vec();
     if libpq::version() >= 160000 {
@@ -52,6 +53,7 @@ fn connection_defaults() -> Vec<(&'static str, &'static str)> {
 /// With a libpq older than 16 (Debian 12's is 15), which cannot refuse to send a password in
 /// clear text, and a connection string that does not make libpq authenticate the server: a
 /// WARNING at start, with what to do.
+// mutant: registry_cleartext_warning
 fn warn_of_cleartext(conninfo: &str) {
     let version = libpq::version();
     if version == 0 || version >= 160000 || libpq::requires_tls(conninfo) {
@@ -87,6 +89,7 @@ const QUERY_TIMEOUT: Duration = Duration::from_secs(15);
 /// Waits for the registry's socket, or the latch: a SIGTERM (a fast shutdown,
 /// `pg_terminate_backend`) ends the worker at once, wherever its call to the registry is; a
 /// postmaster that died ends it too.
+// mutant: registry_wait_latch
 fn wait(fd: std::ffi::c_int, write: bool, timeout: Duration) -> libpq::Waited {
     let socket = if write {
         pg_sys::WL_SOCKET_WRITEABLE
@@ -143,6 +146,7 @@ pub fn register() {
 
 #[pg_guard]
 #[unsafe(no_mangle)]
+// mutant: registry_memory
 pub extern "C-unwind" fn pg_snowflake_registry_main(_arg: pg_sys::Datum) {
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
     let Some(registry) = super::get() else {
@@ -191,6 +195,7 @@ pub extern "C-unwind" fn pg_snowflake_registry_main(_arg: pg_sys::Datum) {
 }
 
 /// One call to the registry; returns how long to wait before the next.
+// mutant: registry_lost
 fn renew(registry: &Registry) -> Duration {
     let lease = gucs::registry_lease();
     let every = lease / 3;
@@ -302,6 +307,7 @@ struct Granted {
 /// What went wrong, in words, from an error of the registry's server or of the connection: by
 /// its SQLSTATE, never by the words of its message (a registry of another release words them
 /// otherwise).
+// mutant: registry_answer_problem
 fn failure(e: libpq::Error) -> (Problem, String) {
     if e.unexpected_answer {
         return (Problem::Answer, e.to_string());
@@ -342,6 +348,8 @@ fn no_lease(message: String) -> (Problem, String) {
 /// renamed, and only a superuser can rename a superuser's schema. Every parameter typed, and
 /// every type named by schema (the registry's owner may set its database's search_path, with a
 /// domain named `text` on it): an overload with untyped parameters could be preferred otherwise.
+// mutant: member_gate
+// mutant: member_types
 const LEASE: &str = "
     SELECT v.ours, l.outcome, l.worker_id,
            (pg_catalog.date_part('epoch', l.expires) OPERATOR(pg_catalog.*) 1000)::pg_catalog.int8,
@@ -394,6 +402,9 @@ const VERSION_ANSWER: libpq::Shape = libpq::Shape {
 const LAST_MS: i64 = 253_402_300_800_000;
 
 /// Calls `snowflake.snowflake_registry_lease()` in the registry.
+// mutant: member_gate
+// mutant: registry_start_above
+// mutant: registry_worker_range
 fn call(
     namespace: &str,
     wanted: Option<u32>,

@@ -149,6 +149,7 @@ pub const SHORTEST_LEASE: &str = "snowflake.registry_lease = '10s'";
 /// PG_SNOWFLAKE_TEST_LANE: each takes its ports from the k-th of n blocks of those, so no
 /// other suite running beside it hands out the same port. (Not by `port % n`: Linux gives
 /// `bind(0)` odd ports only, and lane 0 of 2 waited for an even one forever.)
+// mutant: test_lanes
 pub fn free_port() -> u16 {
     static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
         std::sync::Mutex::new(std::collections::BTreeSet::new());
