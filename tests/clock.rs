@@ -181,13 +181,11 @@ fn a_clock_behind_at_start_up_with_the_default_bound_fails_instead() {
     clock.set(-60.0);
     cluster.start();
     let mut c = cluster.connect();
-    let (state, message, _) = expect_error(&mut c, "SELECT snowflake_next()");
-    assert_eq!(
-        (state.as_str(), message.as_str()),
-        (
-            "55000",
-            "the system clock is too far behind the last snowflake id"
-        )
+    expect_error_is(
+        &mut c,
+        "SELECT snowflake_next()",
+        "55000",
+        "the system clock is too far behind the last snowflake id",
     );
     clock.set(0.0);
     let after = batch(&mut c);

@@ -29,10 +29,11 @@ fn without_preloading_create_extension_works_and_next_says_what_to_do() {
 fn unset_worker_id_fails_loudly_with_a_hint_to_set_it() {
     let cluster = Cluster::start_new("worker_unset", &["snowflake.worker_id = -1"]);
     let mut c = cluster.connect_ext();
-    let (state, message, hint) = expect_error(&mut c, "SELECT snowflake_next()");
-    assert_eq!(
-        (state.as_str(), message.as_str()),
-        ("55000", "snowflake.worker_id is not set")
+    let hint = expect_error_is(
+        &mut c,
+        "SELECT snowflake_next()",
+        "55000",
+        "snowflake.worker_id is not set",
     );
     assert!(
         hint.contains("ALTER SYSTEM SET snowflake.worker_id"),
@@ -266,13 +267,11 @@ fn a_cluster_whose_mark_was_not_carried_refuses_until_settled() {
     .unwrap();
     cluster.start();
     let mut c = cluster.connect_ext();
-    let (state, message, hint) = expect_error(&mut c, "SELECT snowflake_next()");
-    assert_eq!(
-        (state.as_str(), message.as_str()),
-        (
-            "55000",
-            "the snowflake mark of the cluster this one was upgraded from is missing"
-        )
+    let hint = expect_error_is(
+        &mut c,
+        "SELECT snowflake_next()",
+        "55000",
+        "the snowflake mark of the cluster this one was upgraded from is missing",
     );
     assert!(
         hint.contains("delete this cluster's pg_snowflake.state"),

@@ -397,10 +397,11 @@ fn ids_never_wrap_a_layout_warns_in_its_last_year_and_ends_with_an_error() {
         "layout_ended",
         &ended.iter().map(String::as_str).collect::<Vec<_>>(),
     );
-    let (state, message, _) = expect_error(&mut cluster.connect_ext(), "SELECT snowflake_next()");
-    assert_eq!(
-        (state.as_str(), message.as_str()),
-        ("2200H", "snowflake ids are exhausted")
+    expect_error_is(
+        &mut cluster.connect_ext(),
+        "SELECT snowflake_next()",
+        "2200H",
+        "snowflake ids are exhausted",
     );
 }
 

@@ -166,10 +166,11 @@ fn adopt_refuses_clearly() {
     );
     // A role with EXECUTE that does not own the table.
     let mut app = cluster.connect_as("app");
-    let (state, message, hint) = expect_error(&mut app, "SELECT snowflake_adopt('theirs', 'id')");
-    assert_eq!(
-        (state.as_str(), message.as_str()),
-        ("42501", "must be owner of table public.theirs")
+    let hint = expect_error_is(
+        &mut app,
+        "SELECT snowflake_adopt('theirs', 'id')",
+        "42501",
+        "must be owner of table public.theirs",
     );
     assert!(hint.contains("owner"), "{hint}");
 }
@@ -207,13 +208,11 @@ fn adopt_never_misses_the_ids_that_row_level_security_hides() {
         3,
         "the policy hides rows"
     );
-    let (state, message, hint) = expect_error(&mut app, "SELECT snowflake_adopt('t', 'id')");
-    assert_eq!(
-        (state.as_str(), message.as_str()),
-        (
-            "42501",
-            "row-level security hides rows of public.t from its owner"
-        )
+    let hint = expect_error_is(
+        &mut app,
+        "SELECT snowflake_adopt('t', 'id')",
+        "42501",
+        "row-level security hides rows of public.t from its owner",
     );
     assert!(hint.contains("BYPASSRLS"), "{hint}");
     assert_eq!(
@@ -317,13 +316,11 @@ fn privileges_follow_postgresql_conventions() {
     admin
         .batch_execute("GRANT EXECUTE ON FUNCTION snowflake_adopt(regclass, name) TO app")
         .unwrap();
-    let (state, message, _) = expect_error(&mut app, "SELECT snowflake_adopt('t', 'id')");
-    assert_eq!(
-        (state.as_str(), message.as_str()),
-        (
-            "42501",
-            "permission denied for function snowflake_advance_past"
-        )
+    expect_error_is(
+        &mut app,
+        "SELECT snowflake_adopt('t', 'id')",
+        "42501",
+        "permission denied for function snowflake_advance_past",
     );
     // Granted EXECUTE on both, the table's owner can adopt its column.
     admin

@@ -166,13 +166,11 @@ fn pg_upgrade_from_a_server_that_did_not_pass_a_mark_on_refuses_until_settled() 
     );
     new.start();
     let mut c = new.connect();
-    let (state, message, hint) = expect_error(&mut c, "SELECT snowflake_next()");
-    assert_eq!(
-        (state.as_str(), message.as_str()),
-        (
-            "55000",
-            "the snowflake mark of the cluster this one was upgraded from is missing"
-        )
+    let hint = expect_error_is(
+        &mut c,
+        "SELECT snowflake_next()",
+        "55000",
+        "the snowflake mark of the cluster this one was upgraded from is missing",
     );
     assert!(hint.contains("pg_snowflake.state"), "{hint}");
     // Settled as the hint says: this old cluster never generated an id.

@@ -772,6 +772,14 @@ pub fn expect_error(client: &mut Client, sql: &str) -> (String, String, String) 
     }
 }
 
+/// `sql` fails with SQLSTATE `code` and exactly `message`; returns the hint.
+#[track_caller]
+pub fn expect_error_is(client: &mut Client, sql: &str, code: &str, message: &str) -> String {
+    let (state, got, hint) = expect_error(client, sql);
+    assert_eq!((state.as_str(), got.as_str()), (code, message), "{sql}");
+    hint
+}
+
 pub fn ids(client: &mut Client, sql: &str) -> Vec<i64> {
     client
         .query(sql, &[])
