@@ -78,27 +78,14 @@ pub fn init() {
 /// The configured layout, or why it is refused.
 fn layout_from_settings() -> Result<Layout, String> {
     let preset = LAYOUT.get().preset();
-    let custom = [
-        (
-            "snowflake.time_unit",
-            TIME_UNIT.get(),
-            layout::TWITTER.unit_ms as i32,
-        ),
-        (
-            "snowflake.time_bits",
-            TIME_BITS.get(),
-            layout::TWITTER.time_bits as i32,
-        ),
-        (
-            "snowflake.worker_bits",
-            WORKER_BITS.get(),
-            layout::TWITTER.worker_bits as i32,
-        ),
-        (
-            "snowflake.sequence_bits",
-            SEQUENCE_BITS.get(),
-            layout::TWITTER.sequence_bits as i32,
-        ),
+    // The custom layout's settings, and their defaults: Twitter's widths.
+    let custom = [&TIME_UNIT, &TIME_BITS, &WORKER_BITS, &SEQUENCE_BITS];
+    let twitter = &layout::TWITTER;
+    let defaults = [
+        twitter.unit_ms as i32,
+        twitter.time_bits as i32,
+        twitter.worker_bits as i32,
+        twitter.sequence_bits as i32,
     ];
     let epoch = EPOCH.get();
     if let Some(fixed) = preset.layout() {
@@ -106,8 +93,9 @@ fn layout_from_settings() -> Result<Layout, String> {
         // think they changed the layout, and they did not.
         let stray = custom
             .iter()
-            .filter(|(_, value, default)| value != default)
-            .map(|(name, ..)| *name)
+            .zip(defaults)
+            .filter(|(setting, default)| setting.get() != *default)
+            .map(|(setting, _)| setting.name.to_str().unwrap_or_default())
             .chain(epoch.is_some().then_some("snowflake.epoch"))
             .collect::<Vec<_>>();
         return match stray.as_slice() {
@@ -123,7 +111,7 @@ fn layout_from_settings() -> Result<Layout, String> {
         None => layout::TWITTER.epoch_unix_ms,
         Some(text) => parse_epoch(&text.to_string_lossy())?,
     };
-    let [unit, time, worker, sequence] = custom.map(|(_, value, _)| value as u32);
+    let [unit, time, worker, sequence] = custom.map(|setting| setting.get() as u32);
     Layout::custom(
         epoch_unix_ms,
         unit as u64,
