@@ -12,15 +12,14 @@
 -- can rename (schema.sql); should a superuser hand that schema to another role, the trigger
 -- refuses to read through it. Nobody but the table's trigger may call it: a role that attached
 -- it to a table of its own would have a superuser's writes run it there.
+-- mutant: claims_trigger_path
+-- mutant: claims_trigger_owner
 CREATE FUNCTION snowflake.snowflake_claims_check() RETURNS trigger
 LANGUAGE plpgsql
--- mutant: claims_trigger_path
 SET search_path = pg_catalog, pg_temp
 AS $check$
 DECLARE
     other record;
--- mutant: claims_trigger_path
--- mutant: claims_trigger_owner
 BEGIN
     IF NOT EXISTS (SELECT FROM pg_catalog.pg_namespace n
                      JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) n.nspowner

@@ -7,10 +7,10 @@
 -- script's transaction ends (on 16 and later nothing else makes it wait), and while the schema
 -- has the name, no other schema can take it. A rename that came first fails the script, and the
 -- whole CREATE EXTENSION or ALTER EXTENSION with it: run it again.
+-- mutant: pin_schema
 DO $pin$
 DECLARE
     pinned pg_catalog.name;
--- mutant: pin_schema
 BEGIN
     SELECT n.nspname INTO pinned
       FROM pg_catalog.pg_namespace n

@@ -20,6 +20,9 @@
 -- may grant more afterwards; snowflake_reset_layout() and snowflake_claim() check for a superuser
 -- themselves, whatever is granted. (The registry's functions and tables keep the grants the
 -- administrator gave the members: registry_lease.sql sets them at creation only.)
+-- mutant: default_privileges
+-- mutant: own_schema_taken
+-- mutant: scripts_check
 DO $privileges$
 DECLARE
     ext pg_catalog.oid;
@@ -28,9 +31,6 @@ DECLARE
     object_ record;
     grant_ record;
     stray text;
--- mutant: default_privileges
--- mutant: own_schema_taken
--- mutant: scripts_check
 BEGIN
     SELECT e.oid, e.extnamespace INTO ext, home FROM pg_catalog.pg_extension e
      WHERE e.extname OPERATOR(pg_catalog.=) 'pg_snowflake';

@@ -20,6 +20,13 @@
 -- moves later; a held worker id is never taken. Its search_path holds only pg_catalog, and its
 -- tables live in the extension's own schema, which only a superuser can rename (schema.sql): it
 -- checks that a superuser still owns that schema before it reads through its name.
+-- mutant: registry_lock_wait
+-- mutant: registry_owner
+-- mutant: registry_negative
+-- mutant: registry_shorten
+-- mutant: registry_holder
+-- mutant: registry_layout
+-- mutant: registry_skip
 CREATE FUNCTION snowflake.snowflake_registry_lease(
     namespace text,
     layout text,
@@ -50,13 +57,6 @@ DECLARE
     -- Worker ids whose row another transaction holds locked (a member's call still open): tried
     -- once, then passed over, so that no caller waits on another for long.
     skipped integer[] := '{}';
--- mutant: registry_lock_wait
--- mutant: registry_owner
--- mutant: registry_negative
--- mutant: registry_shorten
--- mutant: registry_holder
--- mutant: registry_layout
--- mutant: registry_skip
 BEGIN
     IF NOT EXISTS (SELECT FROM pg_catalog.pg_namespace n
                      JOIN pg_catalog.pg_roles o ON o.oid OPERATOR(pg_catalog.=) n.nspowner
@@ -252,6 +252,8 @@ $lease$;
 -- selects (the expired ones), and an insert that finds the row there does nothing, so that no
 -- member's call, however long its transaction stays open, leaves another's worker id locked.
 -- Called by snowflake_registry_lease() alone (it runs as the same owner).
+-- mutant: registry_exclusive
+-- mutant: registry_take_locks
 CREATE FUNCTION snowflake.snowflake_registry_take(
     namespace text,
     candidate integer,
@@ -267,8 +269,6 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $take$
 #variable_conflict use_variable
--- mutant: registry_exclusive
--- mutant: registry_take_locks
 BEGIN
     UPDATE snowflake.snowflake_registry g
        SET system_identifier = system_identifier,

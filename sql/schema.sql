@@ -10,11 +10,11 @@
 -- A schema of that name that someone else made first is refused, never adopted: whoever owns it
 -- could rename it, or plant objects in it, under a superuser's feet. (`CREATE EXTENSION
 -- pg_snowflake SCHEMA snowflake` into a schema a superuser owns puts everything in it.)
+-- mutant: own_schema_owner
+-- mutant: own_schema_taken
 DO $schema$
 DECLARE
     found_owner pg_catalog.oid;
--- mutant: own_schema_owner
--- mutant: own_schema_taken
 BEGIN
     SELECT n.nspowner INTO found_owner FROM pg_catalog.pg_namespace n
      WHERE n.nspname OPERATOR(pg_catalog.=) 'snowflake';
