@@ -84,12 +84,23 @@ fn adopt(tbl: pg_sys::Oid, col: &CStr, own_oid: pg_sys::Oid) {
         not_a_table(&table);
     }
     if owned != Some(true) {
-        not_owner(&table);
+        errors::report(
+            Code::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            format!("must be owner of table {table}"),
+            "Run snowflake_adopt() as the owner of the table, or as a superuser.",
+        )
+        .raise();
     }
     // SAFETY: a syscache lookup by OID and a NUL-terminated name.
     let attnum = unsafe { pg_sys::get_attnum(tbl, col.as_ptr()) };
+    let column = col.to_string_lossy();
     if attnum <= 0 {
-        no_column(&col.to_string_lossy(), &table);
+        errors::report(
+            Code::ERRCODE_UNDEFINED_COLUMN,
+            format!("column \"{column}\" of relation {table} does not exist"),
+            "Pass the name of a bigint column of the table, as it is written in the table.",
+        )
+        .raise();
     }
     let type_oid = Spi::get_one_with_args::<pg_sys::Oid>(
         "SELECT a.atttypid FROM pg_catalog.pg_attribute a
@@ -108,23 +119,54 @@ fn adopt(tbl: pg_sys::Oid, col: &CStr, own_oid: pg_sys::Oid) {
             ),
             &[tbl.into(), attnum.into()],
         );
-        not_bigint(&col.to_string_lossy(), &table, &type_name, &alter);
+        errors::report(
+            Code::ERRCODE_DATATYPE_MISMATCH,
+            format!("column \"{column}\" of {table} is {type_name}, not bigint"),
+            format!("Change the type first with {alter} then run snowflake_adopt() again."),
+        )
+        .detail("Snowflake ids need all 64 bits of a bigint.")
+        .raise();
     }
 
     let next = member_function(own_oid, "snowflake_next", 0);
     let advance = member_function(own_oid, "snowflake_advance_past", 1);
-    // As the SQL call in 0.3.0 needed it: moving the generator is a privilege of its own.
+    // `snowflake_adopt()` moves the generator as `snowflake_advance_past()` does, and needs the
+    // right to call it as 0.3.0 did (it called it through SQL): a privilege of its own.
     if Spi::get_one_with_args::<bool>(
         "SELECT pg_catalog.has_function_privilege($1, 'EXECUTE')",
         &[advance.into()],
     ) != Ok(Some(true))
     {
-        needs_advance_past();
+        errors::report(
+            Code::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            "permission denied for function snowflake_advance_past",
+            "Grant EXECUTE on snowflake_advance_past(bigint) too, or run it as a superuser.",
+        )
+        .detail("snowflake_adopt() moves the generator above the column's largest value.")
+        .raise();
     }
 
     let citus = citus_table(tbl);
     if citus == Some(Some(attnum)) {
-        distribution_column(&col.to_string_lossy(), &table);
+        // Citus changes no default of a distribution column (it raises XX000): this says what
+        // to do first.
+        // As SQL literals: a name with a quote in it must not make the hint's statements, pasted,
+        // run something else.
+        let (t, c) = (table.replace('\'', "''"), column.replace('\'', "''"));
+        errors::report(
+            Code::ERRCODE_FEATURE_NOT_SUPPORTED,
+            format!("column \"{column}\" is the distribution column of Citus table {table}"),
+            format!(
+                "Make the table local first, adopt, and distribute it again: SELECT \
+                 undistribute_table('{t}'), then snowflake_adopt('{t}', '{c}'), then \
+                 create_distributed_table('{t}', '{c}')."
+            ),
+        )
+        .detail(
+            "Citus changes no default of a distribution column on a distributed table; nothing was \
+             changed.",
+        )
+        .raise();
     }
 
     let before = before(tbl, attnum, next);
@@ -347,7 +389,16 @@ fn before(tbl: pg_sys::Oid, attnum: i16, next: pg_sys::Oid) -> Before {
         &[tbl.into(), attnum.into()],
     ) == Ok(Some(true));
     if !nextval {
-        other_default(&column_name(tbl, attnum), &table_name(tbl), &def);
+        let (column, table) = (column_name(tbl, attnum), table_name(tbl));
+        errors::report(
+            Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!("column \"{column}\" of {table} has a default that is not a sequence: {def}"),
+            format!(
+                "If ids from snowflake_next() should replace it, drop it first with ALTER TABLE \
+                 {table} ALTER COLUMN \"{column}\" DROP DEFAULT; then run snowflake_adopt() again."
+            ),
+        )
+        .raise();
     }
     // A sequence owned by the column (bigserial) goes with it; any other stays.
     let owned = Spi::get_one_with_args::<pg_sys::Oid>(
@@ -408,7 +459,19 @@ fn check_adopted(tbl: pg_sys::Oid, attnum: i16, next: pg_sys::Oid, before: &Befo
     };
     if identity != Some(0) || calls != Some(1) || !default_calls(tbl, attnum, next) || sequence_left
     {
-        redirected(&table_name(tbl));
+        // A statement that PostgreSQL takes by name changed something else than the table and
+        // column (checked by OID here): everything rolls back.
+        let table = table_name(tbl);
+        errors::report(
+            Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!("the column of {table} did not end as snowflake_adopt() left it"),
+            "Find out who renames the schema, then run snowflake_adopt() again.",
+        )
+        .detail(
+            "A statement by name reached another object: a schema was renamed, or the column \
+             changed, while snowflake_adopt() ran. Nothing was changed.",
+        )
+        .raise();
     }
 }
 
@@ -444,7 +507,18 @@ fn largest(tbl: pg_sys::Oid, attnum: i16, table: &str) -> Option<i64> {
             &[tbl.into()],
         ) == Ok(Some(true))
         {
-            row_security(table);
+            errors::report(
+                Code::ERRCODE_INSUFFICIENT_PRIVILEGE,
+                format!("row-level security hides rows of {table} from its owner"),
+                "ALTER TABLE ... NO FORCE ROW LEVEL SECURITY while adopting, or give the table's owner \
+                 BYPASSRLS.",
+            )
+            .detail(
+                "snowflake_adopt() reads the largest id of every row with the rights of the table's \
+                 owner, and moves the generator above it; it would miss the ids of the rows the owner \
+                 cannot see.",
+            )
+            .raise();
         }
         Spi::connect_mut(|_| {
             planner::only_relation(tbl, || {
@@ -583,7 +657,14 @@ fn member_function(own_oid: pg_sys::Oid, name: &str, nargs: i16) -> pg_sys::Oid 
     )
     .ok()
     .flatten()
-    .unwrap_or_else(|| function_missing(name))
+    .unwrap_or_else(|| {
+        errors::report(
+            Code::ERRCODE_UNDEFINED_FUNCTION,
+            format!("function {name}() of pg_snowflake does not exist"),
+            "Run ALTER EXTENSION pg_snowflake UPDATE.",
+        )
+        .raise()
+    })
 }
 
 #[cold]
@@ -594,137 +675,6 @@ fn not_a_table(table: &str) -> ! {
         format!("{table} is not a table"),
         "Pass a table (or a partitioned table) whose column is to take its ids from \
          snowflake_next().",
-    )
-    .raise()
-}
-
-#[cold]
-#[track_caller]
-fn not_owner(table: &str) -> ! {
-    errors::report(
-        Code::ERRCODE_INSUFFICIENT_PRIVILEGE,
-        format!("must be owner of table {table}"),
-        "Run snowflake_adopt() as the owner of the table, or as a superuser.",
-    )
-    .raise()
-}
-
-#[cold]
-#[track_caller]
-fn no_column(column: &str, table: &str) -> ! {
-    errors::report(
-        Code::ERRCODE_UNDEFINED_COLUMN,
-        format!("column \"{column}\" of relation {table} does not exist"),
-        "Pass the name of a bigint column of the table, as it is written in the table.",
-    )
-    .raise()
-}
-
-#[cold]
-#[track_caller]
-fn not_bigint(column: &str, table: &str, type_name: &str, alter: &str) -> ! {
-    errors::report(
-        Code::ERRCODE_DATATYPE_MISMATCH,
-        format!("column \"{column}\" of {table} is {type_name}, not bigint"),
-        format!("Change the type first with {alter} then run snowflake_adopt() again."),
-    )
-    .detail("Snowflake ids need all 64 bits of a bigint.")
-    .raise()
-}
-
-#[cold]
-#[track_caller]
-fn other_default(column: &str, table: &str, default: &str) -> ! {
-    errors::report(
-        Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-        format!("column \"{column}\" of {table} has a default that is not a sequence: {default}"),
-        format!(
-            "If ids from snowflake_next() should replace it, drop it first with ALTER TABLE \
-             {table} ALTER COLUMN \"{column}\" DROP DEFAULT; then run snowflake_adopt() again."
-        ),
-    )
-    .raise()
-}
-
-/// `snowflake_adopt()` moves the generator as `snowflake_advance_past()` does, and needs the
-/// right to call it as 0.3.0 did (it called it through SQL).
-#[cold]
-#[track_caller]
-fn needs_advance_past() -> ! {
-    errors::report(
-        Code::ERRCODE_INSUFFICIENT_PRIVILEGE,
-        "permission denied for function snowflake_advance_past",
-        "Grant EXECUTE on snowflake_advance_past(bigint) too, or run it as a superuser.",
-    )
-    .detail("snowflake_adopt() moves the generator above the column's largest value.")
-    .raise()
-}
-
-#[cold]
-#[track_caller]
-fn function_missing(name: &str) -> ! {
-    errors::report(
-        Code::ERRCODE_UNDEFINED_FUNCTION,
-        format!("function {name}() of pg_snowflake does not exist"),
-        "Run ALTER EXTENSION pg_snowflake UPDATE.",
-    )
-    .raise()
-}
-
-/// A statement that PostgreSQL takes by name changed something else than the table and column
-/// `snowflake_adopt()` was given (checked by OID afterwards): everything rolls back.
-#[cold]
-#[track_caller]
-fn redirected(table: &str) -> ! {
-    errors::report(
-        Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-        format!("the column of {table} did not end as snowflake_adopt() left it"),
-        "Find out who renames the schema, then run snowflake_adopt() again.",
-    )
-    .detail(
-        "A statement by name reached another object: a schema was renamed, or the column \
-         changed, while snowflake_adopt() ran. Nothing was changed.",
-    )
-    .raise()
-}
-
-#[cold]
-#[track_caller]
-fn row_security(table: &str) -> ! {
-    errors::report(
-        Code::ERRCODE_INSUFFICIENT_PRIVILEGE,
-        format!("row-level security hides rows of {table} from its owner"),
-        "ALTER TABLE ... NO FORCE ROW LEVEL SECURITY while adopting, or give the table's owner \
-         BYPASSRLS.",
-    )
-    .detail(
-        "snowflake_adopt() reads the largest id of every row with the rights of the table's \
-         owner, and moves the generator above it; it would miss the ids of the rows the owner \
-         cannot see.",
-    )
-    .raise()
-}
-
-/// `snowflake_adopt()` on the distribution column of a Citus table: Citus changes no default
-/// of a distribution column (it raises XX000), so this says what to do first.
-#[cold]
-#[track_caller]
-fn distribution_column(column: &str, table: &str) -> ! {
-    // As SQL literals: a name with a quote in it must not make the hint's statements, pasted,
-    // run something else.
-    let (t, c) = (table.replace('\'', "''"), column.replace('\'', "''"));
-    errors::report(
-        Code::ERRCODE_FEATURE_NOT_SUPPORTED,
-        format!("column \"{column}\" is the distribution column of Citus table {table}"),
-        format!(
-            "Make the table local first, adopt, and distribute it again: SELECT \
-             undistribute_table('{t}'), then snowflake_adopt('{t}', '{c}'), then \
-             create_distributed_table('{t}', '{c}')."
-        ),
-    )
-    .detail(
-        "Citus changes no default of a distribution column on a distributed table; nothing was \
-         changed.",
     )
     .raise()
 }

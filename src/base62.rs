@@ -72,47 +72,36 @@ fn snowflake_to_base62(id: i64) -> String {
 #[pg_extern(immutable, strict, parallel_safe)]
 fn snowflake_from_base62(base62: TextArg) -> i64 {
     let base62 = &*base62.as_str();
-    match decode(base62) {
-        Ok(id) => id,
-        Err(ParseError::Length(n)) => bad_base62(
-            base62,
+    let syntax = || format!("invalid input syntax for a base62 snowflake id: \"{base62}\"");
+    let (code, message, detail) = match decode(base62) {
+        Ok(id) => return id,
+        Err(ParseError::Length(n)) => (
+            Code::ERRCODE_INVALID_TEXT_REPRESENTATION,
+            syntax(),
             format!("It has {n} characters; a base62 snowflake id has exactly {WIDTH}."),
         ),
-        Err(ParseError::Character(c, at)) => bad_base62(
-            base62,
+        Err(ParseError::Character(c, at)) => (
+            Code::ERRCODE_INVALID_TEXT_REPRESENTATION,
+            syntax(),
             format!("Character \"{c}\" at position {at} is not one of 0-9, A-Z and a-z."),
         ),
-        Err(ParseError::OutOfRange) => base62_out_of_range(
-            base62,
-            std::str::from_utf8(&encode(i64::MAX as u64)).expect("base62 digits are ASCII"),
+        // 11 base62 digits above the largest bigint: 22003, as PostgreSQL's own bigint input
+        // reports a value out of range (not 22P02).
+        Err(ParseError::OutOfRange) => (
+            Code::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+            format!("base62 snowflake id \"{base62}\" is out of range for type bigint"),
+            format!(
+                "The largest bigint is {} in base62.",
+                std::str::from_utf8(&encode(i64::MAX as u64)).expect("base62 digits are ASCII")
+            ),
         ),
-    }
-}
-
-/// A text that is not 11 characters of `0-9A-Za-z`: `why` says what is wrong with it.
-#[cold]
-#[track_caller]
-fn bad_base62(text: &str, why: String) -> ! {
+    };
     errors::report(
-        Code::ERRCODE_INVALID_TEXT_REPRESENTATION,
-        format!("invalid input syntax for a base62 snowflake id: \"{text}\""),
+        code,
+        message,
         "Pass the 11 characters snowflake_to_base62() wrote.",
     )
-    .detail(why)
-    .raise()
-}
-
-/// 11 base62 digits above the largest bigint: 22003, as PostgreSQL's own bigint input reports
-/// a value out of range (not 22P02).
-#[cold]
-#[track_caller]
-fn base62_out_of_range(text: &str, largest: &str) -> ! {
-    errors::report(
-        Code::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
-        format!("base62 snowflake id \"{text}\" is out of range for type bigint"),
-        "Pass the 11 characters snowflake_to_base62() wrote.",
-    )
-    .detail(format!("The largest bigint is {largest} in base62."))
+    .detail(detail)
     .raise()
 }
 

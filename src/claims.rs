@@ -17,12 +17,11 @@
 //! make ids with one worker id, within one interval of the second's start, without any
 //! replication set up (docs/citus.md).
 
+use crate::background::{self, Reaches};
 use crate::errors::{self, Code};
 use crate::layout::Layout;
 use crate::{generator, gucs, own_schema, privileges, registry, subtransaction};
-use pgrx::bgworkers::{
-    BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
-};
+use pgrx::bgworkers::BackgroundWorker;
 use pgrx::prelude::*;
 use std::time::Duration;
 
@@ -44,15 +43,13 @@ pub fn init() {
     if gucs::claims_database().is_none() {
         return;
     }
-    BackgroundWorkerBuilder::new("pg_snowflake claims")
-        .set_library("pg_snowflake")
-        .set_function("pg_snowflake_claims_main")
-        .enable_spi_access()
-        // Only on a primary: a standby starts it when it is promoted.
-        .set_start_time(BgWorkerStartTime::RecoveryFinished)
-        // After an error (the database dropped, the table altered), try again a little later.
-        .set_restart_time(Some(Duration::from_secs(10)))
-        .load();
+    // After an error (the database dropped, the table altered), it tries again a little later.
+    background::register(
+        "pg_snowflake claims",
+        "pg_snowflake_claims_main",
+        Reaches::Database,
+        Duration::from_secs(10),
+    );
 }
 
 /// The worker: renews the claim at once and then every interval, while the extension is
@@ -71,7 +68,7 @@ pub fn init() {
 // mutant: citus_claims
 // mutant: claims_elsewhere
 pub extern "C-unwind" fn pg_snowflake_claims_main(_arg: pg_sys::Datum) {
-    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
+    background::attach_signals();
     let database = gucs::claims_database().expect("registered only with a database");
     BackgroundWorker::connect_worker_to_spi(Some(&database), None);
     // The database's owner sets its defaults (ALTER DATABASE ... SET): the worker takes none
@@ -664,23 +661,9 @@ fn write_claim(layout: &Layout, worker_id: u32) -> i32 {
     clashes as i32
 }
 
-extension_sql_file!(
-    "../sql/claims_table.sql",
-    name = "snowflake_claims",
-    requires = ["own_schema", snowflake_claim],
-);
-
-extension_sql_file!(
-    "../sql/claims_check.sql",
-    name = "snowflake_claims_check",
-    requires = ["snowflake_claims"],
-);
-
-extension_sql_file!(
-    "../sql/clashes.sql",
-    name = "snowflake_clashes",
-    requires = ["snowflake_claims"],
-);
+extension_sql_file! { "../sql/claims_table.sql", name = "snowflake_claims", requires = ["own_schema", snowflake_claim] }
+extension_sql_file! { "../sql/claims_check.sql", name = "snowflake_claims_check", requires = ["snowflake_claims"] }
+extension_sql_file! { "../sql/clashes.sql", name = "snowflake_clashes", requires = ["snowflake_claims"] }
 
 /// SPI refused a statement on `snowflake_claims` (PostgreSQL's own errors, such as a dropped
 /// column, pass through with their SQLSTATE; this is what SPI itself reports).

@@ -163,7 +163,13 @@ fn snowflake_id_bound(ts: TimestampWithTimeZone, strategy: i32) -> Option<i64> {
         2 => first_id(floor + 1) - 1, // start <= ts: units <= floor
         4 => first_id(ceil),          // start >= ts: units >= ceil
         5 => first_id(floor + 1),     // start > ts: units >= floor + 1
-        _ => bad_strategy(strategy),
+        _ => errors::report(
+            Code::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("{strategy} is not a comparison strategy of snowflake_id_bound"),
+            "Pass 1, 2, 4 or 5; the planner hook (snowflake.time_ranges) writes these calls itself.",
+        )
+        .detail("The planner calls it with 1 (<), 2 (<=), 4 (>=) or 5 (>).")
+        .raise(),
     };
     // An upper bound is at least -1 (no id) and at most the largest bigint; a lower bound past
     // the largest bigint selects nothing, which only NULL says.
@@ -184,7 +190,14 @@ fn result_tupdesc(fcinfo: pg_sys::FunctionCallInfo) -> PgTupleDesc<'static> {
         let mut found: pg_sys::TupleDesc = std::ptr::null_mut();
         let kind = pg_sys::get_call_result_type(fcinfo, std::ptr::null_mut(), &mut found);
         if kind != pg_sys::TypeFuncClass::TYPEFUNC_COMPOSITE || !is_parts_row(found) {
-            altered_parts_type();
+            // The row type of `snowflake_decode()` was changed after `CREATE EXTENSION`.
+            errors::report(
+                Code::ERRCODE_DATATYPE_MISMATCH,
+                "type snowflake_parts is not (ts timestamptz, worker_id integer, sequence integer)",
+                "Drop and create the extension again.",
+            )
+            .detail("The type was altered after CREATE EXTENSION pg_snowflake.")
+            .raise();
         }
         let tupdesc = if flinfo.is_null() {
             pg_sys::BlessTupleDesc(found)
@@ -287,30 +300,5 @@ pub(crate) fn timestamp_outside_layout(layout: &Layout, last_unit: u64) -> ! {
         iso_unix(layout.epoch_unix_ms),
         iso_unix(end)
     ))
-    .raise()
-}
-
-#[cold]
-#[track_caller]
-fn bad_strategy(strategy: i32) -> ! {
-    errors::report(
-        Code::ERRCODE_INVALID_PARAMETER_VALUE,
-        format!("{strategy} is not a comparison strategy of snowflake_id_bound"),
-        "Pass 1, 2, 4 or 5; the planner hook (snowflake.time_ranges) writes these calls itself.",
-    )
-    .detail("The planner calls it with 1 (<), 2 (<=), 4 (>=) or 5 (>).")
-    .raise()
-}
-
-/// The row type of `snowflake_decode()` was changed after `CREATE EXTENSION`.
-#[cold]
-#[track_caller]
-fn altered_parts_type() -> ! {
-    errors::report(
-        Code::ERRCODE_DATATYPE_MISMATCH,
-        "type snowflake_parts is not (ts timestamptz, worker_id integer, sequence integer)",
-        "Drop and create the extension again.",
-    )
-    .detail("The type was altered after CREATE EXTENSION pg_snowflake.")
     .raise()
 }

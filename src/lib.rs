@@ -31,6 +31,7 @@ mod gucs; // the snowflake.* settings
 // The SQL interface, by concern.
 mod admin; // advance_past, reset_layout
 mod adopt; // switching a serial or identity column to snowflake_next()
+mod background; // how the background workers are registered and start
 mod base62; // short text ids
 mod claims; // worker id claims and their background worker
 mod compose; // ids of given fields

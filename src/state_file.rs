@@ -533,6 +533,13 @@ mod tests {
         dir
     }
 
+    /// A scratch directory whose state file (and copy) hold `mark`.
+    fn written(name: &str, mark: Loaded) -> PathBuf {
+        let dir = scratch(name);
+        write(&dir, mark).unwrap();
+        dir
+    }
+
     fn recovered(dir: &Path) -> (Loaded, Source) {
         let r = recover(dir).unwrap();
         (r.state, r.source)
@@ -564,8 +571,7 @@ mod tests {
 
     #[test]
     fn a_missing_or_empty_state_file_goes_on_from_its_copy_or_is_lost() {
-        let dir = scratch("lost");
-        write(&dir, twitter(7_000)).unwrap();
+        let dir = written("lost", twitter(7_000));
         // Deleted, then emptied: the copy's mark.
         std::fs::remove_file(dir.join(FILE_NAME)).unwrap();
         let r = recover(&dir).unwrap();
@@ -602,8 +608,7 @@ mod tests {
 
     #[test]
     fn the_higher_of_the_two_marks_wins() {
-        let dir = scratch("higher");
-        write(&dir, twitter(500)).unwrap();
+        let dir = written("higher", twitter(500));
         // A crash between the two renames leaves the copy one mark behind: the state file's.
         std::fs::write(dir.join(COPY_PATH), encode(twitter(400))).unwrap();
         assert_eq!(recovered(&dir), (twitter(500), Source::StateFile));
@@ -620,8 +625,7 @@ mod tests {
 
     #[test]
     fn a_failed_preparation_changes_nothing() {
-        let dir = scratch("prep");
-        write(&dir, twitter(5)).unwrap();
+        let dir = written("prep", twitter(5));
         // A directory where the temporary file goes: the write fails, the state stays.
         std::fs::create_dir(dir.join(TEMP_NAME)).unwrap();
         let e = prepare(&dir, twitter(6)).err().unwrap();

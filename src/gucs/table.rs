@@ -1,7 +1,7 @@
 //! Each `snowflake.*` setting declared once: its value and default, what PostgreSQL is told
 //! (name, descriptions, range, context, unit), and its definition.
 
-use crate::layout::{self, Preset};
+use crate::layout::{Preset, TWITTER};
 use crate::text;
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::pg_sys::{self, PgTryBuilder};
@@ -51,8 +51,9 @@ pub(super) static TIME_RANGES: GucSetting<bool> = GucSetting::<bool>::new(true);
 /// written text at start (`Written`) holds it to.
 pub(super) struct Int {
     pub(super) name: &'static CStr,
-    short: &'static CStr,
-    long: &'static CStr,
+    /// Its doc comment: the first paragraph is PostgreSQL's short description, the rest the
+    /// long one.
+    docs: &'static [&'static str],
     pub(super) value: GucSetting<i32>,
     pub(super) lowest: i32,
     pub(super) highest: i32,
@@ -69,121 +70,101 @@ enum Context {
     Sighup,
 }
 
-/// What the custom layout's widths say beyond their own line.
-const WIDTH_LONG: &CStr =
-    c"Only for snowflake.layout = custom. The three widths add up to 63 or fewer.";
+/// The units of the rows below.
+mod unit {
+    use pgrx::GucFlags;
+    pub(super) const MS: GucFlags = GucFlags::UNIT_MS;
+    pub(super) const S: GucFlags = GucFlags::UNIT_S;
+    pub(super) const NONE: GucFlags = GucFlags::empty();
+}
 
-// The custom layout's defaults are Twitter's, so that `custom` with only an epoch set is
-// Twitter's widths from that epoch.
-pub(super) static TIME_UNIT: Int = Int {
-    name: c"snowflake.time_unit",
-    short: c"Sets the time unit of the custom layout, 1 ms to 1 s.",
-    long: WIDTH_LONG,
-    value: GucSetting::<i32>::new(layout::TWITTER.unit_ms as i32),
-    lowest: 1,
-    highest: 1000,
-    context: Context::Postmaster,
-    flags: GucFlags::UNIT_MS,
-};
-pub(super) static TIME_BITS: Int = Int {
-    name: c"snowflake.time_bits",
-    short: c"Sets the width of the time field of the custom layout.",
-    long: WIDTH_LONG,
-    value: GucSetting::<i32>::new(layout::TWITTER.time_bits as i32),
-    lowest: 1,
-    highest: 63,
-    context: Context::Postmaster,
-    flags: GucFlags::empty(),
-};
-pub(super) static WORKER_BITS: Int = Int {
-    name: c"snowflake.worker_bits",
-    short: c"Sets the width of the worker id field of the custom layout.",
-    long: WIDTH_LONG,
-    value: GucSetting::<i32>::new(layout::TWITTER.worker_bits as i32),
-    lowest: 0,
-    highest: 31,
-    context: Context::Postmaster,
-    flags: GucFlags::empty(),
-};
-pub(super) static SEQUENCE_BITS: Int = Int {
-    name: c"snowflake.sequence_bits",
-    short: c"Sets the width of the sequence field of the custom layout.",
-    long: WIDTH_LONG,
-    value: GucSetting::<i32>::new(layout::TWITTER.sequence_bits as i32),
-    lowest: 0,
-    highest: 31,
-    context: Context::Postmaster,
-    flags: GucFlags::empty(),
-};
-/// Its highest value is the layout's largest worker id, given when it is defined (and to
-/// `Written::check_worker_id`).
-pub(super) static WORKER_ID: Int = Int {
-    name: c"snowflake.worker_id",
-    short: c"Sets the worker id that this server embeds in every snowflake id.",
-    long: c"Valid values are 0 to the largest worker id of snowflake.layout (1023 for twitter); \
-           -1 (the default) means unset, and snowflake_next() then fails. Every server that \
-           generates ids for the same data needs its own worker id. Changing it requires a \
-           restart, so that all backends always use the same value.",
-    value: GucSetting::<i32>::new(WORKER_ID_UNSET),
-    lowest: WORKER_ID_UNSET,
-    highest: i32::MAX,
-    // Postmaster, not sighup: after a reload, backends pick up a new value one by one, so for a
-    // moment two worker ids would be in use at once and a new id with a smaller worker id could
-    // sort below an older id of the same millisecond.
-    context: Context::Postmaster,
-    flags: GucFlags::empty(),
-};
-pub(super) static MAX_DRIFT: Int = Int {
-    name: c"snowflake.max_drift",
-    short: c"Sets how far the time embedded in new ids may run ahead of the system clock.",
-    long: c"Ids borrow time from the future when the clock steps back or when more ids per time \
-           unit are requested than the sequence holds. Past half of this bound, ids are handed \
-           out first come, first served at the clock's rate, so bursts alone never reach it. \
-           Past the bound snowflake_next() waits for the clock (see snowflake.drift_wait) and \
-           then fails. Valid values are 0 to 2147483647 ms.",
-    value: GucSetting::<i32>::new(10_000),
-    lowest: 0,
-    highest: i32::MAX,
-    context: Context::Sighup,
-    flags: GucFlags::UNIT_MS,
-};
-pub(super) static DRIFT_WAIT: Int = Int {
-    name: c"snowflake.drift_wait",
-    short: c"Sets how long snowflake_next() waits for the clock when ids run more than \
-            snowflake.max_drift ahead of it.",
-    long: c"The wait is counted in naps of 1 ms (at least 1 ms each), so it lasts at least this \
-           long; 0 fails at once. A clock stepped back further than snowflake.max_drift needs \
-           as long as the step beyond it. Valid values are 0 to 60000 ms.",
-    value: GucSetting::<i32>::new(100),
-    lowest: 0,
-    highest: 60_000,
-    context: Context::Sighup,
-    flags: GucFlags::UNIT_MS,
-};
-pub(super) static CLAIMS_INTERVAL: Int = Int {
-    name: c"snowflake.claims_interval",
-    short: c"Sets how often the background worker renews this server's worker id claim.",
-    long: c"A claim is valid for three intervals; a server that stops renewing it (stopped, or \
-           its worker id moved) no longer clashes with later claims after that. Valid values \
-           are 1 to 3600 s.",
-    value: GucSetting::<i32>::new(10),
-    lowest: 1,
-    highest: 3600,
-    context: Context::Sighup,
-    flags: GucFlags::UNIT_S,
-};
-pub(super) static REGISTRY_LEASE: Int = Int {
-    name: c"snowflake.registry_lease",
-    short: c"Sets how long a worker-id lease from the registry lasts.",
-    long: c"Renewed every third of it. While the registry is unreachable, this server goes on \
-           (also across restarts) until its lease runs out; a stopped server's worker id goes \
-           to another one only after it ran out. Valid values are 10 s to 1 day.",
-    value: GucSetting::<i32>::new(300),
-    lowest: 10,
-    highest: 86_400,
-    context: Context::Postmaster,
-    flags: GucFlags::UNIT_S,
-};
+/// The rows of the integer settings: each is its description, as a doc comment, and one line
+/// `STATIC: name = default, lowest, highest, context, unit;`.
+macro_rules! ints {
+    ($($(#[doc = $doc:literal])* $static:ident: $name:literal = $default:expr, $lowest:expr,
+       $highest:expr, $context:ident, $unit:ident;)*) => {
+        $(pub(super) static $static: Int = Int {
+            name: $name,
+            docs: &[$($doc),*],
+            value: GucSetting::<i32>::new($default),
+            lowest: $lowest,
+            highest: $highest,
+            context: Context::$context,
+            flags: unit::$unit,
+        };)*
+    };
+}
+
+ints! {
+    // The custom layout's defaults are Twitter's, so that `custom` with only an epoch set is
+    // Twitter's widths from that epoch.
+
+    /// Sets the time unit of the custom layout, 1 ms to 1 s.
+    ///
+    /// Only for snowflake.layout = custom. The three widths add up to 63 or fewer.
+    TIME_UNIT: c"snowflake.time_unit" = TWITTER.unit_ms as i32, 1, 1000, Postmaster, MS;
+
+    /// Sets the width of the time field of the custom layout.
+    ///
+    /// Only for snowflake.layout = custom. The three widths add up to 63 or fewer.
+    TIME_BITS: c"snowflake.time_bits" = TWITTER.time_bits as i32, 1, 63, Postmaster, NONE;
+
+    /// Sets the width of the worker id field of the custom layout.
+    ///
+    /// Only for snowflake.layout = custom. The three widths add up to 63 or fewer.
+    WORKER_BITS: c"snowflake.worker_bits" = TWITTER.worker_bits as i32, 0, 31, Postmaster, NONE;
+
+    /// Sets the width of the sequence field of the custom layout.
+    ///
+    /// Only for snowflake.layout = custom. The three widths add up to 63 or fewer.
+    SEQUENCE_BITS: c"snowflake.sequence_bits" = TWITTER.sequence_bits as i32, 0, 31, Postmaster,
+        NONE;
+
+    // Its highest value is the layout's largest worker id, given when it is defined (and to
+    // `Written::check_worker_id`). Postmaster, not sighup: after a reload, backends pick up a
+    // new value one by one, so for a moment two worker ids would be in use at once and a new id
+    // with a smaller worker id could sort below an older id of the same millisecond.
+
+    /// Sets the worker id that this server embeds in every snowflake id.
+    ///
+    /// Valid values are 0 to the largest worker id of snowflake.layout (1023 for twitter); -1
+    /// (the default) means unset, and snowflake_next() then fails. Every server that generates
+    /// ids for the same data needs its own worker id. Changing it requires a restart, so that
+    /// all backends always use the same value.
+    WORKER_ID: c"snowflake.worker_id" = WORKER_ID_UNSET, WORKER_ID_UNSET, i32::MAX, Postmaster,
+        NONE;
+
+    /// Sets how far the time embedded in new ids may run ahead of the system clock.
+    ///
+    /// Ids borrow time from the future when the clock steps back or when more ids per time unit
+    /// are requested than the sequence holds. Past half of this bound, ids are handed out first
+    /// come, first served at the clock's rate, so bursts alone never reach it. Past the bound
+    /// snowflake_next() waits for the clock (see snowflake.drift_wait) and then fails. Valid
+    /// values are 0 to 2147483647 ms.
+    MAX_DRIFT: c"snowflake.max_drift" = 10_000, 0, i32::MAX, Sighup, MS;
+
+    /// Sets how long snowflake_next() waits for the clock when ids run more than
+    /// snowflake.max_drift ahead of it.
+    ///
+    /// The wait is counted in naps of 1 ms (at least 1 ms each), so it lasts at least this long;
+    /// 0 fails at once. A clock stepped back further than snowflake.max_drift needs as long as
+    /// the step beyond it. Valid values are 0 to 60000 ms.
+    DRIFT_WAIT: c"snowflake.drift_wait" = 100, 0, 60_000, Sighup, MS;
+
+    /// Sets how often the background worker renews this server's worker id claim.
+    ///
+    /// A claim is valid for three intervals; a server that stops renewing it (stopped, or its
+    /// worker id moved) no longer clashes with later claims after that. Valid values are 1 to
+    /// 3600 s.
+    CLAIMS_INTERVAL: c"snowflake.claims_interval" = 10, 1, 3600, Sighup, S;
+
+    /// Sets how long a worker-id lease from the registry lasts.
+    ///
+    /// Renewed every third of it. While the registry is unreachable, this server goes on (also
+    /// across restarts) until its lease runs out; a stopped server's worker id goes to another
+    /// one only after it ran out. Valid values are 10 s to 1 day.
+    REGISTRY_LEASE: c"snowflake.registry_lease" = 300, 10, 86_400, Postmaster, S;
+}
 
 /// Every integer setting, in the order they are checked at start.
 pub(super) static INTS: [&Int; 9] = [
@@ -198,13 +179,27 @@ pub(super) static INTS: [&Int; 9] = [
     &REGISTRY_LEASE,
 ];
 
+/// PostgreSQL's short and long description of a setting, from its doc comment (a blank line
+/// apart); made once per setting at start, when it is defined, and kept for good as PostgreSQL
+/// keeps the pointers.
+fn described(docs: &[&str]) -> (&'static CStr, &'static CStr) {
+    let mut paragraphs = docs.split(|line| line.trim().is_empty()).map(|lines| {
+        let text = lines.iter().map(|l| l.trim()).collect::<Vec<_>>().join(" ");
+        let text = CString::new(text).expect("a doc comment holds no NUL");
+        &*Box::leak(text.into_boxed_c_str())
+    });
+    let short = paragraphs.next().expect("a setting has a description");
+    (short, paragraphs.next().unwrap_or(c""))
+}
+
 impl Int {
     /// Defines it, up to `highest` (its own, or the layout's largest worker id).
     fn define(&'static self, highest: i32) {
+        let (short, long) = described(self.docs);
         GucRegistry::define_int_guc(
             self.name,
-            self.short,
-            self.long,
+            short,
+            long,
             &self.value,
             self.lowest,
             highest,
@@ -224,51 +219,58 @@ impl Int {
 /// A string setting, declared once (its default with its value).
 pub(super) struct Str {
     name: &'static CStr,
-    short: &'static CStr,
-    long: &'static CStr,
+    /// As `Int`'s.
+    docs: &'static [&'static str],
     value: GucSetting<Option<CString>>,
     flags: GucFlags,
 }
 
-pub(super) static CLAIMS_DATABASE: Str = Str {
-    name: c"snowflake.claims_database",
-    short: c"Sets the database where a background worker records this server's worker id claim.",
-    long: c"Empty (the default) starts no worker. Set, a background worker calls \
-           snowflake_claim() in that database every snowflake.claims_interval, once \
-           pg_snowflake is installed there and the server is a primary, so that servers whose \
-           snowflake_claims tables meet (through logical replication) find a shared worker id.",
-    value: GucSetting::<Option<CString>>::new(None),
-    flags: GucFlags::empty(),
-};
-pub(super) static REGISTRY: Str = Str {
-    name: c"snowflake.registry",
-    short: c"Sets the libpq connection string of the worker-id registry.",
-    long: c"Empty (the default): snowflake.worker_id alone gives the worker id. Set, a \
-           background worker leases a worker id from the snowflake_registry table of \
-           pg_snowflake installed in that database (exactly snowflake.worker_id when that is \
-           set, else a free one) and renews the lease; ids are refused while this server holds \
-           no lease. Passwords belong in a password file, not here. Only superusers can read \
-           it, as primary_conninfo.",
-    value: GucSetting::<Option<CString>>::new(None),
-    flags: GucFlags::SUPERUSER_ONLY,
-};
-pub(super) static REGISTRY_NAMESPACE: Str = Str {
-    name: c"snowflake.registry_namespace",
-    short: c"Sets the namespace of the worker-id registry this server leases its worker id in.",
-    long: c"Servers whose ids meet (in one table, or at one subscriber) lease from one \
-           namespace; each namespace and layout has its own worker ids. 1 to 63 characters.",
-    value: GucSetting::<Option<CString>>::new(Some(c"default")),
-    flags: GucFlags::empty(),
-};
+/// The rows of the string settings, as `ints!`'s: `STATIC: name = default, flags;`.
+macro_rules! strs {
+    ($($(#[doc = $doc:literal])* $static:ident: $name:literal = $default:expr, $flags:expr;)*) => {
+        $(pub(super) static $static: Str = Str {
+            name: $name,
+            docs: &[$($doc),*],
+            value: GucSetting::<Option<CString>>::new($default),
+            flags: $flags,
+        };)*
+    };
+}
+
+strs! {
+    /// Sets the database where a background worker records this server's worker id claim.
+    ///
+    /// Empty (the default) starts no worker. Set, a background worker calls snowflake_claim() in
+    /// that database every snowflake.claims_interval, once pg_snowflake is installed there and
+    /// the server is a primary, so that servers whose snowflake_claims tables meet (through
+    /// logical replication) find a shared worker id.
+    CLAIMS_DATABASE: c"snowflake.claims_database" = None, GucFlags::empty();
+
+    /// Sets the libpq connection string of the worker-id registry.
+    ///
+    /// Empty (the default): snowflake.worker_id alone gives the worker id. Set, a background
+    /// worker leases a worker id from the snowflake_registry table of pg_snowflake installed in
+    /// that database (exactly snowflake.worker_id when that is set, else a free one) and renews
+    /// the lease; ids are refused while this server holds no lease. Passwords belong in a
+    /// password file, not here. Only superusers can read it, as primary_conninfo.
+    REGISTRY: c"snowflake.registry" = None, GucFlags::SUPERUSER_ONLY;
+
+    /// Sets the namespace of the worker-id registry this server leases its worker id in.
+    ///
+    /// Servers whose ids meet (in one table, or at one subscriber) lease from one namespace; each
+    /// namespace and layout has its own worker ids. 1 to 63 characters.
+    REGISTRY_NAMESPACE: c"snowflake.registry_namespace" = Some(c"default"), GucFlags::empty();
+}
 
 impl Str {
     /// Defines it: every string setting but the epoch (which has a check hook) is read at
     /// start only.
     fn define(&'static self) {
+        let (short, long) = described(self.docs);
         GucRegistry::define_string_guc(
             self.name,
-            self.short,
-            self.long,
+            short,
+            long,
             &self.value,
             GucContext::Postmaster,
             self.flags,

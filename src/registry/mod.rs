@@ -42,18 +42,19 @@ const NO_WORKER_ID: u32 = u32::MAX;
 /// always a NUL.
 const STATUS_WORDS: usize = 64;
 
-/// Where the lease came from.
+/// Where the lease came from; kept in shared memory as its discriminant (0 to 3, in this
+/// order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u32)]
 pub enum Source {
     /// No lease (yet, or any more).
-    None = 0,
+    None,
     /// The cached lease of the previous run, not yet renewed by the registry.
-    Cached = 1,
+    Cached,
     /// Granted or renewed by the registry.
-    Leased = 2,
+    Leased,
     /// The registry gave the worker id to another cluster: refused until restart.
-    Lost = 3,
+    Lost,
 }
 
 /// What went wrong last, which decides the hint of a refusal.
@@ -595,23 +596,7 @@ fn start_from_cache(registry: &Registry) {
     registry.hold(&lease, lease.expires_ms, Source::Cached);
 }
 
-extension_sql_file!(
-    "../../sql/registry_namespaces.sql",
-    name = "snowflake_registry_namespaces",
-    requires = ["own_schema"],
-);
-extension_sql_file!(
-    "../../sql/registry_table.sql",
-    name = "snowflake_registry",
-    requires = ["own_schema"],
-);
-extension_sql_file!(
-    "../../sql/registry_lease.sql",
-    name = "snowflake_registry_lease",
-    requires = ["snowflake_registry", "snowflake_registry_namespaces"],
-);
-extension_sql_file!(
-    "../../sql/registry_compat.sql",
-    name = "snowflake_registry_compat",
-    requires = ["snowflake_registry_lease"],
-);
+extension_sql_file! { "../../sql/registry_namespaces.sql", name = "snowflake_registry_namespaces", requires = ["own_schema"] }
+extension_sql_file! { "../../sql/registry_table.sql", name = "snowflake_registry", requires = ["own_schema"] }
+extension_sql_file! { "../../sql/registry_lease.sql", name = "snowflake_registry_lease", requires = ["snowflake_registry", "snowflake_registry_namespaces"] }
+extension_sql_file! { "../../sql/registry_compat.sql", name = "snowflake_registry_compat", requires = ["snowflake_registry_lease"] }

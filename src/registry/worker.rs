@@ -5,12 +5,11 @@
 //! ids go on under the lease in force until it runs out.
 
 use super::{cache, libpq, node_name, system_identifier, Problem, Registry, Source};
+use crate::background::{self, Reaches};
 use crate::errors::{self, Code};
 use crate::layout::Order;
 use crate::{clock, generator, gucs};
-use pgrx::bgworkers::{
-    BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
-};
+use pgrx::bgworkers::BackgroundWorker;
 use pgrx::prelude::*;
 use std::ffi::CStr;
 use std::path::Path;
@@ -134,21 +133,19 @@ const SESSION: &str = "SELECT pg_catalog.set_config('synchronous_commit', 'on', 
         pg_catalog.set_config('default_transaction_isolation', 'read committed', false)";
 
 pub fn register() {
-    BackgroundWorkerBuilder::new("pg_snowflake registry")
-        .set_library("pg_snowflake")
-        .set_function("pg_snowflake_registry_main")
-        .enable_shmem_access(None)
-        // Only on a primary: a standby has no ids to cover, and starts it when promoted.
-        .set_start_time(BgWorkerStartTime::RecoveryFinished)
-        .set_restart_time(Some(Duration::from_secs(5)))
-        .load();
+    background::register(
+        "pg_snowflake registry",
+        "pg_snowflake_registry_main",
+        Reaches::SharedMemory,
+        Duration::from_secs(5),
+    );
 }
 
 #[pg_guard]
 #[unsafe(no_mangle)]
 // mutant: registry_memory
 pub extern "C-unwind" fn pg_snowflake_registry_main(_arg: pg_sys::Datum) {
-    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
+    background::attach_signals();
     let Some(registry) = super::get() else {
         return;
     };
