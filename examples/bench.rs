@@ -26,10 +26,7 @@ const INSERT_ROWS: i64 = 1_000_000;
 const LAYOUT_IDS_PER_S: f64 = 4_096_000.0;
 
 fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 fn median(xs: &[f64]) -> f64 {
@@ -51,8 +48,7 @@ fn spread(xs: &[f64]) -> (f64, f64) {
 
 fn timed(c: &mut Client, sql: &str) -> f64 {
     let t = Instant::now();
-    c.batch_execute(sql)
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    c.batch_execute(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
     t.elapsed().as_secs_f64()
 }
 
@@ -109,9 +105,7 @@ fn bulk(c: &mut Client, reps: usize, v7: bool) -> (Value, Vec<Goal>) {
     }
     // Per-id cost of each repetition over the same repetition's empty series.
     let per_id_ns = |i: usize| -> Vec<f64> {
-        (0..reps)
-            .map(|r| (secs[i][r] - secs[0][r]) / BULK_IDS as f64 * 1e9)
-            .collect()
+        (0..reps).map(|r| (secs[i][r] - secs[0][r]) / BULK_IDS as f64 * 1e9).collect()
     };
     let (sf, nv, uu) = (per_id_ns(1), per_id_ns(2), per_id_ns(3));
     let ratio_nv: Vec<f64> = sf.iter().zip(&nv).map(|(a, b)| a / b).collect();
@@ -124,11 +118,7 @@ fn bulk(c: &mut Client, reps: usize, v7: bool) -> (Value, Vec<Goal>) {
     );
     for (i, (name, _)) in candidates.iter().enumerate() {
         let (lo, hi) = spread(&secs[i]);
-        let per = if i == 0 {
-            "-".to_string()
-        } else {
-            format!("{:.1} ns", median(&per_id_ns(i)))
-        };
+        let per = if i == 0 { "-".to_string() } else { format!("{:.1} ns", median(&per_id_ns(i))) };
         println!(
             "{name:<20} {:>12.3} {:>14} {per:>20}",
             median(&secs[i]),
@@ -235,14 +225,9 @@ fn time_range(c: &mut Client, reps: usize) -> (Value, Vec<Goal>) {
         ),
     ];
     let sql = |cond: &str| format!("SELECT count(*) FROM bench_range WHERE {cond}");
-    let counts: Vec<i64> = candidates
-        .iter()
-        .map(|(_, cond)| c.query_one(&sql(cond), &[]).unwrap().get(0))
-        .collect();
-    assert!(
-        counts.iter().all(|&n| n == counts[0]),
-        "different counts: {counts:?}"
-    );
+    let counts: Vec<i64> =
+        candidates.iter().map(|(_, cond)| c.query_one(&sql(cond), &[]).unwrap().get(0)).collect();
+    assert!(counts.iter().all(|&n| n == counts[0]), "different counts: {counts:?}");
     let plans: Vec<String> = candidates
         .iter()
         .map(|(_, cond)| {
@@ -266,13 +251,7 @@ fn time_range(c: &mut Client, reps: usize) -> (Value, Vec<Goal>) {
         }
     }
     let ratio_to = |i: usize, to: usize| -> f64 {
-        median(
-            &secs[i]
-                .iter()
-                .zip(&secs[to])
-                .map(|(a, b)| a / b)
-                .collect::<Vec<_>>(),
-        )
+        median(&secs[i].iter().zip(&secs[to]).map(|(a, b)| a / b).collect::<Vec<_>>())
     };
     let ratio = |i: usize| ratio_to(i, 1);
     println!(
@@ -280,17 +259,9 @@ fn time_range(c: &mut Client, reps: usize) -> (Value, Vec<Goal>) {
         counts[0],
         reps * 3
     );
-    println!(
-        "{:<26} {:>12} {:>14}  plan",
-        "condition", "median ms", "vs id range"
-    );
+    println!("{:<26} {:>12} {:>14}  plan", "condition", "median ms", "vs id range");
     for (i, (name, _)) in candidates.iter().enumerate() {
-        println!(
-            "{name:<26} {:>12.3} {:>14.3}  {}",
-            median(&secs[i]) * 1e3,
-            ratio(i),
-            plans[i]
-        );
+        println!("{name:<26} {:>12.3} {:>14.3}  {}", median(&secs[i]) * 1e3, ratio(i), plans[i]);
     }
     c.batch_execute("DROP TABLE bench_range").unwrap();
     let goals = vec![Goal {
@@ -323,10 +294,7 @@ fn time_range(c: &mut Client, reps: usize) -> (Value, Vec<Goal>) {
 
 fn insert(c: &mut Client, reps: usize, v7: bool) -> (Value, Vec<Goal>) {
     let mut candidates = vec![
-        (
-            "snowflake",
-            "id bigint PRIMARY KEY DEFAULT snowflake_next()",
-        ),
+        ("snowflake", "id bigint PRIMARY KEY DEFAULT snowflake_next()"),
         ("bigserial", "id bigserial PRIMARY KEY"),
         ("uuid v4", "id uuid PRIMARY KEY DEFAULT gen_random_uuid()"),
     ];
@@ -356,21 +324,15 @@ fn insert(c: &mut Client, reps: usize, v7: bool) -> (Value, Vec<Goal>) {
             ))
             .unwrap();
             first[i].push(timed(c, &insert));
-            index_bytes[i] = c
-                .query_one("SELECT pg_relation_size('bench_insert_pkey')", &[])
-                .unwrap()
-                .get(0);
+            index_bytes[i] =
+                c.query_one("SELECT pg_relation_size('bench_insert_pkey')", &[]).unwrap().get(0);
             c.batch_execute("CHECKPOINT").unwrap();
             second[i].push(timed(c, &insert));
         }
     }
     c.batch_execute("DROP TABLE bench_insert").unwrap();
     let ratio = |secs: &[Vec<f64>], a: usize, b: usize| -> f64 {
-        median(
-            &(0..reps)
-                .map(|r| secs[a][r] / secs[b][r])
-                .collect::<Vec<_>>(),
-        )
+        median(&(0..reps).map(|r| secs[a][r] / secs[b][r]).collect::<Vec<_>>())
     };
     println!(
         "\nINSERT of {INSERT_ROWS} rows through the primary key's default, {reps} alternated runs"
@@ -517,14 +479,8 @@ fn pgbench(
     let mut scripts = vec![
         ("SELECT snowflake_next()", "SELECT snowflake_next();"),
         ("SELECT nextval('s')", "SELECT nextval('bench_seq');"),
-        (
-            "INSERT snowflake",
-            "INSERT INTO pgb_snowflake (v) VALUES (1);",
-        ),
-        (
-            "INSERT bigserial",
-            "INSERT INTO pgb_bigserial (v) VALUES (1);",
-        ),
+        ("INSERT snowflake", "INSERT INTO pgb_snowflake (v) VALUES (1);"),
+        ("INSERT bigserial", "INSERT INTO pgb_bigserial (v) VALUES (1);"),
         // The ceiling of pgbench and the machine: a round trip that does nothing.
         ("SELECT 1 (control)", "SELECT 1;"),
         ("SELECT gen_random_uuid()", "SELECT gen_random_uuid();"),
@@ -566,16 +522,8 @@ fn pgbench(
         "script", "1 client", "2 clients", "8 clients", "8c / 1c"
     );
     for (si, (name, _)) in scripts.iter().enumerate() {
-        let m: Vec<f64> = (0..client_counts.len())
-            .map(|ci| median(&tps[ci][si]))
-            .collect();
-        println!(
-            "{name:<26} {:>10.0} {:>10.0} {:>10.0} {:>10.2}",
-            m[0],
-            m[1],
-            m[2],
-            m[2] / m[0]
-        );
+        let m: Vec<f64> = (0..client_counts.len()).map(|ci| median(&tps[ci][si])).collect();
+        println!("{name:<26} {:>10.0} {:>10.0} {:>10.0} {:>10.2}", m[0], m[1], m[2], m[2] / m[0]);
     }
     let mut goals = Vec::new();
     let mut ratios = serde_json::Map::new();
@@ -619,17 +567,11 @@ fn pgbench(
         at_least: true,
     });
     ratios.insert("SELECT snowflake, 8 clients over 1".into(), json!(scaling));
-    ratios.insert(
-        "SELECT 1 (control), 8 clients over 1".into(),
-        json!(control_scaling),
-    );
+    ratios.insert("SELECT 1 (control), 8 clients over 1".into(), json!(control_scaling));
     // The table's order: the SELECTs, the control, then the INSERTs.
     let mut order: Vec<usize> = (0..scripts.len()).collect();
     order.sort_by_key(|&si| {
-        (
-            scripts[si].0.starts_with("INSERT"),
-            scripts[si].0.contains("(control)"),
-        )
+        (scripts[si].0.starts_with("INSERT"), scripts[si].0.contains("(control)"))
     });
     let value = json!({
         "seconds_per_run": seconds,
@@ -648,9 +590,7 @@ fn pgbench(
 /// Whether scripts/build-citus.sh installed Citus into the server under test.
 fn citus_installed() -> bool {
     let pg_config_path = default_pg_config();
-    pg_config(&pg_config_path, "--pkglibdir")
-        .join("citus.so")
-        .exists()
+    pg_config(&pg_config_path, "--pkglibdir").join("citus.so").exists()
         && pg_config(&pg_config_path, "--sharedir")
             .join("extension/citus.pg_snowflake-build")
             .exists()
@@ -688,10 +628,7 @@ fn citus(reps: usize, seconds: u64, pg_reps: usize) -> (Value, Vec<Goal>) {
          SELECT create_distributed_table('citus_bigserial', 'id');",
     )
     .unwrap();
-    let keys = [
-        ("snowflake", "citus_snowflake"),
-        ("bigserial", "citus_bigserial"),
-    ];
+    let keys = [("snowflake", "citus_snowflake"), ("bigserial", "citus_bigserial")];
     let bulk =
         |t: &str| format!("INSERT INTO {t} (v) SELECT g FROM generate_series(1, {CITUS_ROWS}) g");
     for (_, t) in keys {
@@ -722,24 +659,12 @@ fn citus(reps: usize, seconds: u64, pg_reps: usize) -> (Value, Vec<Goal>) {
         }
     }
     let ratio = |xs: &[Vec<f64>]| -> f64 {
-        median(
-            &xs[0]
-                .iter()
-                .zip(&xs[1])
-                .map(|(a, b)| a / b)
-                .collect::<Vec<_>>(),
-        )
+        median(&xs[0].iter().zip(&xs[1]).map(|(a, b)| a / b).collect::<Vec<_>>())
     };
-    let (bulk_ratio, coordinator_ratio, every_node_ratio) = (
-        ratio(&secs),
-        ratio(&coordinator_tps),
-        ratio(&every_node_tps),
-    );
+    let (bulk_ratio, coordinator_ratio, every_node_ratio) =
+        (ratio(&secs), ratio(&coordinator_tps), ratio(&every_node_tps));
     let version: String = c
-        .query_one(
-            "SELECT extversion FROM pg_extension WHERE extname = 'citus'",
-            &[],
-        )
+        .query_one("SELECT extversion FROM pg_extension WHERE extname = 'citus'", &[])
         .unwrap()
         .get(0);
     println!(
@@ -796,11 +721,7 @@ fn citus(reps: usize, seconds: u64, pg_reps: usize) -> (Value, Vec<Goal>) {
 /// A horizontal bar per goal: the measured ratio, the goal as a line, green when met.
 fn svg(goals: &[Goal], machine: &str) -> String {
     let (left, width, row, top) = (330.0, 420.0, 30.0, 56.0);
-    let max = goals
-        .iter()
-        .map(|g| g.value.max(g.target))
-        .fold(1.0, f64::max)
-        * 1.1;
+    let max = goals.iter().map(|g| g.value.max(g.target)).fold(1.0, f64::max) * 1.1;
     let x = |v: f64| left + v / max * width;
     let height = top + row * goals.len() as f64 + 40.0;
     let mut s = format!(
@@ -847,9 +768,7 @@ fn machine(c: &mut Client) -> String {
             })
         })
         .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(0);
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
     let version: String = c.query_one("SHOW server_version", &[]).unwrap().get(0);
     format!("{cpu}, {cores} cores, PostgreSQL {version}")
 }
@@ -908,10 +827,7 @@ fn main() {
     c.batch_execute("CREATE SEQUENCE bench_seq").unwrap();
     let machine = machine(&mut c);
     let major: i32 = c
-        .query_one(
-            "SELECT current_setting('server_version_num')::int / 10000",
-            &[],
-        )
+        .query_one("SELECT current_setting('server_version_num')::int / 10000", &[])
         .unwrap()
         .get(0);
     let v7 = major >= 18;
@@ -929,11 +845,8 @@ fn main() {
         let (citus_v, _) = citus(reps, pg_seconds, pg_reps);
         let mut data = benchmarks::load();
         data["runs"][major.to_string()]["citus"] = citus_v;
-        std::fs::write(
-            benchmarks::path(),
-            serde_json::to_string_pretty(&data).unwrap() + "\n",
-        )
-        .unwrap();
+        std::fs::write(benchmarks::path(), serde_json::to_string_pretty(&data).unwrap() + "\n")
+            .unwrap();
         render_page().unwrap_or_else(|e| panic!("docs/benchmarks.md: {e}"));
         println!("wrote the Citus run into docs/benchmarks.json (run {major})");
         return;
@@ -1010,11 +923,8 @@ fn main() {
     // scripts/callgrind.sh writes); this run replaces the one of its major.
     let mut data = benchmarks::load();
     data["runs"][major.to_string()] = run;
-    std::fs::write(
-        benchmarks::path(),
-        serde_json::to_string_pretty(&data).unwrap() + "\n",
-    )
-    .unwrap();
+    std::fs::write(benchmarks::path(), serde_json::to_string_pretty(&data).unwrap() + "\n")
+        .unwrap();
     // The tables of docs/benchmarks.md, from the data (tests/readme.rs checks them equal).
     if let Err(e) = render_page() {
         eprintln!("docs/benchmarks.md not rendered: {e}");

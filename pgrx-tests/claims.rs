@@ -26,10 +26,7 @@ mod tests {
             one("SELECT worker_id FROM snowflake.snowflake_claims"),
             one("SELECT layout FROM snowflake.snowflake_claims"),
         );
-        assert_eq!(
-            sysid,
-            one::<i64>("SELECT system_identifier FROM pg_control_system()")
-        );
+        assert_eq!(sysid, one::<i64>("SELECT system_identifier FROM pg_control_system()"));
         assert_eq!((worker, layout.as_str()), (42, "twitter"));
         // Valid for three intervals (10 s by default).
         assert_eq!(
@@ -41,19 +38,14 @@ mod tests {
         Spi::run("UPDATE snowflake.snowflake_claims SET since = since - interval '1 minute'")
             .unwrap();
         assert_eq!(one::<i32>("SELECT snowflake_claim()"), 0);
-        assert_eq!(
-            one::<i64>("SELECT count(*) FROM snowflake.snowflake_claims"),
-            1
-        );
+        assert_eq!(one::<i64>("SELECT count(*) FROM snowflake.snowflake_claims"), 1);
         assert!(one::<bool>(
             "SELECT since <= last_seen - interval '1 minute' FROM snowflake.snowflake_claims"
         ));
         // A claim that had expired starts again.
         Spi::run("UPDATE snowflake.snowflake_claims SET expires = now() - interval '1 s'").unwrap();
         snowflake_claim_ok();
-        assert!(one::<bool>(
-            "SELECT since = last_seen FROM snowflake.snowflake_claims"
-        ));
+        assert!(one::<bool>("SELECT since = last_seen FROM snowflake.snowflake_claims"));
     }
 
     fn snowflake_claim_ok() {
@@ -65,26 +57,11 @@ mod tests {
         // This server (worker id 42) claims from now on.
         snowflake_claim_ok();
         // A live claim to 42: a clash.
-        other_claim(
-            1,
-            42,
-            "now() - interval '1 hour'",
-            "now() + interval '1 hour'",
-        );
+        other_claim(1, 42, "now() - interval '1 hour'", "now() + interval '1 hour'");
         // 42 used by a cluster that stopped an hour ago (a replaced server): no clash.
-        other_claim(
-            2,
-            42,
-            "now() - interval '1 day'",
-            "now() - interval '1 hour'",
-        );
+        other_claim(2, 42, "now() - interval '1 day'", "now() - interval '1 hour'");
         // Another worker id, live: no clash.
-        other_claim(
-            3,
-            7,
-            "now() - interval '1 hour'",
-            "now() + interval '1 hour'",
-        );
+        other_claim(3, 7, "now() - interval '1 hour'", "now() + interval '1 hour'");
         // 42 of another layout: no clash.
         Spi::run(
             "INSERT INTO snowflake.snowflake_claims SELECT 4, 42, 'discord', 'd', now(), now(),
@@ -92,18 +69,8 @@ mod tests {
         )
         .unwrap();
         // Two other clusters sharing 7 an hour ago, for ten minutes: a clash that ended.
-        other_claim(
-            5,
-            7,
-            "now() - interval '70 minutes'",
-            "now() - interval '1 hour'",
-        );
-        other_claim(
-            6,
-            7,
-            "now() - interval '2 hours'",
-            "now() - interval '61 minutes'",
-        );
+        other_claim(5, 7, "now() - interval '70 minutes'", "now() - interval '1 hour'");
+        other_claim(6, 7, "now() - interval '2 hours'", "now() - interval '61 minutes'");
         assert_eq!(one::<i32>("SELECT snowflake_claim()"), 1);
         let listed: Vec<String> = column(
             "SELECT format('%s %s %s %s', worker_id, least(node_name, other_node_name),
@@ -115,19 +82,14 @@ mod tests {
         let (low, high) = (me.clone().min("other1".into()), me.max("other1".into()));
         assert_eq!(
             listed,
-            vec![
-                "7 other5 other6 false".to_string(),
-                format!("42 {low} {high} true"),
-            ]
+            vec!["7 other5 other6 false".to_string(), format!("42 {low} {high} true"),]
         );
     }
 
     #[pg_test]
     fn claims_are_for_superusers_and_monitoring_only() {
         let acl = |object: &str, privilege: &str| -> bool {
-            one(&format!(
-                "SELECT has_table_privilege('pg_monitor', '{object}', '{privilege}')"
-            ))
+            one(&format!("SELECT has_table_privilege('pg_monitor', '{object}', '{privilege}')"))
         };
         assert!(acl("snowflake.snowflake_claims", "SELECT"));
         assert!(acl("snowflake.snowflake_clashes", "SELECT"));

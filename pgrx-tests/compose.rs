@@ -58,10 +58,8 @@ mod tests {
             ));
             assert_eq!(wrong, 0, "{layout}");
         }
-        let back: i64 = one(
-            "SELECT snowflake_compose(d.ts, d.worker_id, d.sequence, 'instagram')
-             FROM snowflake_decode(-1, 'instagram') AS d",
-        );
+        let back: i64 = one("SELECT snowflake_compose(d.ts, d.worker_id, d.sequence, 'instagram')
+             FROM snowflake_decode(-1, 'instagram') AS d");
         assert_eq!(back, -1);
     }
 
@@ -71,10 +69,9 @@ mod tests {
         // answer); 0.9 ms later is the same millisecond, 10 ms of sonyflake the same unit.
         let id: i64 = one("SELECT snowflake_compose('2020-01-01 00:00:00.0009+00', 5, 7)");
         assert_eq!(id, 1212161512043466759);
-        let same: bool = one(
-            "SELECT snowflake_compose('2020-01-01 00:00:00.009+00', 5, 7, 'sonyflake')
-                  = snowflake_compose('2020-01-01 00:00:00+00', 5, 7, 'sonyflake')",
-        );
+        let same: bool =
+            one("SELECT snowflake_compose('2020-01-01 00:00:00.009+00', 5, 7, 'sonyflake')
+                  = snowflake_compose('2020-01-01 00:00:00+00', 5, 7, 'sonyflake')");
         assert!(same);
     }
 
@@ -139,11 +136,7 @@ mod tests {
             ),
         ] {
             let err = error_of(sql).unwrap_or_else(|| panic!("no error from {sql}"));
-            assert_eq!(
-                (err.sqlstate.as_str(), err.message.as_str()),
-                (state, message),
-                "{sql}"
-            );
+            assert_eq!((err.sqlstate.as_str(), err.message.as_str()), (state, message), "{sql}");
         }
         // The last moment of a layout is still an id: the largest bigint (twitter), and for
         // instagram, whose 64 bits would set the sign bit later, the last positive one.

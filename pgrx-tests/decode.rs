@@ -22,19 +22,13 @@ mod tests {
 
     #[pg_test]
     fn the_largest_bigint_is_the_end_of_the_layout() {
-        assert_eq!(
-            decoded("9223372036854775807"),
-            ("2080-07-10 17:30:30.208".into(), 1023, 4095)
-        );
+        assert_eq!(decoded("9223372036854775807"), ("2080-07-10 17:30:30.208".into(), 1023, 4095));
     }
 
     #[pg_test]
     fn known_answer() {
         // 2020-01-01T00:00:00Z, worker 5, sequence 7, computed independently.
-        assert_eq!(
-            decoded("1212161512043466759"),
-            ("2020-01-01 00:00:00.000".into(), 5, 7)
-        );
+        assert_eq!(decoded("1212161512043466759"), ("2020-01-01 00:00:00.000".into(), 5, 7));
     }
 
     #[pg_test]
@@ -51,10 +45,8 @@ mod tests {
                 (x >> 1).to_string()
             })
             .collect();
-        let low_bits: std::collections::BTreeSet<u64> = ids
-            .iter()
-            .map(|id| id.parse::<u64>().unwrap() & 0xfff)
-            .collect();
+        let low_bits: std::collections::BTreeSet<u64> =
+            ids.iter().map(|id| id.parse::<u64>().unwrap() & 0xfff).collect();
         assert!(low_bits.len() > 3000, "the ids are not random enough");
         let mismatches: i64 = one(&format!(
             "SELECT count(*) FROM unnest('{{{}}}'::bigint[]) AS id
@@ -95,10 +87,7 @@ mod tests {
         Spi::run("SET LOCAL enable_seqscan = off").unwrap();
         let plan: String = one("EXPLAIN (COSTS OFF) SELECT * FROM ev
              WHERE (snowflake_decode(id)).ts > now() - interval '1 hour'");
-        assert!(
-            plan.contains("ev_ts"),
-            "the expression index is not used: {plan}"
-        );
+        assert!(plan.contains("ev_ts"), "the expression index is not used: {plan}");
         let recent: i64 = one(
             "SELECT count(*) FROM ev WHERE (snowflake_decode(id)).ts > now() - interval '1 hour'",
         );
@@ -107,12 +96,10 @@ mod tests {
 
     #[pg_test]
     fn decode_is_immutable_strict_parallel_safe() {
-        let flags: String = one(
-            "SELECT string_agg(DISTINCT provolatile::text || proisstrict::text
+        let flags: String = one("SELECT string_agg(DISTINCT provolatile::text || proisstrict::text
                                         || proparallel::text, ' ')
              FROM pg_proc WHERE proname IN ('snowflake_decode', 'snowflake_timestamp',
-                                            'snowflake_min_id', 'snowflake_max_id')",
-        );
+                                            'snowflake_min_id', 'snowflake_max_id')");
         assert_eq!(flags, "itrues");
         let overloads: i64 = one("SELECT count(*) FROM pg_proc WHERE proname = 'snowflake_decode'");
         assert_eq!(overloads, 2);

@@ -19,10 +19,7 @@ pub mod pg_test {
     pub fn setup(_options: Vec<&str>) {}
 
     pub fn postgresql_conf_options() -> Vec<&'static str> {
-        vec![
-            "shared_preload_libraries = 'pg_snowflake'",
-            "snowflake.worker_id = 42",
-        ]
+        vec!["shared_preload_libraries = 'pg_snowflake'", "snowflake.worker_id = 42"]
     }
 }
 
@@ -74,10 +71,7 @@ pub fn error_of(sql: &str) -> Option<SqlError> {
         &[sql.into()],
     )
     .unwrap();
-    state.map(|sqlstate| SqlError {
-        sqlstate,
-        message: message.unwrap_or_default(),
-    })
+    state.map(|sqlstate| SqlError { sqlstate, message: message.unwrap_or_default() })
 }
 
 /// Every row of a one-column query without NULLs, in the order the query returned them.
@@ -98,7 +92,5 @@ pub fn bigints(sql: &str) -> Vec<i64> {
 }
 
 pub fn one<T: pgrx::FromDatum + pgrx::IntoDatum>(sql: &str) -> T {
-    pgrx::Spi::get_one::<T>(sql)
-        .unwrap()
-        .unwrap_or_else(|| panic!("NULL from {sql}"))
+    pgrx::Spi::get_one::<T>(sql).unwrap().unwrap_or_else(|| panic!("NULL from {sql}"))
 }

@@ -25,14 +25,9 @@ mod tests {
 
     #[pg_test]
     fn a_fresh_id_is_within_a_second_of_clock_timestamp() {
-        let gap: f64 = one(
-            "SELECT abs(extract(epoch FROM (snowflake_decode(snowflake_next())).ts
-                                          - clock_timestamp()))::float8",
-        );
-        assert!(
-            gap < 1.0,
-            "decoded time is {gap} s away from clock_timestamp()"
-        );
+        let gap: f64 = one("SELECT abs(extract(epoch FROM (snowflake_decode(snowflake_next())).ts
+                                          - clock_timestamp()))::float8");
+        assert!(gap < 1.0, "decoded time is {gap} s away from clock_timestamp()");
     }
 
     #[pg_test]
@@ -46,10 +41,7 @@ mod tests {
         }
         let distinct_low_bits: std::collections::BTreeSet<i64> =
             ids.iter().map(|id| id & 0xfff).collect();
-        assert!(
-            distinct_low_bits.len() >= 19,
-            "low 12 bits: {distinct_low_bits:?}"
-        );
+        assert!(distinct_low_bits.len() >= 19, "low 12 bits: {distinct_low_bits:?}");
     }
 
     #[pg_test]
@@ -59,15 +51,12 @@ mod tests {
              INSERT INTO t (n) SELECT g FROM generate_series(1, 10000) g",
         )
         .unwrap();
-        let (rows, distinct): (i64, i64) = (
-            one("SELECT count(*) FROM t"),
-            one("SELECT count(DISTINCT id) FROM t"),
-        );
+        let (rows, distinct): (i64, i64) =
+            (one("SELECT count(*) FROM t"), one("SELECT count(DISTINCT id) FROM t"));
         assert_eq!((rows, distinct), (10000, 10000));
-        let out_of_order: i64 = one(
-            "SELECT count(*) FROM (SELECT id, lag(id) OVER (ORDER BY n) AS prev FROM t) s
-             WHERE id <= prev",
-        );
+        let out_of_order: i64 =
+            one("SELECT count(*) FROM (SELECT id, lag(id) OVER (ORDER BY n) AS prev FROM t) s
+             WHERE id <= prev");
         assert_eq!(out_of_order, 0);
     }
 
@@ -92,10 +81,7 @@ mod tests {
                 )
                 .unwrap()
                 .map(|row| {
-                    (
-                        row.get::<i64>(1).unwrap().unwrap(),
-                        row.get::<bool>(2).unwrap().unwrap(),
-                    )
+                    (row.get::<i64>(1).unwrap().unwrap(), row.get::<bool>(2).unwrap().unwrap())
                 })
                 .collect::<Vec<_>>()
         });
@@ -105,15 +91,9 @@ mod tests {
             "some ids were not made in a parallel worker"
         );
         let from_worker: Vec<i64> = rows.iter().map(|&(id, _)| id).collect();
-        Spi::run(&format!(
-            "SET LOCAL {} = off",
-            crate::pg_tests::FORCE_PARALLEL
-        ))
-        .unwrap();
-        let (from_leader, leader_in_worker): (i64, bool) = (
-            one("SELECT snowflake_next()"),
-            one("SELECT tests.in_parallel_worker()"),
-        );
+        Spi::run(&format!("SET LOCAL {} = off", crate::pg_tests::FORCE_PARALLEL)).unwrap();
+        let (from_leader, leader_in_worker): (i64, bool) =
+            (one("SELECT snowflake_next()"), one("SELECT tests.in_parallel_worker()"));
         assert!(!leader_in_worker);
         assert!(from_worker.windows(2).all(|p| p[1] > p[0]));
         assert!(from_leader > *from_worker.last().unwrap());
@@ -121,19 +101,11 @@ mod tests {
             one(&format!(
                 "SELECT count(*) FROM unnest('{{{}}}'::bigint[]) AS id
                  WHERE (snowflake_decode(id)).worker_id <> 42",
-                from_worker
-                    .iter()
-                    .map(i64::to_string)
-                    .collect::<Vec<_>>()
-                    .join(",")
+                from_worker.iter().map(i64::to_string).collect::<Vec<_>>().join(",")
             )),
             from_worker.len() as i64,
         );
-        assert_eq!(
-            (others, total),
-            (0, 1000),
-            "ids from the worker carry worker id 42"
-        );
+        assert_eq!((others, total), (0, 1000), "ids from the worker carry worker id 42");
     }
 
     #[pg_test]

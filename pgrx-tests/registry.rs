@@ -23,11 +23,7 @@ mod tests {
             l.time_bits,
             l.worker_bits,
             l.sequence_bits,
-            if l.order == Order::SequenceThenWorker {
-                "t"
-            } else {
-                "f"
-            }
+            if l.order == Order::SequenceThenWorker { "t" } else { "f" }
         )
     }
 

@@ -32,16 +32,10 @@ mod tests {
         );
         // Instagram: shifts 23 and 10, epoch 2011-08-24 21:07:01.721 UTC.
         assert_eq!(
-            decoded(&format!(
-                "snowflake_decode({}, 'instagram')",
-                1_000i64 << 23 | 1341 << 10 | 1
-            )),
+            decoded(&format!("snowflake_decode({}, 'instagram')", 1_000i64 << 23 | 1341 << 10 | 1)),
             "2011-08-24 21:07:02.721 1341 1"
         );
-        assert_eq!(
-            decoded("snowflake_decode(0, 'js53')"),
-            "2025-01-01 00:00:00.000 0 0"
-        );
+        assert_eq!(decoded("snowflake_decode(0, 'js53')"), "2025-01-01 00:00:00.000 0 0");
         assert_eq!(
             decoded("snowflake_decode(1212161512043466759, 'twitter')"),
             decoded("snowflake_decode(1212161512043466759)")
@@ -71,8 +65,8 @@ mod tests {
 
     #[pg_test]
     fn timestamp_min_id_and_max_id_agree_with_decode() {
-        let bad: i64 = one(
-            "WITH ids AS (SELECT snowflake_next() AS id FROM generate_series(1, 5000))
+        let bad: i64 =
+            one("WITH ids AS (SELECT snowflake_next() AS id FROM generate_series(1, 5000))
              SELECT count(*) FROM ids
              WHERE snowflake_timestamp(id) IS DISTINCT FROM (snowflake_decode(id)).ts
                 OR id NOT BETWEEN snowflake_min_id(snowflake_timestamp(id))
@@ -80,8 +74,7 @@ mod tests {
                 OR snowflake_timestamp(snowflake_min_id(snowflake_timestamp(id)) - 1)
                    <> snowflake_timestamp(id) - interval '1 ms'
                 OR snowflake_timestamp(snowflake_max_id(snowflake_timestamp(id)) + 1)
-                   <> snowflake_timestamp(id) + interval '1 ms'",
-        );
+                   <> snowflake_timestamp(id) + interval '1 ms'");
         assert_eq!(bad, 0);
         // Every worker's ids of one millisecond lie between the two.
         let (lo, hi) = Spi::get_two::<i64, i64>(
@@ -242,10 +235,6 @@ mod tests {
         let e = error_of("SET LOCAL ROLE granted_reset; SELECT snowflake_reset_layout()")
             .expect("a role granted EXECUTE ran snowflake_reset_layout()");
         assert_eq!(e.sqlstate, "42501", "{}", e.message);
-        assert!(
-            e.message.contains("snowflake_reset_layout"),
-            "{}",
-            e.message
-        );
+        assert!(e.message.contains("snowflake_reset_layout"), "{}", e.message);
     }
 }

@@ -41,19 +41,9 @@ mod tests {
                         rank() OVER (ORDER BY t COLLATE \"C\") AS by_text
                  FROM b62) r
              WHERE by_number <> by_text");
-        assert_eq!(
-            (bad_round_trips, not_eleven, out_of_order),
-            (0, 0, 0),
-            "seed {seed:#x}"
-        );
-        assert_eq!(
-            one::<String>("SELECT snowflake_to_base62(0)"),
-            "00000000000"
-        );
-        assert_eq!(
-            one::<String>("SELECT snowflake_to_base62(9223372036854775807)"),
-            "AzL8n0Y58m7"
-        );
+        assert_eq!((bad_round_trips, not_eleven, out_of_order), (0, 0, 0), "seed {seed:#x}");
+        assert_eq!(one::<String>("SELECT snowflake_to_base62(0)"), "00000000000");
+        assert_eq!(one::<String>("SELECT snowflake_to_base62(9223372036854775807)"), "AzL8n0Y58m7");
     }
 
     #[pg_test]
@@ -74,18 +64,10 @@ mod tests {
                 "22003",
                 "base62 snowflake id \"AzL8n0Y58m8\" is out of range for type bigint",
             ),
-            (
-                "SELECT snowflake_to_base62(-1)",
-                "22003",
-                "snowflake id -1 is out of range",
-            ),
+            ("SELECT snowflake_to_base62(-1)", "22003", "snowflake id -1 is out of range"),
         ] {
             let err = error_of(sql).unwrap_or_else(|| panic!("{sql} succeeded"));
-            assert_eq!(
-                (err.sqlstate.as_str(), err.message.as_str()),
-                (state, message),
-                "{sql}"
-            );
+            assert_eq!((err.sqlstate.as_str(), err.message.as_str()), (state, message), "{sql}");
         }
         assert!(one::<bool>("SELECT snowflake_from_base62(NULL) IS NULL"));
     }
@@ -119,13 +101,7 @@ mod tests {
         assert!(after["lease"]["covered_until"].is_string());
         let ahead = after["ahead_of_clock_ms"].as_i64().unwrap();
         assert!(ahead.abs() < 10_000, "{ahead}");
-        for key in [
-            "steps_back",
-            "largest_step_back_ms",
-            "waits_ms",
-            "failures",
-            "paced_ms",
-        ] {
+        for key in ["steps_back", "largest_step_back_ms", "waits_ms", "failures", "paced_ms"] {
             assert!(after["clock"][key].is_u64(), "clock.{key}: {after}");
         }
     }
@@ -133,10 +109,9 @@ mod tests {
     #[pg_test]
     fn advance_past_moves_later_ids_above_the_given_one() {
         // An id 2 s ahead of the clock, of another worker, near the end of its millisecond.
-        let ahead: i64 = one(
-            "SELECT (((extract(epoch FROM clock_timestamp())::numeric * 1000)::bigint
-                      + 2000 - 1288834974657) << 22) | (7 << 12) | 4000",
-        );
+        let ahead: i64 =
+            one("SELECT (((extract(epoch FROM clock_timestamp())::numeric * 1000)::bigint
+                      + 2000 - 1288834974657) << 22) | (7 << 12) | 4000");
         Spi::run(&format!("SELECT snowflake_advance_past({ahead})")).unwrap();
         let next: i64 = one("SELECT snowflake_next()");
         assert!(next > ahead, "{next} <= {ahead}");
@@ -147,16 +122,12 @@ mod tests {
 
     #[pg_test]
     fn advance_past_refuses_what_it_cannot_do() {
-        let hour_ahead: i64 = one(
-            "SELECT ((extract(epoch FROM clock_timestamp())::numeric * 1000)::bigint
-                     + 3600000 - 1288834974657) << 22",
-        );
+        let hour_ahead: i64 =
+            one("SELECT ((extract(epoch FROM clock_timestamp())::numeric * 1000)::bigint
+                     + 3600000 - 1288834974657) << 22");
         let err = error_of(&format!("SELECT snowflake_advance_past({hour_ahead})")).unwrap();
         assert_eq!(err.sqlstate, "22023", "{err:?}");
-        assert_eq!(
-            err.message,
-            format!("snowflake id {hour_ahead} is too far ahead of the clock")
-        );
+        assert_eq!(err.message, format!("snowflake id {hour_ahead} is too far ahead of the clock"));
         let err = error_of("SELECT snowflake_advance_past(-5)").unwrap();
         assert_eq!(
             (err.sqlstate.as_str(), err.message.as_str()),

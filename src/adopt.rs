@@ -69,10 +69,7 @@ enum Before {
 // mutant: adopt_every_node
 // mutant: adopt_distribution_column
 fn adopt(tbl: pg_sys::Oid, col: &CStr, own_oid: pg_sys::Oid) {
-    let table = text_of(
-        "pg_catalog.format('%s', $1::pg_catalog.regclass)",
-        &[tbl.into()],
-    );
+    let table = text_of("pg_catalog.format('%s', $1::pg_catalog.regclass)", &[tbl.into()]);
     let (relkind, owned) = Spi::get_two_with_args::<i8, bool>(
         "SELECT c.relkind,
                 pg_catalog.pg_has_role(CURRENT_USER, c.relowner, 'USAGE')
@@ -178,10 +175,8 @@ fn adopt(tbl: pg_sys::Oid, col: &CStr, own_oid: pg_sys::Oid) {
         }
         Before::Sequence(seq) => {
             alter(tbl, attnum, "DROP DEFAULT", "", vec![]);
-            let name = text_of(
-                "pg_catalog.format('%s', $1::pg_catalog.regclass)",
-                &[(*seq).into()],
-            );
+            let name =
+                text_of("pg_catalog.format('%s', $1::pg_catalog.regclass)", &[(*seq).into()]);
             // The column's own sequence (bigserial): nothing else can use it once it is gone.
             execute_built(
                 "pg_catalog.format('DROP SEQUENCE %s', $1::pg_catalog.regclass)",
@@ -196,13 +191,7 @@ fn adopt(tbl: pg_sys::Oid, col: &CStr, own_oid: pg_sys::Oid) {
         Before::Nothing => "it had no default".into(),
         Before::Ours => "it already had this default".into(),
     };
-    alter(
-        tbl,
-        attnum,
-        "SET DEFAULT %s()",
-        ", $3::pg_catalog.regproc",
-        vec![next.into()],
-    );
+    alter(tbl, attnum, "SET DEFAULT %s()", ", $3::pg_catalog.regproc", vec![next.into()]);
     check_adopted(tbl, attnum, next, &before);
 
     let top = largest(tbl, attnum, &table);
@@ -212,10 +201,8 @@ fn adopt(tbl: pg_sys::Oid, col: &CStr, own_oid: pg_sys::Oid) {
             advance_every_node(advance, top, &table);
         }
     }
-    let quoted = text_of(
-        &format!("pg_catalog.quote_ident({ATTNAME})"),
-        &[tbl.into(), attnum.into()],
-    );
+    let quoted =
+        text_of(&format!("pg_catalog.quote_ident({ATTNAME})"), &[tbl.into(), attnum.into()]);
     let detail = match top {
         None => "The table is empty.".to_string(),
         Some(top) => format!("Every new id is above {top}, the largest one in the column."),
@@ -316,12 +303,7 @@ BEGIN
 END
 $pg_snowflake$$do$, $1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.text,
                    $4::pg_catalog.text)",
-        &[
-            OURS.into(),
-            NOT_OURS.into(),
-            top.to_string().into(),
-            name.as_str().into(),
-        ],
+        &[OURS.into(), NOT_OURS.into(), top.to_string().into(), name.as_str().into()],
     );
     let failures = Spi::get_one_with_args::<String>(
         "SELECT pg_catalog.string_agg(pg_catalog.format('node %s (%s:%s) answered: %s',
@@ -622,10 +604,7 @@ fn text_of(expression: &str, args: &[DatumWithOid]) -> String {
 }
 
 fn table_name(tbl: pg_sys::Oid) -> String {
-    text_of(
-        "pg_catalog.format('%s', $1::pg_catalog.regclass)",
-        &[tbl.into()],
-    )
+    text_of("pg_catalog.format('%s', $1::pg_catalog.regclass)", &[tbl.into()])
 }
 
 fn column_name(tbl: pg_sys::Oid, attnum: i16) -> String {

@@ -16,9 +16,8 @@ pub enum Reaches {
 
 /// Registers the worker whose entry point is the library's `function`, from `_PG_init`.
 pub fn register(name: &str, function: &str, reaches: Reaches, restart_after: Duration) {
-    let worker = BackgroundWorkerBuilder::new(name)
-        .set_library("pg_snowflake")
-        .set_function(function);
+    let worker =
+        BackgroundWorkerBuilder::new(name).set_library("pg_snowflake").set_function(function);
     let worker = match reaches {
         Reaches::Database => worker.enable_spi_access(),
         Reaches::SharedMemory => worker.enable_shmem_access(None),

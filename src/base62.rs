@@ -62,9 +62,7 @@ pub fn decode(text: &str) -> Result<i64, ParseError> {
 /// numeric order: short, URL-safe and still sortable by time.
 #[pg_extern(immutable, strict, parallel_safe)]
 fn snowflake_to_base62(id: i64) -> String {
-    let Ok(unsigned) = u64::try_from(id) else {
-        decode::negative_id(id)
-    };
+    let Ok(unsigned) = u64::try_from(id) else { decode::negative_id(id) };
     String::from_utf8(encode(unsigned).to_vec()).expect("base62 digits are ASCII")
 }
 
@@ -96,13 +94,9 @@ fn snowflake_from_base62(base62: TextArg) -> i64 {
             ),
         ),
     };
-    errors::report(
-        code,
-        message,
-        "Pass the 11 characters snowflake_to_base62() wrote.",
-    )
-    .detail(detail)
-    .raise()
+    errors::report(code, message, "Pass the 11 characters snowflake_to_base62() wrote.")
+        .detail(detail)
+        .raise()
 }
 
 #[cfg(test)]

@@ -94,9 +94,7 @@ pub extern "C-unwind" fn pg_snowflake_claims_main(_arg: pg_sys::Datum) {
         }
         let why_not = BackgroundWorker::transaction(|| {
             if !installed() {
-                return Some(format!(
-                    "pg_snowflake is not installed in database {database}"
-                ));
+                return Some(format!("pg_snowflake is not installed in database {database}"));
             }
             if let Err(why) = own_schema::check() {
                 return Some(format!("its schema snowflake cannot be used: {why}"));
@@ -161,9 +159,7 @@ pub extern "C-unwind" fn pg_snowflake_claims_main(_arg: pg_sys::Datum) {
         gathered_before = gathered;
         if why_not != skipped {
             if let Some(why) = &why_not {
-                errors::log(format!(
-                    "pg_snowflake: no worker id claim is written: {why}"
-                ));
+                errors::log(format!("pg_snowflake: no worker id claim is written: {why}"));
             }
             skipped = why_not;
         }
@@ -354,9 +350,7 @@ fn gather_citus_claims() -> Gathered {
                      installed there?)"
                 ));
             } else {
-                gathered
-                    .unread
-                    .push(format!("node {label} answered {}", printable(&said)));
+                gathered.unread.push(format!("node {label} answered {}", printable(&said)));
             }
         }
         // The read, sent only to those.
@@ -383,12 +377,7 @@ fn gather_citus_claims() -> Gathered {
                                         ARRAY[pg_catalog.cardinality($1::pg_catalog.text[])]),
                                     true) m",
                         None,
-                        &[
-                            hosts.into(),
-                            ports.into(),
-                            OWN_CLAIMS.into(),
-                            MAX_ANSWER.into(),
-                        ],
+                        &[hosts.into(), ports.into(), OWN_CLAIMS.into(), MAX_ANSWER.into()],
                     )?
                     .map(|row| {
                         Ok(Answer {
@@ -442,9 +431,7 @@ fn gather_citus_claims() -> Gathered {
                 }
                 if let Some(other) = other {
                     // mutant: citus_layouts
-                    gathered
-                        .other_layouts
-                        .push(format!("node {node}'s is {other}"));
+                    gathered.other_layouts.push(format!("node {node}'s is {other}"));
                 }
             }
             Err(error) => gathered.unread.push(format!(
@@ -472,24 +459,14 @@ fn one_clusters_claims(
 ) -> Result<(String, Option<i64>), String> {
     let text = String::from_utf8(bytes)
         .map_err(|e| format!("what is not UTF-8: {}", printable(e.as_bytes())))?;
-    let parsed: Vec<serde_json::Value> = serde_json::from_str(&text).map_err(|e| {
-        format!(
-            "what is no list of claims ({e}): {}",
-            printable(text.as_bytes())
-        )
-    })?;
+    let parsed: Vec<serde_json::Value> = serde_json::from_str(&text)
+        .map_err(|e| format!("what is no list of claims ({e}): {}", printable(text.as_bytes())))?;
     if parsed.len() > MAX_CLAIMS {
-        return Err(format!(
-            "{} claims, more than the {MAX_CLAIMS} of one node",
-            parsed.len()
-        ));
+        return Err(format!("{} claims, more than the {MAX_CLAIMS} of one node", parsed.len()));
     }
     let mut sysids: Vec<i64> = parsed
         .iter()
-        .filter_map(|c| {
-            c.get("system_identifier")
-                .and_then(serde_json::Value::as_i64)
-        })
+        .filter_map(|c| c.get("system_identifier").and_then(serde_json::Value::as_i64))
         .collect();
     sysids.sort_unstable();
     sysids.dedup();
@@ -505,11 +482,9 @@ fn one_clusters_claims(
     };
     if let Some(sysid) = sysid {
         if sysid == own {
-            return Err(
-                "claims of this node's own system identifier (a copy of this node's data \
+            return Err("claims of this node's own system identifier (a copy of this node's data \
                  directory?)"
-                    .to_string(),
-            );
+                .to_string());
         }
         if let Some((_, other)) = clusters.iter().find(|(s, _)| *s == sysid) {
             return Err(format!(
@@ -650,11 +625,7 @@ fn write_claim(layout: &Layout, worker_id: u32) -> i32 {
             AND o.system_identifier OPERATOR(pg_catalog.<>) m.system_identifier
             AND o.since OPERATOR(pg_catalog.<) m.expires
             AND m.since OPERATOR(pg_catalog.<) o.expires",
-        &[
-            system_identifier.into(),
-            (worker_id as i32).into(),
-            layout.describe().into(),
-        ],
+        &[system_identifier.into(), (worker_id as i32).into(), layout.describe().into()],
     )
     .unwrap_or_else(|e| table_failed("read", &e))
     .unwrap_or(0);

@@ -15,10 +15,7 @@
 /// Milliseconds since 1970-01-01 UTC; negative if the clock is set before 1970.
 #[inline]
 pub fn now_unix_ms() -> i64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: a valid out-pointer; CLOCK_REALTIME always exists, so the call cannot fail.
     unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
     // tv_nsec is in 0..1e9 also before 1970 (tv_sec is then negative): this floors.
@@ -29,10 +26,7 @@ pub fn now_unix_ms() -> i64 {
 /// (how long a renewal has waited for the disk, when a failed disk is tried again). The same
 /// clock in every process of the machine, so its readings may be kept in shared memory.
 pub fn monotonic_ms() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: a valid out-pointer; CLOCK_MONOTONIC always exists, so the call cannot fail.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000

@@ -46,11 +46,7 @@ fn compose(ts: TimestampWithTimeZone, worker_id: i32, sequence: i32, layout: &La
         Some(units) if units <= layout.max_field_units() => units,
         _ => timestamp_outside_layout(layout, layout.max_field_units()),
     };
-    layout.compose(Parts {
-        units,
-        worker_id,
-        sequence,
-    })
+    layout.compose(Parts { units, worker_id, sequence })
 }
 
 /// A worker id or sequence given to `snowflake_compose()` that the layout's bits cannot hold.
@@ -60,10 +56,7 @@ fn field_outside_layout(field: &str, value: i32, bits: u32, layout: &Layout) -> 
     let max = (1u64 << bits) - 1;
     errors::report(
         Code::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
-        format!(
-            "{field} {value} is out of range for the {} layout",
-            layout.describe()
-        ),
+        format!("{field} {value} is out of range for the {} layout", layout.describe()),
         format!("Pass a {field} from 0 to {max}."),
     )
     .detail(format!(

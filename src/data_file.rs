@@ -46,10 +46,7 @@ impl Dir {
     /// name is refused at once).
     pub fn open(path: &Path) -> io::Result<Dir> {
         let fd = open_dir_at(libc::AT_FDCWD, path)?;
-        Ok(Dir {
-            fd,
-            path: path.to_path_buf(),
-        })
+        Ok(Dir { fd, path: path.to_path_buf() })
     }
 
     /// Opens the directory `name` in this one, making it first (mode 0700, as the data
@@ -64,12 +61,7 @@ impl Dir {
         // open, the name itself (a link is not followed).
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         let stat = unsafe {
-            libc::fstatat(
-                self.fd.as_raw_fd(),
-                c.as_ptr(),
-                &mut st,
-                libc::AT_SYMLINK_NOFOLLOW,
-            )
+            libc::fstatat(self.fd.as_raw_fd(), c.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW)
         };
         if stat == 0 && st.st_mode & libc::S_IFMT != libc::S_IFDIR {
             self.unlink(&c)?;
@@ -96,10 +88,7 @@ impl Dir {
             };
             io::Error::new(e.kind(), format!("{path}: {e}"))
         })?;
-        Ok(Dir {
-            fd,
-            path: self.path.join(name),
-        })
+        Ok(Dir { fd, path: self.path.join(name) })
     }
 
     /// The file `name`, if there is one: at most `max_len` bytes, from a regular file. Anything
@@ -282,11 +271,7 @@ pub fn crc32c(data: &[u8]) -> u32 {
     for &byte in data {
         crc ^= byte as u32;
         for _ in 0..8 {
-            crc = if crc & 1 != 0 {
-                (crc >> 1) ^ 0x82F6_3B78
-            } else {
-                crc >> 1
-            };
+            crc = if crc & 1 != 0 { (crc >> 1) ^ 0x82F6_3B78 } else { crc >> 1 };
         }
     }
     !crc
@@ -347,11 +332,7 @@ mod tests {
         let huge = File::create(path.join("huge")).unwrap();
         huge.set_len(3 << 30).unwrap(); // sparse: no disk used
         let err = dir.read("huge", 40).unwrap_err();
-        assert!(
-            err.to_string()
-                .contains("3221225472 bytes, more than the 40"),
-            "{err}"
-        );
+        assert!(err.to_string().contains("3221225472 bytes, more than the 40"), "{err}");
         std::fs::create_dir(path.join("sub")).unwrap();
         let err = dir.read("sub", 40).unwrap_err();
         assert!(err.to_string().contains("a directory"), "{err}");
@@ -377,19 +358,12 @@ mod tests {
         assert!(err.to_string().contains("not a directory"), "{err}");
         // To write, the name is made a directory of its own again.
         for name in ["linked", "fifo"] {
-            dir.open_or_make(name)
-                .unwrap()
-                .replace("m.tmp", "m", b"x")
-                .unwrap();
+            dir.open_or_make(name).unwrap().replace("m.tmp", "m", b"x").unwrap();
             assert!(std::fs::symlink_metadata(path.join(name)).unwrap().is_dir());
         }
         let sub = dir.open_or_make("sub").unwrap();
         sub.replace("m.tmp", "m", b"x").unwrap();
-        assert_eq!(
-            std::fs::read(path.join("sub/m")).unwrap(),
-            b"x",
-            "written inside"
-        );
+        assert_eq!(std::fs::read(path.join("sub/m")).unwrap(), b"x", "written inside");
         assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
         std::fs::remove_dir_all(&path).unwrap();
         std::fs::remove_dir_all(&outside).unwrap();

@@ -67,13 +67,9 @@ fn decode(
     layout: &Layout,
     fcinfo: pg_sys::FunctionCallInfo,
 ) -> pgrx::composite_type!('static, "@extschema@.snowflake_parts") {
-    let Some(parts) = layout.parts(id) else {
-        id_outside_layout(id, layout)
-    };
+    let Some(parts) = layout.parts(id) else { id_outside_layout(id, layout) };
     let datums = [
-        Some(pg_sys::Datum::from(pg_timestamp(
-            layout.unix_ms(parts.units),
-        ))),
+        Some(pg_sys::Datum::from(pg_timestamp(layout.unix_ms(parts.units)))),
         Some(pg_sys::Datum::from(parts.worker_id as i32)),
         Some(pg_sys::Datum::from(parts.sequence as i32)),
     ];
@@ -220,10 +216,7 @@ unsafe fn is_parts_row(tupdesc: pg_sys::TupleDesc) -> bool {
     let expected = [pg_sys::TIMESTAMPTZOID, pg_sys::INT4OID, pg_sys::INT4OID];
     let desc = unsafe { PgTupleDesc::from_pg_unchecked(tupdesc) };
     desc.len() == expected.len()
-        && desc
-            .iter()
-            .zip(expected)
-            .all(|(att, oid)| !att.attisdropped && att.atttypid == oid)
+        && desc.iter().zip(expected).all(|(att, oid)| !att.attisdropped && att.atttypid == oid)
 }
 
 #[cold]
@@ -263,10 +256,7 @@ pub(crate) fn id_outside_layout(id: i64, layout: &Layout) -> ! {
             layout.describe()
         ),
     )
-    .detail(format!(
-        "Ids of the {} layout are below 2^{bits}.",
-        layout.describe()
-    ))
+    .detail(format!("Ids of the {} layout are below 2^{bits}.", layout.describe()))
     .raise()
 }
 

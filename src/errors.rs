@@ -68,11 +68,7 @@ pub struct Note(ErrorReport);
 /// A note of `message`; the location the server log shows is the caller's.
 #[track_caller]
 pub fn note(message: impl Into<String>) -> Note {
-    Note(ErrorReport::new(
-        Code::ERRCODE_SUCCESSFUL_COMPLETION,
-        message.into(),
-        FUNCTION,
-    ))
+    Note(ErrorReport::new(Code::ERRCODE_SUCCESSFUL_COMPLETION, message.into(), FUNCTION))
 }
 
 impl Note {
@@ -154,10 +150,7 @@ mod tests {
             }
             args.last_mut().unwrap().push(c);
         }
-        args.into_iter()
-            .map(|a| a.trim().to_string())
-            .filter(|a| !a.is_empty())
-            .collect()
+        args.into_iter().map(|a| a.trim().to_string()).filter(|a| !a.is_empty()).collect()
     }
 
     /// The text of every string literal in `code`, continuation lines joined as Rust joins them.
@@ -251,10 +244,8 @@ mod tests {
             // Hints chosen elsewhere: every literal of a function that makes one.
             for (at, _) in code.match_indices("fn ") {
                 let rest = &code[at + 3..];
-                let fn_name: String = rest
-                    .chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_')
-                    .collect();
+                let fn_name: String =
+                    rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
                 if !fn_name.contains("hint") {
                     continue;
                 }
@@ -297,10 +288,7 @@ mod tests {
         assert_eq!(args.len(), 3, "{args:?}");
         assert_eq!(literal_of(&args[1]).as_deref(), Some("a {b}, c"));
         assert_eq!(literal_of(&args[2]).as_deref(), Some("Do it."));
-        assert_eq!(
-            literals("\"one \\\n     two\" '\"' \"three\""),
-            ["one two", "three"]
-        );
+        assert_eq!(literals("\"one \\\n     two\" '\"' \"three\""), ["one two", "three"]);
         assert!(message_problem("snowflake.worker_id is not set").is_none());
         assert!(message_problem("Snowflake ids").is_some());
         assert!(message_problem("ids are refused.").is_some());

@@ -56,9 +56,7 @@ impl Preset {
 
     /// Case-insensitive, as PostgreSQL's enum settings are.
     pub fn parse(name: &str) -> Option<Preset> {
-        Preset::ALL
-            .into_iter()
-            .find(|p| p.name().eq_ignore_ascii_case(name.trim()))
+        Preset::ALL.into_iter().find(|p| p.name().eq_ignore_ascii_case(name.trim()))
     }
 
     /// The preset's layout; `None` for `custom`, whose fields come from the settings.
@@ -111,11 +109,8 @@ pub const TWITTER: Layout = Layout {
 
 /// Twitter's widths from 2015-01-01 UTC, as Discord's ids (whose 10 low-middle bits are a
 /// 5-bit worker and a 5-bit process id: together our worker id). Until 2084-09-06.
-pub const DISCORD: Layout = Layout {
-    preset: Preset::Discord,
-    epoch_unix_ms: 1_420_070_400_000,
-    ..TWITTER
-};
+pub const DISCORD: Layout =
+    Layout { preset: Preset::Discord, epoch_unix_ms: 1_420_070_400_000, ..TWITTER };
 
 /// Sonyflake: 39 bits of 10 ms since 2014-09-01 UTC, then 8 bits of sequence, then a 16-bit
 /// machine id in the lowest bits. Until 2188-11-16.
@@ -204,10 +199,7 @@ impl Layout {
         }
         let total = self.time_bits + self.worker_bits + self.sequence_bits;
         let why = if !(1..=1000).contains(&self.unit_ms) {
-            format!(
-                "a time unit of {} ms is not between 1 ms and 1 s",
-                self.unit_ms
-            )
+            format!("a time unit of {} ms is not between 1 ms and 1 s", self.unit_ms)
         } else if self.time_bits == 0 {
             "snowflake.time_bits must be at least 1".into()
         } else if self.worker_bits > 31 || self.sequence_bits > 31 {
@@ -218,10 +210,7 @@ impl Layout {
                  sign",
                 self.time_bits, self.worker_bits, self.sequence_bits
             )
-        } else if self
-            .end_unix_ms()
-            .is_none_or(|end| end > LATEST_END_UNIX_MS)
-        {
+        } else if self.end_unix_ms().is_none_or(|end| end > LATEST_END_UNIX_MS) {
             "the layout would last past the year 9999: use fewer time bits or a shorter time \
              unit"
                 .into()
@@ -234,13 +223,7 @@ impl Layout {
     /// Whether two layouts make the same ids: the same everything but the preset's name (a
     /// custom layout with Twitter's fields is Twitter's).
     pub fn same_ids(&self, other: &Layout) -> bool {
-        Layout {
-            preset: Preset::Custom,
-            ..*self
-        } == Layout {
-            preset: Preset::Custom,
-            ..*other
-        }
+        Layout { preset: Preset::Custom, ..*self } == Layout { preset: Preset::Custom, ..*other }
     }
 
     pub const fn max_worker_id(&self) -> u32 {
@@ -289,10 +272,7 @@ impl Layout {
     /// The last Unix millisecond an id can hold; `None` if that overflows.
     pub fn end_unix_ms(&self) -> Option<i64> {
         let units = i64::try_from(self.end_mark()).ok()?;
-        units
-            .checked_mul(self.unit_ms as i64)?
-            .checked_add(self.epoch_unix_ms)?
-            .checked_sub(1)
+        units.checked_mul(self.unit_ms as i64)?.checked_add(self.epoch_unix_ms)?.checked_sub(1)
     }
 
     /// The first Unix millisecond of time unit `units`. The caller keeps `units` at most
@@ -309,11 +289,7 @@ impl Layout {
         }
         let ms = (unix_ms - self.epoch_unix_ms) as u64;
         // A division costs more than the rest of the hot path's arithmetic: skip it for 1 ms.
-        Some(if self.unit_ms == 1 {
-            ms
-        } else {
-            ms / self.unit_ms
-        })
+        Some(if self.unit_ms == 1 { ms } else { ms / self.unit_ms })
     }
 
     /// Whole time units in `ms` milliseconds (a bound given in ms, rounded down). On the hot
@@ -341,10 +317,7 @@ impl Layout {
     /// that no bit is shifted out).
     #[inline]
     pub const fn tick_at(&self, units: u64) -> Tick {
-        assert!(
-            units <= self.end_mark(),
-            "a time past the end of the layout"
-        );
+        assert!(units <= self.end_mark(), "a time past the end of the layout");
         Tick(units << self.sequence_bits)
     }
 
@@ -377,10 +350,7 @@ impl Layout {
     /// range: `units <= max_units()`, the worker id at most `max_worker_id()`, the sequence
     /// below `per_unit()`.
     pub const fn compose(&self, parts: Parts) -> i64 {
-        self.id(
-            Tick((parts.units << self.sequence_bits) | parts.sequence as u64),
-            parts.worker_id,
-        )
+        self.id(Tick((parts.units << self.sequence_bits) | parts.sequence as u64), parts.worker_id)
     }
 
     /// The smallest id of time unit `units` (worker 0, sequence 0), as an unsigned number so
@@ -623,10 +593,7 @@ mod tests {
         let now = 1_790_000_000_000;
         let ok = |e, u, t, w, s| Layout::custom(e, u, t, w, s, now);
         assert!(ok(0, 1, 41, 10, 12).is_ok());
-        assert!(ok(0, 1, 41, 10, 12).unwrap().same_ids(&Layout {
-            epoch_unix_ms: 0,
-            ..T
-        }));
+        assert!(ok(0, 1, 41, 10, 12).unwrap().same_ids(&Layout { epoch_unix_ms: 0, ..T }));
         let err = |r: Result<Layout, Invalid>| r.unwrap_err().0;
         assert!(err(ok(0, 1, 42, 10, 12)).contains("add up to 64 bits"));
         assert!(err(ok(0, 0, 41, 10, 12)).contains("not between 1 ms and 1 s"));
@@ -656,17 +623,10 @@ mod tests {
                 let id = l.id(tick, worker);
                 assert!(id >= 0, "{l:?}: bit 63 set for {units} {worker} {seq}");
                 let p = l.parts(id).unwrap();
-                assert_eq!(
-                    (p.units, p.worker_id, p.sequence),
-                    (units, worker, seq),
-                    "{l:?}"
-                );
+                assert_eq!((p.units, p.worker_id, p.sequence), (units, worker, seq), "{l:?}");
             }
         }
-        assert_eq!(
-            T.id(Tick(T.max_units() << 12 | 4095), T.max_worker_id()),
-            i64::MAX
-        );
+        assert_eq!(T.id(Tick(T.max_units() << 12 | 4095), T.max_worker_id()), i64::MAX);
     }
 
     #[test]
@@ -853,10 +813,7 @@ mod tests {
             // The last tick of unit 19 999: the next one is the first of unit 20 000.
             let prev = Tick(l.tick_at(20_000).0 - 1);
             assert!(matches!(l.advance(prev, 10_000, DRIFT), Advance::To(_)));
-            assert_eq!(
-                l.advance(prev, 9_999, DRIFT),
-                Advance::TooFarAhead { ahead: 10_001 }
-            );
+            assert_eq!(l.advance(prev, 9_999, DRIFT), Advance::TooFarAhead { ahead: 10_001 });
             // A zero bound still allows ids in the clock's own unit.
             if l.per_unit() > 1 {
                 assert!(matches!(l.advance(l.tick_at(50), 50, 0), Advance::To(_)));
@@ -902,10 +859,7 @@ mod tests {
                 match l.advance(t, now, DRIFT) {
                     Advance::To(u) => {
                         assert!(u > t, "{l:?} seed {seed:#x} step {i}: {u:?} <= {t:?}");
-                        assert!(
-                            l.units(u) <= now + DRIFT,
-                            "{l:?} step {i}: beyond the bound"
-                        );
+                        assert!(l.units(u) <= now + DRIFT, "{l:?} step {i}: beyond the bound");
                         t = u;
                     }
                     Advance::TooFarAhead { ahead } => {

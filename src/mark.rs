@@ -147,10 +147,7 @@ mod tests {
                 let m = Mark { units, layout: l };
                 assert_eq!(Mark::from_bytes(&m.to_bytes()), Ok(m));
             }
-            let past = Mark {
-                units: l.end_mark() + 1,
-                layout: l,
-            };
+            let past = Mark { units: l.end_mark() + 1, layout: l };
             let err = Mark::from_bytes(&past.to_bytes()).unwrap_err();
             assert!(err.contains("past the end"), "{err}");
         }
@@ -158,10 +155,7 @@ mod tests {
 
     #[test]
     fn marks_carry_over_to_other_layouts_through_their_bound() {
-        let m = Mark {
-            units: 1_000_000,
-            layout: TWITTER,
-        };
+        let m = Mark { units: 1_000_000, layout: TWITTER };
         assert_eq!(m.units_in(&TWITTER), 1_000_000);
         // Sonyflake's ids have 24 low bits to Twitter's 22: a quarter of the units.
         assert_eq!(m.units_in(&SONYFLAKE), 250_000);

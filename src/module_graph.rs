@@ -15,17 +15,8 @@ fn graph() -> BTreeMap<String, BTreeSet<String>> {
             files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
             continue;
         }
-        let rel = path
-            .strip_prefix(&src)
-            .unwrap()
-            .to_string_lossy()
-            .into_owned();
-        let module = rel
-            .split('/')
-            .next()
-            .unwrap()
-            .trim_end_matches(".rs")
-            .to_string();
+        let rel = path.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
+        let module = rel.split('/').next().unwrap().trim_end_matches(".rs").to_string();
         if !rel.ends_with(".rs") || module == "lib" || module == "module_graph" {
             continue;
         }
@@ -91,14 +82,7 @@ fn the_pure_modules_use_no_postgresql_module() {
     let graph = graph();
     for pure in ["clock", "text", "layout", "mark", "state_file"] {
         let uses = &graph[pure];
-        for module in [
-            "generator",
-            "gucs",
-            "errors",
-            "wal",
-            "sync_standby",
-            "stats",
-        ] {
+        for module in ["generator", "gucs", "errors", "wal", "sync_standby", "stats"] {
             assert!(!uses.contains(module), "{pure} uses {module}");
         }
     }

@@ -33,16 +33,13 @@ pub fn check() -> Result<(), String> {
     );
     match row {
         Ok((Some(true), Some(true), _)) => Ok(()),
-        Ok((Some(false), _, owner)) => Err(format!(
-            "it belongs to {}, not to a superuser",
-            owner.unwrap_or_default()
-        )),
+        Ok((Some(false), _, owner)) => {
+            Err(format!("it belongs to {}, not to a superuser", owner.unwrap_or_default()))
+        }
         Ok((Some(_), Some(false), _)) => Err("it is not pg_snowflake's".into()),
-        _ => Err(
-            "it does not exist (pg_snowflake in this database is older than 0.4.0, or not \
+        _ => Err("it does not exist (pg_snowflake in this database is older than 0.4.0, or not \
              installed)"
-                .into(),
-        ),
+            .into()),
     }
 }
 

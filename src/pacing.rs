@@ -161,10 +161,8 @@ mod tests {
                         continue;
                     }
                 }
-                let waiting = held
-                    .iter()
-                    .filter(|h| h.is_some_and(|(unit, _)| unit > now))
-                    .count() as u64;
+                let waiting =
+                    held.iter().filter(|h| h.is_some_and(|(unit, _)| unit > now)).count() as u64;
                 let (p, unit) = take_slot(&one, pace, now, waiting);
                 pace = p;
                 held[k] = Some((unit, now));
@@ -192,11 +190,7 @@ mod tests {
     /// wait of a caller that takes one id every `every` units.
     fn simulate(l: Layout, bursters: usize, callers: usize, every: u64) -> (u64, u64) {
         let mut backends: Vec<Backend> = (0..bursters + callers)
-            .map(|i| Backend {
-                burster: i < bursters,
-                slot: None,
-                waiting_since: None,
-            })
+            .map(|i| Backend { burster: i < bursters, slot: None, waiting_since: None })
             .collect();
         let (mut t, mut pace) = (l.tick_at(1_000), 0u64);
         let (mut deepest, mut longest_wait) = (0, 0);
@@ -207,10 +201,8 @@ mod tests {
             x ^= x << 17;
             let n = backends.len();
             // How many others hold a slot ahead of the clock as each backend takes one.
-            let mut waiting = backends
-                .iter()
-                .filter(|b| b.slot.is_some_and(|unit| unit > now))
-                .count() as u64;
+            let mut waiting =
+                backends.iter().filter(|b| b.slot.is_some_and(|unit| unit > now)).count() as u64;
             for k in 0..n {
                 let b = &mut backends[(k + x as usize) % n];
                 let wants = if b.burster {
@@ -275,10 +267,7 @@ mod tests {
                     deepest <= bound,
                     "{l:?}: {bursters} bursters drove the ids {deepest} units ahead (bound {bound})"
                 );
-                assert!(
-                    deepest >= half,
-                    "{l:?}: the bursts never reached the pacing point"
-                );
+                assert!(deepest >= half, "{l:?}: the bursts never reached the pacing point");
                 let turn = backends.div_ceil(l.per_unit()) + 1;
                 assert!(
                     longest_wait <= turn,

@@ -27,8 +27,6 @@ fn superuser_required(function: &str) -> ! {
         format!("permission denied for function {function}"),
         "Run it as a superuser.",
     )
-    .detail(format!(
-        "{function} is for superusers only, whatever privileges are granted on it."
-    ))
+    .detail(format!("{function} is for superusers only, whatever privileges are granted on it."))
     .raise()
 }

@@ -35,10 +35,7 @@ impl InitLock {
             .cast::<T>();
         // ShmemInitStruct aligns every struct to a cache line (shmem.c), more than any here
         // needs; checked, for a write through a misaligned pointer would be undefined.
-        assert!(
-            ptr.is_aligned(),
-            "shared memory is not aligned for {name:?}"
-        );
+        assert!(ptr.is_aligned(), "shared memory is not aligned for {name:?}");
         (ptr, found)
     }
 }

@@ -107,18 +107,13 @@ pub fn decode(bytes: &[u8]) -> Result<Loaded, String> {
         _ => return Err("the file does not start with the pg_snowflake magic".into()),
     };
     if bytes.len() != len {
-        return Err(format!(
-            "the file has {} bytes instead of {len}",
-            bytes.len()
-        ));
+        return Err(format!("the file has {} bytes instead of {len}", bytes.len()));
     }
     let body = len - 8;
     let stored = u32::from_le_bytes(bytes[body..body + 4].try_into().unwrap());
     let computed = crc32c(&bytes[..body]);
     if stored != computed || bytes[body + 4..] != [0; 4] {
-        return Err(format!(
-            "checksum mismatch (stored {stored:08x}, computed {computed:08x})"
-        ));
+        return Err(format!("checksum mismatch (stored {stored:08x}, computed {computed:08x})"));
     }
     let units = u64::from_le_bytes(bytes[8..16].try_into().unwrap());
     match magic {
@@ -202,12 +197,7 @@ pub fn recover(dir: &Path) -> Result<Recovered, ReadError> {
         (Found::Missing, Found::Missing) => (Loaded::Missing, Source::Neither),
         _ => (Loaded::Lost, Source::Neither),
     };
-    Ok(Recovered {
-        state,
-        source,
-        file,
-        copy,
-    })
+    Ok(Recovered { state, source, file, copy })
 }
 
 /// What the server log says of a start: a LOG line where the ids' state is known, a WARNING
@@ -215,26 +205,15 @@ pub fn recover(dir: &Path) -> Result<Recovered, ReadError> {
 /// the generator (`generator::problems::starting_state`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Account {
-    Log {
-        message: String,
-        detail: Option<String>,
-    },
-    Warning {
-        message: String,
-        detail: String,
-        hint: String,
-    },
+    Log { message: String, detail: Option<String> },
+    Warning { message: String, detail: String, hint: String },
 }
 
 impl Recovered {
     /// Where the generator goes on from, and why, for the server log.
     pub fn account(&self) -> Account {
         let at = |m: &Mark| {
-            format!(
-                "{}, {} layout",
-                iso_unix(m.layout.unix_ms(m.units)),
-                m.layout.describe()
-            )
+            format!("{}, {} layout", iso_unix(m.layout.unix_ms(m.units)), m.layout.describe())
         };
         let what = |f: &Found| match f {
             Found::Missing => "missing".to_string(),
@@ -245,10 +224,7 @@ impl Recovered {
         let log = |message: String, detail: Option<String>| Account::Log { message, detail };
         match (self.state, self.source) {
             (Loaded::Mark(m), Source::StateFile) => log(
-                format!(
-                    "snowflake ids continue above the mark in \"{FILE_NAME}\" ({})",
-                    at(&m)
-                ),
+                format!("snowflake ids continue above the mark in \"{FILE_NAME}\" ({})", at(&m)),
                 match &self.copy {
                     Found::Good(_) => None,
                     other => Some(format!(
@@ -381,17 +357,12 @@ const COPY_TEMP_NAME: &str = "mark.tmp";
 pub fn prepare(dir: &Path, state: Loaded) -> Result<Prepared, WriteError> {
     let bytes = encode(state);
     let data = Dir::open(dir).map_err(failed_on(Place::StateFile))?;
-    data.write_new(TEMP_NAME, &bytes)
-        .map_err(failed_on(Place::StateFile))?;
+    data.write_new(TEMP_NAME, &bytes).map_err(failed_on(Place::StateFile))?;
     // mutant: state_copy
     let copy = match state {
         Loaded::Mark(_) => {
-            let copy_dir = data
-                .open_or_make(COPY_DIR)
-                .map_err(failed_on(Place::Copy))?;
-            copy_dir
-                .write_new(COPY_TEMP_NAME, &bytes)
-                .map_err(failed_on(Place::Copy))?;
+            let copy_dir = data.open_or_make(COPY_DIR).map_err(failed_on(Place::Copy))?;
+            copy_dir.write_new(COPY_TEMP_NAME, &bytes).map_err(failed_on(Place::Copy))?;
             Some(copy_dir)
         }
         _ => None,
@@ -405,13 +376,9 @@ impl Prepared {
     /// bring the old name back (and with it the old mark). The directories are those `prepare`
     /// opened, whatever their names lead to by now.
     pub fn replace(self) -> Result<(), WriteError> {
-        self.data
-            .put_in_place(TEMP_NAME, FILE_NAME)
-            .map_err(failed_on(Place::StateFile))?;
+        self.data.put_in_place(TEMP_NAME, FILE_NAME).map_err(failed_on(Place::StateFile))?;
         if let Some(copy_dir) = &self.copy {
-            copy_dir
-                .put_in_place(COPY_TEMP_NAME, COPY_NAME)
-                .map_err(failed_on(Place::Copy))?;
+            copy_dir.put_in_place(COPY_TEMP_NAME, COPY_NAME).map_err(failed_on(Place::Copy))?;
         }
         Ok(())
     }
@@ -429,10 +396,7 @@ mod tests {
     use std::path::PathBuf;
 
     fn twitter(units: u64) -> Loaded {
-        Loaded::Mark(Mark {
-            units,
-            layout: TWITTER,
-        })
+        Loaded::Mark(Mark { units, layout: TWITTER })
     }
 
     #[test]
@@ -440,10 +404,7 @@ mod tests {
         for units in [0, 1, 1_234_567_890_123, (1 << 41) - 1, TWITTER.end_mark()] {
             assert_eq!(decode(&encode(twitter(units))), Ok(twitter(units)));
         }
-        let sony = Loaded::Mark(Mark {
-            units: 123_456,
-            layout: SONYFLAKE,
-        });
+        let sony = Loaded::Mark(Mark { units: 123_456, layout: SONYFLAKE });
         assert_eq!(decode(&encode(sony)), Ok(sony));
         assert_eq!(decode(&encode(Loaded::NotCarried)), Ok(Loaded::NotCarried));
     }
@@ -454,11 +415,8 @@ mod tests {
             let err = decode(&encode(twitter(units))).unwrap_err();
             assert!(err.contains("past the end of the twitter layout"), "{err}");
         }
-        let err = decode(&encode(Loaded::Mark(Mark {
-            units: 1 << 39 | 1,
-            layout: SONYFLAKE,
-        })))
-        .unwrap_err();
+        let err = decode(&encode(Loaded::Mark(Mark { units: 1 << 39 | 1, layout: SONYFLAKE })))
+            .unwrap_err();
         assert!(err.contains("sonyflake"), "{err}");
     }
 
@@ -469,10 +427,7 @@ mod tests {
                 for bit in 0..8 {
                     let mut bad = good.clone();
                     bad[i] ^= 1 << bit;
-                    assert!(
-                        decode(&bad).is_err(),
-                        "flip of bit {bit} in byte {i} went unnoticed"
-                    );
+                    assert!(decode(&bad).is_err(), "flip of bit {bit} in byte {i} went unnoticed");
                 }
             }
         }
@@ -550,22 +505,13 @@ mod tests {
         let dir = scratch("copy");
         assert_eq!(recovered(&dir), (Loaded::Missing, Source::Neither));
         write(&dir, twitter(42)).unwrap();
-        assert_eq!(
-            std::fs::read(dir.join(FILE_NAME)).unwrap(),
-            encode(twitter(42))
-        );
-        assert_eq!(
-            std::fs::read(dir.join(COPY_PATH)).unwrap(),
-            encode(twitter(42))
-        );
+        assert_eq!(std::fs::read(dir.join(FILE_NAME)).unwrap(), encode(twitter(42)));
+        assert_eq!(std::fs::read(dir.join(COPY_PATH)).unwrap(), encode(twitter(42)));
         assert_eq!(recovered(&dir), (twitter(42), Source::StateFile));
         // The pg_upgrade marker goes to the state file alone, so that deleting it settles it.
         write(&dir, Loaded::NotCarried).unwrap();
         assert_eq!(recovered(&dir), (Loaded::NotCarried, Source::StateFile));
-        assert_eq!(
-            std::fs::read(dir.join(COPY_PATH)).unwrap(),
-            encode(twitter(42))
-        );
+        assert_eq!(std::fs::read(dir.join(COPY_PATH)).unwrap(), encode(twitter(42)));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -575,16 +521,10 @@ mod tests {
         // Deleted, then emptied: the copy's mark.
         std::fs::remove_file(dir.join(FILE_NAME)).unwrap();
         let r = recover(&dir).unwrap();
-        assert_eq!(
-            (r.state, r.source, r.file),
-            (twitter(7_000), Source::Copy, Found::Missing)
-        );
+        assert_eq!((r.state, r.source, r.file), (twitter(7_000), Source::Copy, Found::Missing));
         std::fs::write(dir.join(FILE_NAME), b"").unwrap();
         let r = recover(&dir).unwrap();
-        assert_eq!(
-            (r.state, r.source, r.file),
-            (twitter(7_000), Source::Copy, Found::Empty)
-        );
+        assert_eq!((r.state, r.source, r.file), (twitter(7_000), Source::Copy, Found::Empty));
         // Emptied, and the copy gone or damaged: ids were made, where they ended is unknown.
         std::fs::remove_dir_all(dir.join(COPY_DIR)).unwrap();
         assert_eq!(recovered(&dir), (Loaded::Lost, Source::Neither));

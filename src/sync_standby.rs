@@ -168,17 +168,9 @@ fn names_configured() -> bool {
 fn server_version_num() -> u32 {
     // SAFETY: a built-in GUC that always exists; the result is a NUL-terminated string.
     let value = unsafe {
-        CStr::from_ptr(pg_sys::GetConfigOption(
-            c"server_version_num".as_ptr(),
-            false,
-            false,
-        ))
+        CStr::from_ptr(pg_sys::GetConfigOption(c"server_version_num".as_ptr(), false, false))
     };
-    value
-        .to_str()
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
+    value.to_str().ok().and_then(|v| v.parse().ok()).unwrap_or(0)
 }
 
 #[cold]
@@ -221,11 +213,7 @@ mod tests {
         assert!(standbys_defined(1, Bool, false));
         // New servers: initialised flags win over this backend's setting.
         assert!(!standbys_defined(SYNC_STANDBY_INIT, Bits, true));
-        assert!(standbys_defined(
-            SYNC_STANDBY_INIT | SYNC_STANDBY_DEFINED,
-            Bits,
-            false
-        ));
+        assert!(standbys_defined(SYNC_STANDBY_INIT | SYNC_STANDBY_DEFINED, Bits, false));
         // Not yet initialised (just after start): this backend's setting decides.
         assert!(standbys_defined(0, Bits, true));
         assert!(!standbys_defined(0, Bits, false));

@@ -4,17 +4,10 @@
 
 /// ISO 8601 in UTC with milliseconds.
 pub fn iso_unix(unix_ms: i64) -> String {
-    let (days, ms_of_day) = (
-        unix_ms.div_euclid(86_400_000),
-        unix_ms.rem_euclid(86_400_000),
-    );
+    let (days, ms_of_day) = (unix_ms.div_euclid(86_400_000), unix_ms.rem_euclid(86_400_000));
     let (y, m, d) = civil_from_days(days);
-    let (h, min, s, ms) = (
-        ms_of_day / 3_600_000,
-        ms_of_day / 60_000 % 60,
-        ms_of_day / 1000 % 60,
-        ms_of_day % 1000,
-    );
+    let (h, min, s, ms) =
+        (ms_of_day / 3_600_000, ms_of_day / 60_000 % 60, ms_of_day / 1000 % 60, ms_of_day % 1000);
     format!("{y:04}-{m:02}-{d:02}T{h:02}:{min:02}:{s:02}.{ms:03}Z")
 }
 
@@ -32,11 +25,7 @@ pub fn sentence(message: &str) -> String {
     };
     let rest = chars.as_str();
     // A message quoted from elsewhere (libpq's) may end in its own punctuation.
-    let end = if rest.ends_with(['.', '?', '!']) {
-        ""
-    } else {
-        "."
-    };
+    let end = if rest.ends_with(['.', '?', '!']) { "" } else { "." };
     format!("{first}{rest}{end}")
 }
 
@@ -74,10 +63,7 @@ mod tests {
             sentence("snowflake.time_bits must be at least 1"),
             "snowflake.time_bits must be at least 1."
         );
-        assert_eq!(
-            sentence("the widths add up to 64 bits"),
-            "The widths add up to 64 bits."
-        );
+        assert_eq!(sentence("the widths add up to 64 bits"), "The widths add up to 64 bits.");
         assert_eq!(sentence(""), ".");
     }
 }

@@ -34,10 +34,7 @@ impl<'a> TextArg<'a> {
         match std::str::from_utf8(self.0) {
             Ok(text) if utf8_database || text.is_ascii() => Cow::Borrowed(text),
             _ => Cow::Owned(
-                self.0
-                    .iter()
-                    .map(|&b| if b.is_ascii() { b as char } else { '?' })
-                    .collect(),
+                self.0.iter().map(|&b| if b.is_ascii() { b as char } else { '?' }).collect(),
             ),
         }
     }

@@ -27,9 +27,7 @@ const OUTPUT_DIR: &str = "/pg_upgrade_output.d/";
 /// The data directory of the cluster being made, from the path of a file under its
 /// `pg_upgrade_output.d`.
 pub fn new_cluster_of(log_path: &str) -> Option<PathBuf> {
-    log_path
-        .find(OUTPUT_DIR)
-        .map(|at| PathBuf::from(&log_path[..at]))
+    log_path.find(OUTPUT_DIR).map(|at| PathBuf::from(&log_path[..at]))
 }
 
 /// What a postmaster in binary-upgrade mode does with the state files.
@@ -52,10 +50,7 @@ pub fn step(own: Loaded, theirs: Option<Loaded>) -> Step {
         // The old cluster: carry the higher mark; an old cluster that never handed out an id
         // carries 0, which tells the new one that nothing is missing.
         (Loaded::Missing, Some(Loaded::Mark(_))) => Step::Nothing,
-        (Loaded::Missing, Some(_)) => Step::Carry(Loaded::Mark(Mark {
-            units: 0,
-            layout: TWITTER,
-        })),
+        (Loaded::Missing, Some(_)) => Step::Carry(Loaded::Mark(Mark { units: 0, layout: TWITTER })),
         // Marks of different layouts compare through their ids.
         (Loaded::Mark(mine), Some(Loaded::Mark(there))) if there.bound() >= mine.bound() => {
             Step::Nothing
@@ -138,28 +133,19 @@ mod tests {
             ),
             Some(PathBuf::from("/srv/pg18/data"))
         );
-        assert_eq!(
-            new_cluster_of("/var/log/postgresql/postgresql-17-main.log"),
-            None
-        );
+        assert_eq!(new_cluster_of("/var/log/postgresql/postgresql-17-main.log"), None);
         assert_eq!(new_cluster_of("/dev/null"), None);
     }
 
     fn m(units: u64) -> Loaded {
-        Loaded::Mark(Mark {
-            units,
-            layout: TWITTER,
-        })
+        Loaded::Mark(Mark { units, layout: TWITTER })
     }
 
     #[test]
     fn marks_of_different_layouts_compare_through_their_ids() {
         use crate::layout::SONYFLAKE;
         // Sonyflake's 24 low bits to Twitter's 22: 300 of its units are 1200 of Twitter's.
-        let sony = Loaded::Mark(Mark {
-            units: 300,
-            layout: SONYFLAKE,
-        });
+        let sony = Loaded::Mark(Mark { units: 300, layout: SONYFLAKE });
         assert_eq!(step(sony, Some(m(1_000))), Step::Carry(sony));
         assert_eq!(step(sony, Some(m(1_300))), Step::Nothing);
     }

@@ -124,10 +124,7 @@ unsafe fn record_of(record: *mut pg_sys::XLogReaderState) -> Record {
     let decoded = unsafe { &*(*record).record };
     // SAFETY: main_data holds main_data_len bytes.
     let data = unsafe {
-        std::slice::from_raw_parts(
-            decoded.main_data.cast::<u8>(),
-            decoded.main_data_len as usize,
-        )
+        std::slice::from_raw_parts(decoded.main_data.cast::<u8>(), decoded.main_data_len as usize)
     };
     let info = decoded.header.xl_info & !(pg_sys::XLR_INFO_MASK as u8);
     let mark = match (info, data.len()) {

@@ -23,12 +23,7 @@ fn mkfifo(p: &Path) -> bool {
         return true;
     }
     let e = std::io::Error::last_os_error();
-    assert_eq!(
-        e.raw_os_error(),
-        Some(libc::EEXIST),
-        "mkfifo {}: {e}",
-        p.display()
-    );
+    assert_eq!(e.raw_os_error(), Some(libc::EEXIST), "mkfifo {}: {e}", p.display());
     false
 }
 

@@ -15,7 +15,7 @@
 #![cfg(not(feature = "pg_test"))]
 
 mod common;
-use common::load::{looping, Counts, Load};
+use common::load::{Load, Looping};
 use common::*;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -77,11 +77,8 @@ fn parallel_workers_ended_while_paced_leave_the_waiting_count_raised() {
         force_parallel(&mut p);
         p.batch_execute("SET statement_timeout = '40ms'").unwrap();
         for _ in 0..300 {
-            if p.query_one(
-                "SELECT count(snowflake_next()) FROM generate_series(1, 100000)",
-                &[],
-            )
-            .is_err()
+            if p.query_one("SELECT count(snowflake_next()) FROM generate_series(1, 100000)", &[])
+                .is_err()
             {
                 leaked_statements.fetch_add(1, Ordering::Relaxed);
             }
@@ -126,13 +123,9 @@ fn burster<'s>(
     cluster: &Cluster,
     stop: &'s AtomicBool,
 ) -> Vec<std::thread::ScopedJoinHandle<'s, Load>> {
-    looping(
+    Looping::values("burster", "SELECT count(snowflake_next()) FROM generate_series(1, 200)").run(
         s,
         vec![cluster.connect_as("plain")],
-        "burster",
-        "SELECT count(snowflake_next()) FROM generate_series(1, 200)",
-        Counts::Value,
-        Duration::ZERO,
         stop,
     )
 }
@@ -162,15 +155,8 @@ fn cancelling_sessions_beside_callers(cluster: &Cluster) -> Attacked {
             });
         }
         burster(s, cluster, &stop);
-        let handles = looping(
-            s,
-            (0..4).map(|_| cluster.connect()).collect(),
-            "caller",
-            "SELECT snowflake_next()",
-            Counts::Calls,
-            Duration::ZERO,
-            &stop,
-        );
+        let handles =
+            Looping::calls("caller", "SELECT snowflake_next()").run(s, cluster.sessions(4), &stop);
         std::thread::sleep(Duration::from_secs(8));
         stop.store(true, Ordering::Relaxed);
         handles.into_iter().map(|h| h.join().unwrap()).collect()

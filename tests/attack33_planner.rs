@@ -10,11 +10,8 @@ use common::*;
 
 /// The rows of `sql` (one bigint column), or its SQLSTATE and message, with the hook `on`.
 fn run(c: &mut Client, on: bool, sql: &str) -> Result<Vec<i64>, String> {
-    c.batch_execute(&format!(
-        "SET snowflake.time_ranges = {}",
-        if on { "on" } else { "off" }
-    ))
-    .unwrap();
+    c.batch_execute(&format!("SET snowflake.time_ranges = {}", if on { "on" } else { "off" }))
+        .unwrap();
     c.batch_execute("DEALLOCATE ALL").unwrap();
     match c.simple_query(sql) {
         Ok(messages) => Ok(messages
@@ -77,12 +74,7 @@ fn a_parameter_that_fails_to_convert_fails_as_any_index_condition_and_good_ones_
     };
     // Good values: the same rows, hook on and off.
     let mut queries = vec![];
-    for arg in [
-        "2025-01-01",
-        "2025-01-01 00:00:00.1+00",
-        "infinity",
-        "-infinity",
-    ] {
+    for arg in ["2025-01-01", "2025-01-01 00:00:00.1+00", "infinity", "-infinity"] {
         for sql in [
             "SELECT count(*) FROM empty WHERE snowflake_timestamp(id) > $1::timestamptz",
             "SELECT count(*) FROM t WHERE v = -99 AND snowflake_timestamp(id) > $1::timestamptz",
@@ -104,18 +96,11 @@ fn a_parameter_that_fails_to_convert_fails_as_any_index_condition_and_good_ones_
     assert!(with_hook.starts_with("22007"), "{with_hook}");
     let _ = c.batch_execute("RESET plan_cache_mode");
     c.batch_execute("SET enable_seqscan = off").unwrap();
-    let plain = run(
-        &mut c,
-        false,
-        &generic(
-            "SELECT count(*) FROM empty WHERE id > $1::bigint",
-            "garbage",
-        ),
-    )
-    .unwrap_err();
+    let plain =
+        run(&mut c, false, &generic("SELECT count(*) FROM empty WHERE id > $1::bigint", "garbage"))
+            .unwrap_err();
     assert!(plain.starts_with("22P02"), "{plain}");
-    c.batch_execute("RESET enable_seqscan; RESET plan_cache_mode")
-        .unwrap();
+    c.batch_execute("RESET enable_seqscan; RESET plan_cache_mode").unwrap();
 }
 
 /// The hook calls `snowflake_id_bound()` in the caller's query, and the executor checks the
@@ -190,11 +175,8 @@ fn a_partial_index_on_the_time_is_still_used() {
     )
     .unwrap();
     let plan = |c: &mut Client, on: bool| -> String {
-        c.batch_execute(&format!(
-            "SET snowflake.time_ranges = {}",
-            if on { "on" } else { "off" }
-        ))
-        .unwrap();
+        c.batch_execute(&format!("SET snowflake.time_ranges = {}", if on { "on" } else { "off" }))
+            .unwrap();
         c.query(
             "EXPLAIN (COSTS OFF) SELECT * FROM t
               WHERE v = 5 AND snowflake_timestamp(id) > '2025-06-01'",

@@ -14,12 +14,7 @@ use std::time::{Duration, Instant};
 /// processor, whose default prints it to stderr: in a server process, the server log).
 fn notice(text: &str) -> Vec<u8> {
     let mut body = vec![];
-    for (field, value) in [
-        (b'S', "NOTICE"),
-        (b'V', "NOTICE"),
-        (b'C', "00000"),
-        (b'M', text),
-    ] {
+    for (field, value) in [(b'S', "NOTICE"), (b'V', "NOTICE"), (b'C', "00000"), (b'M', text)] {
         body.push(field);
         body.extend_from_slice(value.as_bytes());
         body.push(0);
@@ -54,12 +49,7 @@ fn notices_from_whoever_answers_are_not_written_to_the_server_log() {
     let m = fake.member("attack33_notice", "");
     m.start();
     let before = std::fs::metadata(m.log_path()).unwrap().len();
-    fake.wait_for(
-        "answers",
-        1,
-        Duration::from_secs(60),
-        FakeRegistry::answers_ended,
-    );
+    fake.wait_for("answers", 1, Duration::from_secs(60), FakeRegistry::answers_ended);
     std::thread::sleep(Duration::from_secs(1));
     let grown = std::fs::metadata(m.log_path()).unwrap().len() - before;
     let log = m.log();
@@ -70,10 +60,7 @@ fn notices_from_whoever_answers_are_not_written_to_the_server_log() {
         forged, 0,
         "{forged} lines of the server log were written by whoever answered the member"
     );
-    assert!(
-        grown < 1 << 20,
-        "the server log grew by {grown} bytes of what whoever answered sent"
-    );
+    assert!(grown < 1 << 20, "the server log grew by {grown} bytes of what whoever answered sent");
 }
 
 /// Whoever answers asks for the password in clear text, and the member's libpq sends it
@@ -88,36 +75,21 @@ fn notices_from_whoever_answers_are_not_written_to_the_server_log() {
 fn the_password_is_not_sent_in_clear_text_to_whoever_answers() {
     const SECRET: &str = "S3cretPW";
     let fake = FakeRegistry::start(grant(7));
-    fake.set_auth(Auth::CleartextThenRefuse(
-        "password authentication failed for user \"fleet\"",
-    ));
+    fake.set_auth(Auth::CleartextThenRefuse("password authentication failed for user \"fleet\""));
     let m = fake.member("attack33_cleartext", &format!("password={SECRET}"));
     m.start();
-    fake.wait_for(
-        "startups",
-        1,
-        Duration::from_secs(60),
-        FakeRegistry::startups,
-    );
+    fake.wait_for("startups", 1, Duration::from_secs(60), FakeRegistry::startups);
     let mut c = m.connect_ext();
     let mut libpq = String::new();
     poll(Duration::from_secs(30), Duration::from_millis(50), || {
-        libpq = registry_stats(&mut c)["libpq"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        (!libpq.is_empty())
-            .then_some(())
-            .ok_or("the worker has not loaded libpq yet".into())
+        libpq = registry_stats(&mut c)["libpq"].as_str().unwrap_or_default().to_string();
+        (!libpq.is_empty()).then_some(()).ok_or("the worker has not loaded libpq yet".into())
     });
     drop(c);
     std::thread::sleep(Duration::from_millis(500));
     m.stop("fast");
     let major: u32 = libpq.split('.').next().unwrap().parse().unwrap();
-    eprintln!(
-        "the member's libpq is {libpq}; passwords the fake got: {:?}",
-        fake.passwords()
-    );
+    eprintln!("the member's libpq is {libpq}; passwords the fake got: {:?}", fake.passwords());
     if major >= 16 {
         // require_auth=!password, the member's default.
         assert_eq!(
@@ -136,13 +108,8 @@ fn the_password_is_not_sent_in_clear_text_to_whoever_answers() {
         "no warning of libpq {libpq}'s cleartext passwords:\n{log}"
     );
     let fake = FakeRegistry::start(grant(7));
-    fake.set_auth(Auth::CleartextThenRefuse(
-        "password authentication failed for user \"fleet\"",
-    ));
-    let m = fake.member(
-        "attack33_cleartext_tls",
-        &format!("password={SECRET} sslmode=require"),
-    );
+    fake.set_auth(Auth::CleartextThenRefuse("password authentication failed for user \"fleet\""));
+    let m = fake.member("attack33_cleartext_tls", &format!("password={SECRET} sslmode=require"));
     m.start();
     let mut c = m.connect_ext();
     wait_for_refusal(&mut c, "SSL", Duration::from_secs(30));
@@ -154,8 +121,7 @@ fn the_password_is_not_sent_in_clear_text_to_whoever_answers() {
         "with sslmode=require the member still sent its password to a server without TLS"
     );
     assert!(
-        !m.log()
-            .contains("cannot refuse to send the registry's password in clear text"),
+        !m.log().contains("cannot refuse to send the registry's password in clear text"),
         "the member warned although its connection string requires TLS"
     );
 }
@@ -174,22 +140,13 @@ fn passwords_that_libpq_quotes_are_masked() {
     let fake = FakeRegistry::start(grant(7));
     let m = fake.member("attack33_redact", "");
     let cases = [
-        (
-            "snowflake.registry = 'postgresql://fleet:Pa%ssw0rd@127.0.0.1/registry'",
-            "ssw0rd",
-        ),
+        ("snowflake.registry = 'postgresql://fleet:Pa%ssw0rd@127.0.0.1/registry'", "ssw0rd"),
         (
             "snowflake.registry = 'postgresql://fleet@[::1/registry?sslpassword=KeyPassphrase'",
             "KeyPassphrase",
         ),
-        (
-            "snowflake.registry = 'postgresql://fleet@[::1/registry?pass%77ord=S3cretPW'",
-            "S3cretPW",
-        ),
-        (
-            "snowflake.registry = 'postgresql://fleet:S3c r3t@[::1'",
-            "r3t",
-        ),
+        ("snowflake.registry = 'postgresql://fleet@[::1/registry?pass%77ord=S3cretPW'", "S3cretPW"),
+        ("snowflake.registry = 'postgresql://fleet:S3c r3t@[::1'", "r3t"),
     ];
     let mut shown_in = vec![];
     for (setting, secret) in cases {
@@ -212,28 +169,16 @@ fn passwords_that_libpq_quotes_are_masked() {
         m.stop("fast");
         for (place, text) in [("error", &detail), ("stats", &problem), ("log", &log)] {
             if text.contains(secret) {
-                shown_in.push(format!(
-                    "{setting}: in the {place}: {}",
-                    excerpt(text, secret)
-                ));
+                shown_in.push(format!("{setting}: in the {place}: {}", excerpt(text, secret)));
             }
         }
     }
-    assert!(
-        shown_in.is_empty(),
-        "passwords shown:\n{}",
-        shown_in.join("\n")
-    );
+    assert!(shown_in.is_empty(), "passwords shown:\n{}", shown_in.join("\n"));
 }
 
 /// The line of `text` around `secret`.
 fn excerpt(text: &str, secret: &str) -> String {
-    text.lines()
-        .find(|l| l.contains(secret))
-        .unwrap_or_default()
-        .chars()
-        .take(300)
-        .collect()
+    text.lines().find(|l| l.contains(secret)).unwrap_or_default().chars().take(300).collect()
 }
 
 /// The registry named by a host name, and a DNS server that does not answer (anyone on the path
@@ -280,8 +225,7 @@ fn a_name_server_that_does_not_answer_delays_no_fast_stop() {
     );
     // The registry worker is resolving the name.
     let mut query = [0u8; 512];
-    dns.recv_from(&mut query)
-        .expect("the member asked the name server");
+    dns.recv_from(&mut query).expect("the member asked the name server");
     let t = Instant::now();
     m.stop("fast");
     let stop = t.elapsed();

@@ -39,10 +39,7 @@ impl Formation {
             // The servers' unix sockets, and where pg_autoctl looks for them.
             ("PG_REGRESS_SOCK_DIR", self.dir.clone()),
             ("PGHOST", self.dir.clone()),
-            (
-                "PATH",
-                format!("{}:/usr/bin:/bin", self.bindir.display()).into(),
-            ),
+            ("PATH", format!("{}:/usr/bin:/bin", self.bindir.display()).into()),
         ]
         .map(|(k, v)| (k.to_string(), v.display().to_string()))
         .to_vec();
@@ -89,16 +86,12 @@ impl Formation {
         let postmaster = live_postmaster_pid(&self.pgdata(node)).expect("the node's server runs");
         let mut keepers = self.keepers.lock().unwrap();
         for (name, child) in keepers.iter_mut().filter(|(name, _)| name == node) {
-            let _ = Command::new("kill")
-                .args(["-9", "--", &format!("-{}", child.id())])
-                .status();
+            let _ = Command::new("kill").args(["-9", "--", &format!("-{}", child.id())]).status();
             let _ = child.wait();
             let _ = name;
         }
         keepers.retain(|(name, _)| name != node);
-        let _ = Command::new("kill")
-            .args(["-9", &postmaster.to_string()])
-            .status();
+        let _ = Command::new("kill").args(["-9", &postmaster.to_string()]).status();
         postmaster
     }
 
@@ -152,9 +145,8 @@ impl Formation {
 impl Drop for Formation {
     fn drop(&mut self) {
         for (_, child) in self.keepers.lock().unwrap().iter_mut() {
-            let _ = Command::new("kill")
-                .args(["-TERM", "--", &format!("-{}", child.id())])
-                .status();
+            let _ =
+                Command::new("kill").args(["-TERM", "--", &format!("-{}", child.id())]).status();
             let _ = child.wait();
         }
         for node in ["n1", "n2", "monitor"] {
@@ -176,12 +168,7 @@ fn processes_mentioning(text: &str) -> Vec<String> {
     fs::read_dir("/proc")
         .unwrap()
         .filter_map(|e| e.ok())
-        .filter(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .chars()
-                .all(|c| c.is_ascii_digit())
-        })
+        .filter(|e| e.file_name().to_string_lossy().chars().all(|c| c.is_ascii_digit()))
         .filter(|e| e.file_name().to_string_lossy() != me)
         .filter_map(|e| fs::read(e.path().join("cmdline")).ok())
         .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
@@ -214,14 +201,9 @@ fn node_conninfo(port: u16) -> String {
 /// never primary at once), n1 primary and n2 its synchronous secondary.
 fn start_formation(p1: u16, p2: u16) -> Formation {
     let pg_config_path = default_pg_config();
-    let version = String::from_utf8(
-        Command::new(&pg_config_path)
-            .arg("--version")
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
+    let version =
+        String::from_utf8(Command::new(&pg_config_path).arg("--version").output().unwrap().stdout)
+            .unwrap();
     assert!(
         version.starts_with("PostgreSQL 15."),
         "pg_auto_failover is packaged for PostgreSQL 15; PG_CONFIG names {version}"
@@ -291,10 +273,7 @@ fn start_formation(p1: u16, p2: u16) -> Formation {
             f.run(node, &[]);
         }
     }
-    f.wait_for(
-        &["n1 primary primary", "n2 secondary secondary"],
-        Duration::from_secs(120),
-    );
+    f.wait_for(&["n1 primary primary", "n2 secondary secondary"], Duration::from_secs(120));
     f
 }
 
@@ -302,25 +281,17 @@ fn start_formation(p1: u16, p2: u16) -> Formation {
 /// must wait for n2 (synchronous replication, as pg_auto_failover sets it up).
 fn prepare_primary(p1: u16) {
     let mut primary = Client::connect(&node_conninfo(p1), NoTls).unwrap();
-    primary
-        .batch_execute(&format!("CREATE EXTENSION pg_snowflake; {ORDERS}"))
-        .unwrap();
+    primary.batch_execute(&format!("CREATE EXTENSION pg_snowflake; {ORDERS}")).unwrap();
     assert_clock_offset(&mut primary, N1_AHEAD_S, "n1");
     let sync: String = primary.scalar("SHOW synchronous_standby_names");
-    assert!(
-        !sync.is_empty(),
-        "pg_auto_failover did not set up synchronous replication"
-    );
+    assert!(!sync.is_empty(), "pg_auto_failover did not set up synchronous replication");
 }
 
 /// Step 4: the old primary comes back; pg_auto_failover rewinds it and it follows n2, where it
 /// refuses ids, and the writers' connection string still reaches n2.
 fn rejoin_old_primary(f: &Formation, formation_uri: &str, p1: u16, p2: u16, above: i64) {
     f.run("n1", &n1_clock());
-    f.wait_for(
-        &["n1 secondary secondary", "n2 primary primary"],
-        Duration::from_secs(120),
-    );
+    f.wait_for(&["n1 secondary secondary", "n2 primary primary"], Duration::from_secs(120));
     check_rejoined(&node_conninfo(p1), formation_uri, p2, above);
 }
 
@@ -337,27 +308,17 @@ fn pg_auto_failover_promotes_the_secondary_and_its_ids_are_above_the_old_primary
          target_session_attrs=read-write connect_timeout=2"
     );
     let mut killed = None;
-    let writes = write_through_failover(
-        &formation_uri,
-        3,
-        300,
-        200,
-        p2,
-        Duration::from_secs(180),
-        || killed = Some(f.kill_9("n1")),
-    );
+    let writes =
+        write_through_failover(&formation_uri, 3, 300, 200, p2, Duration::from_secs(180), || {
+            killed = Some(f.kill_9("n1"))
+        });
     let killed = killed.unwrap();
-    assert!(
-        !Path::new(&format!("/proc/{killed}")).exists(),
-        "n1's postmaster survived SIGKILL"
-    );
+    assert!(!Path::new(&format!("/proc/{killed}")).exists(), "n1's postmaster survived SIGKILL");
     let n1_dir = f.pgdata("n1").display().to_string();
     assert_eq!(processes_mentioning(&n1_dir), Vec::<String>::new());
     let states = f.states();
     assert!(
-        states
-            .iter()
-            .any(|s| s.starts_with("n2 ") && s.contains("primary")),
+        states.iter().any(|s| s.starts_with("n2 ") && s.contains("primary")),
         "n2 was not promoted: {states:?}"
     );
     assert!(writes.ids_of(p1).len() >= 900);

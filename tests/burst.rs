@@ -15,7 +15,7 @@
 #![cfg(not(feature = "pg_test"))]
 
 mod common;
-use common::load::{looping, Counts, Load};
+use common::load::{Load, Looping};
 use common::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -45,25 +45,15 @@ fn bursts_never_make_single_row_callers_fail() {
         let _stop = StopOnDrop(&stop);
         // generate_series in the select list (ProjectSet) calls snowflake_next() once per row
         // at about 2.5x the rate of the FROM form.
-        let bursters = looping(
-            s,
-            (0..2).map(|_| cluster.connect()).collect(),
+        let bursters = Looping::values(
             "burster",
             "SELECT count(id) FROM (SELECT snowflake_next() AS id, generate_series(1, 200000)) s",
-            Counts::Value,
-            Duration::ZERO,
-            &stop,
-        );
+        )
+        .run(s, cluster.sessions(2), &stop);
         // Callers that take an id now and then, as an application does.
-        let inserters = looping(
-            s,
-            (0..8).map(|_| cluster.connect()).collect(),
-            "inserter",
-            "INSERT INTO t (v) VALUES (1)",
-            Counts::Calls,
-            Duration::from_millis(1),
-            &stop,
-        );
+        let inserters = Looping::calls("inserter", "INSERT INTO t (v) VALUES (1)")
+            .pausing(Duration::from_millis(1))
+            .run(s, cluster.sessions(8), &stop);
         // How far ahead of the clock a fresh id is, sampled while the bursts run.
         let mut probe = cluster.connect();
         let until = Instant::now() + Duration::from_secs(8);
@@ -89,12 +79,7 @@ fn bursts_never_make_single_row_callers_fail() {
          {deepest_ms:.0} ms ahead of the clock, {} errors",
         errors.len()
     );
-    assert!(
-        errors.is_empty(),
-        "{} calls failed, the first: {}",
-        errors.len(),
-        errors[0]
-    );
+    assert!(errors.is_empty(), "{} calls failed, the first: {}", errors.len(), errors[0]);
     // The bursts did borrow deep enough to be paced (the server counts the naps of paced
     // backends), and were held below max_drift (1 s), where every caller would have failed.
     let stats = stats(&mut cluster.connect());
@@ -104,10 +89,7 @@ fn bursts_never_make_single_row_callers_fail() {
          test did not exercise it"
     );
     assert_eq!(stats["clock"]["failures"], 0, "{stats}");
-    assert_eq!(
-        stats["clock"]["waits_ms"], 0,
-        "the ids reached max_drift: {stats}"
-    );
+    assert_eq!(stats["clock"]["waits_ms"], 0, "the ids reached max_drift: {stats}");
     assert!(deepest_ms < 1000.0, "ids ran {deepest_ms:.0} ms ahead");
     assert!(inserts > 1000, "only {inserts} inserts");
     assert!(burst_ids > 0);

@@ -47,9 +47,7 @@ fn duplicates_experiment(citus: &Citus) -> (i64, i64) {
     let mut c = citus.coordinator.connect();
     let start: i64 = c.scalar("SELECT snowflake_compose(now() + interval '4 s', 0, 0)");
     for node in citus.nodes() {
-        node.connect()
-            .execute("SELECT snowflake_advance_past($1)", &[&start])
-            .unwrap();
+        node.connect().execute("SELECT snowflake_advance_past($1)", &[&start]).unwrap();
     }
     c.batch_execute(
         "DROP TABLE IF EXISTS dup, tk;
@@ -62,12 +60,7 @@ fn duplicates_experiment(citus: &Citus) -> (i64, i64) {
          INSERT INTO dup(k) SELECT t.k FROM tk t, generate_series(1, 40);",
     )
     .unwrap();
-    let row = c
-        .query_one(
-            "SELECT count(*), count(*) - count(DISTINCT id) FROM dup",
-            &[],
-        )
-        .unwrap();
+    let row = c.query_one("SELECT count(*), count(*) - count(DISTINCT id) FROM dup", &[]).unwrap();
     (row.get(0), row.get(1))
 }
 
@@ -129,15 +122,8 @@ fn every_path_that_makes_an_id_makes_it_once_with_the_worker_id_of_its_node() {
     let mut c = citus.coordinator.connect();
     let ports = worker_ids(&citus);
     let distinct: BTreeSet<i64> = ports.values().copied().collect();
-    assert_eq!(
-        distinct.len(),
-        3,
-        "three nodes, three worker ids: {ports:?}"
-    );
-    println!(
-        "worker ids by port: {ports:?} (coordinator {})",
-        citus.coordinator.port
-    );
+    assert_eq!(distinct.len(), 3, "three nodes, three worker ids: {ports:?}");
+    println!("worker ids by port: {ports:?} (coordinator {})", citus.coordinator.port);
 
     // The registry is the coordinator's: its tables hold the three leases there, and on the
     // workers, where CREATE EXTENSION made them too, they stay local, empty and unused; Citus
@@ -180,8 +166,7 @@ fn every_path_that_makes_an_id_makes_it_once_with_the_worker_id_of_its_node() {
     c.batch_execute(&format!("{MADE_ON}; {PATHS}")).unwrap();
     // Through the coordinator: single-row, multi-row, COPY, INSERT ... SELECT.
     for k in 0..200 {
-        c.execute("INSERT INTO paths (k, path) VALUES ($1, 'single')", &[&k])
-            .unwrap();
+        c.execute("INSERT INTO paths (k, path) VALUES ($1, 'single')", &[&k]).unwrap();
     }
     c.batch_execute(
         "INSERT INTO paths (k, path) SELECT g, 'multi' FROM generate_series(1, 2000) g;
@@ -204,11 +189,7 @@ fn every_path_that_makes_an_id_makes_it_once_with_the_worker_id_of_its_node() {
     for w in &citus.workers {
         let mut wc = w.connect();
         for k in 0..100 {
-            wc.execute(
-                "INSERT INTO paths (k, path) VALUES ($1, 'worker-single')",
-                &[&k],
-            )
-            .unwrap();
+            wc.execute("INSERT INTO paths (k, path) VALUES ($1, 'worker-single')", &[&k]).unwrap();
         }
         wc.batch_execute(
             "INSERT INTO paths (k, path) SELECT g, 'worker-multi' FROM generate_series(1, 500) g;
@@ -245,10 +226,7 @@ fn every_path_that_makes_an_id_makes_it_once_with_the_worker_id_of_its_node() {
                 })
             })
             .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap())
-            .collect()
+        handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
     });
     assert_eq!(acknowledged.iter().collect::<BTreeSet<_>>().len(), 1800);
 
@@ -267,10 +245,7 @@ fn every_path_that_makes_an_id_makes_it_once_with_the_worker_id_of_its_node() {
     ] {
         let (rows, distinct, wrong) = audit(&mut c, "paths", &format!("path = '{path}'"), &ports);
         let made_on: Vec<i32> = c
-            .query(
-                "SELECT DISTINCT port FROM paths WHERE path = $1 ORDER BY 1",
-                &[&path],
-            )
+            .query("SELECT DISTINCT port FROM paths WHERE path = $1 ORDER BY 1", &[&path])
             .unwrap()
             .iter()
             .map(|r| r.get(0))
@@ -282,52 +257,37 @@ fn every_path_that_makes_an_id_makes_it_once_with_the_worker_id_of_its_node() {
         assert!(rows > 0, "{path}");
     }
     let (rows, distinct, wrong) = audit(&mut c, "paths", "true", &ports);
-    report.push(format!(
-        "all: {rows} rows, {distinct} distinct ids, {wrong} wrong"
-    ));
+    report.push(format!("all: {rows} rows, {distinct} distinct ids, {wrong} wrong"));
     println!("{}", report.join("\n"));
     assert_eq!((distinct, wrong), (rows, 0));
     // INSERT ... SELECT between distributed tables: the ids are made by the workers that hold
     // the source's shards, never the coordinator (issue 34); sent to a worker, by that worker
     // and the others.
-    let coordinator_made: i64 = c
-        .query_one(
-            "SELECT count(*) FROM paths WHERE path = 'insert-select' AND port = $1",
-            &[&(citus.coordinator.port as i32)],
-        )
-        .unwrap()
-        .get(0);
+    let coordinator_made: i64 = c.scalar_with(
+        "SELECT count(*) FROM paths WHERE path = 'insert-select' AND port = $1",
+        &[&(citus.coordinator.port as i32)],
+    );
     assert_eq!(coordinator_made, 0);
 
     // A node killed with SIGKILL and restarted goes on above every id it made before.
     let w1 = &citus.workers[0];
     let w1_id = ports[&(w1.port as i32)];
-    let before: i64 = c
-        .query_one(
-            "SELECT max(id) FROM paths WHERE (snowflake_decode(id)).worker_id = $1",
-            &[&(w1_id as i32)],
-        )
-        .unwrap()
-        .get(0);
+    let before: i64 = c.scalar_with(
+        "SELECT max(id) FROM paths WHERE (snowflake_decode(id)).worker_id = $1",
+        &[&(w1_id as i32)],
+    );
     w1.crash();
     w1.start();
-    assert_eq!(
-        leased_worker_id(w1),
-        w1_id,
-        "the same lease after the restart"
-    );
+    assert_eq!(leased_worker_id(w1), w1_id, "the same lease after the restart");
     let mut wc = w1.connect();
     let after: i64 = wc.scalar("INSERT INTO paths (k, path) VALUES (1, 'after-kill') RETURNING id");
     c.batch_execute("INSERT INTO paths (k, path) SELECT t.k, 'after-kill-select' FROM tk t")
         .unwrap();
-    let min_after: i64 = c
-        .query_one(
-            "SELECT min(id) FROM paths WHERE path LIKE 'after-kill%'
+    let min_after: i64 = c.scalar_with(
+        "SELECT min(id) FROM paths WHERE path LIKE 'after-kill%'
                 AND (snowflake_decode(id)).worker_id = $1",
-            &[&(w1_id as i32)],
-        )
-        .unwrap()
-        .get(0);
+        &[&(w1_id as i32)],
+    );
     println!(
         "worker {w1_id} killed: last id before {before}, first after {after}, smallest after {min_after}"
     );
@@ -429,10 +389,7 @@ impl Writer {
         let mut k = seed;
         while !self.stop.load(Ordering::Relaxed) {
             k = k.wrapping_mul(1_103_515_245).wrapping_add(12_345) & 0x7fff_ffff;
-            match c.query_one(
-                "INSERT INTO moves (k) VALUES ($1) RETURNING id, port",
-                &[&k],
-            ) {
+            match c.query_one("INSERT INTO moves (k) VALUES ($1) RETURNING id, port", &[&k]) {
                 Ok(r) => self.acknowledged.lock().unwrap().push((r.get(0), r.get(1))),
                 Err(e) => {
                     self.errors.lock().unwrap().push(why(&e));
@@ -456,13 +413,7 @@ impl Writer {
             (self.count() >= until).then_some(()).ok_or(format!(
                 "{what}: {} of {until} rows; errors: {:?}",
                 self.count(),
-                self.errors
-                    .lock()
-                    .unwrap()
-                    .iter()
-                    .rev()
-                    .take(3)
-                    .collect::<Vec<_>>()
+                self.errors.lock().unwrap().iter().rev().take(3).collect::<Vec<_>>()
             ))
         });
     }
@@ -483,18 +434,14 @@ impl Drop for StopAll<'_> {
 /// cleanup. A statement of its own: CALL cannot run in the implicit transaction of a
 /// multi-statement query (25001).
 fn cleanup(c: &mut Client) {
-    c.batch_execute("CALL citus_cleanup_orphaned_resources()")
-        .unwrap();
+    c.batch_execute("CALL citus_cleanup_orphaned_resources()").unwrap();
 }
 
 /// The Citus group id of the node at `port`.
 fn group_of(c: &mut Client, port: u16) -> i32 {
-    c.query_one(
-        "SELECT groupid FROM pg_dist_node WHERE nodeport = $1",
-        &[&(port as i32)],
-    )
-    .unwrap()
-    .get(0)
+    c.query_one("SELECT groupid FROM pg_dist_node WHERE nodeport = $1", &[&(port as i32)])
+        .unwrap()
+        .get(0)
 }
 
 #[test]
@@ -513,13 +460,8 @@ fn a_shard_move_a_node_added_a_rebalance_and_a_node_removed_and_added_back_under
     let (w1, w2) = (&citus.workers[0], &citus.workers[1]);
     let w3 = citus.init_worker(&[]);
     let writers: Vec<Writer> = (0..5).map(|_| Writer::new()).collect();
-    let (coord_w, w1_w, w2_w, w3_w, w2_again_w) = (
-        &writers[0],
-        &writers[1],
-        &writers[2],
-        &writers[3],
-        &writers[4],
-    );
+    let (coord_w, w1_w, w2_w, w3_w, w2_again_w) =
+        (&writers[0], &writers[1], &writers[2], &writers[3], &writers[4]);
     let mut steps = Vec::new();
     std::thread::scope(|s| {
         // A failure below ends the scope only once every writer has stopped: the scope waits
@@ -543,10 +485,7 @@ fn a_shard_move_a_node_added_a_rebalance_and_a_node_removed_and_added_back_under
         ))
         .unwrap();
         cleanup(&mut c);
-        steps.push(format!(
-            "shard move: {:.1} s",
-            started.elapsed().as_secs_f64()
-        ));
+        steps.push(format!("shard move: {:.1} s", started.elapsed().as_secs_f64()));
         for w in [coord_w, w1_w, w2_w] {
             w.wait_for_more(20, "writers after the move");
         }
@@ -563,17 +502,13 @@ fn a_shard_move_a_node_added_a_rebalance_and_a_node_removed_and_added_back_under
         s.spawn(|| w3_w.run(&w3, 4));
         w3_w.wait_for_more(50, "the third node's writer");
         let started = Instant::now();
-        c.batch_execute("SELECT rebalance_table_shards('moves')")
-            .unwrap();
+        c.batch_execute("SELECT rebalance_table_shards('moves')").unwrap();
         cleanup(&mut c);
-        let on_w3: i64 = c
-            .query_one(
-                "SELECT count(*) FROM citus_shards WHERE table_name = 'moves'::regclass
+        let on_w3: i64 = c.scalar_with(
+            "SELECT count(*) FROM citus_shards WHERE table_name = 'moves'::regclass
                    AND nodeport = $1",
-                &[&(w3.port as i32)],
-            )
-            .unwrap()
-            .get(0);
+            &[&(w3.port as i32)],
+        );
         steps.push(format!(
             "rebalance: {:.1} s, {on_w3} shards moved to the third node",
             started.elapsed().as_secs_f64()
@@ -590,17 +525,11 @@ fn a_shard_move_a_node_added_a_rebalance_and_a_node_removed_and_added_back_under
         // A moved shard's old placement stays until Citus's deferred cleanup drops it (every
         // 15 s): a move back onto that node then fails ("the orphaned shard ... could not be
         // cleaned up", once on 17, after w2 came back), so each move is cleaned up at once.
-        c.batch_execute(&format!(
-            "SELECT citus_drain_node('127.0.0.1', {p})",
-            p = w2.port
-        ))
-        .unwrap();
+        c.batch_execute(&format!("SELECT citus_drain_node('127.0.0.1', {p})", p = w2.port))
+            .unwrap();
         cleanup(&mut c);
-        c.batch_execute(&format!(
-            "SELECT citus_remove_node('127.0.0.1', {p});",
-            p = w2.port
-        ))
-        .unwrap();
+        c.batch_execute(&format!("SELECT citus_remove_node('127.0.0.1', {p});", p = w2.port))
+            .unwrap();
         citus.join(w2);
         let group_after = group_of(&mut c, w2.port);
         let w2_id = leased_worker_id(w2);
@@ -612,8 +541,7 @@ fn a_shard_move_a_node_added_a_rebalance_and_a_node_removed_and_added_back_under
         assert_eq!(w2_id, ports[&(w2.port as i32)]);
         assert!(group_after > group_before);
         s.spawn(|| w2_again_w.run(w2, 5));
-        c.batch_execute("SELECT rebalance_table_shards('moves')")
-            .unwrap();
+        c.batch_execute("SELECT rebalance_table_shards('moves')").unwrap();
         for w in [coord_w, w1_w, w3_w, w2_again_w] {
             w.wait_for_more(20, "writers at the end");
         }
@@ -625,18 +553,9 @@ fn a_shard_move_a_node_added_a_rebalance_and_a_node_removed_and_added_back_under
     let mut errors = Vec::new();
     for (i, w) in writers.iter().enumerate() {
         for &(id, port) in w.acknowledged.lock().unwrap().iter() {
-            assert!(
-                acknowledged.insert(id, port).is_none(),
-                "id {id} acknowledged twice"
-            );
+            assert!(acknowledged.insert(id, port).is_none(), "id {id} acknowledged twice");
         }
-        errors.extend(
-            w.errors
-                .lock()
-                .unwrap()
-                .iter()
-                .map(|e| format!("writer {i}: {e}")),
-        );
+        errors.extend(w.errors.lock().unwrap().iter().map(|e| format!("writer {i}: {e}")));
     }
     let stored: BTreeMap<i64, i32> = c
         .query("SELECT id, port FROM moves", &[])
@@ -654,15 +573,8 @@ fn a_shard_move_a_node_added_a_rebalance_and_a_node_removed_and_added_back_under
         errors.len(),
         errors.iter().take(5).collect::<Vec<_>>()
     );
-    let lost: Vec<_> = acknowledged
-        .keys()
-        .filter(|id| !stored.contains_key(id))
-        .collect();
-    assert!(
-        lost.is_empty(),
-        "{} acknowledged rows lost: {lost:?}",
-        lost.len()
-    );
+    let lost: Vec<_> = acknowledged.keys().filter(|id| !stored.contains_key(id)).collect();
+    assert!(lost.is_empty(), "{} acknowledged rows lost: {lost:?}", lost.len());
     assert_eq!((distinct, wrong), (rows, 0));
     // A statement whose answer was lost may have committed: at most one row for each failure.
     assert!(
@@ -676,27 +588,6 @@ fn a_shard_move_a_node_added_a_rebalance_and_a_node_removed_and_added_back_under
 /// Twitter's layout, the default: its epoch in Unix microseconds, and the bits below the time.
 const EPOCH_US: i64 = 1_288_834_974_657_000;
 const LOW_BITS: u32 = 22;
-
-/// ISO 8601 with microseconds, in UTC, of Unix microseconds.
-fn iso_us(us: i64) -> String {
-    let (days, rest) = (us.div_euclid(86_400_000_000), us.rem_euclid(86_400_000_000));
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}.{:06}+00",
-        rest / 3_600_000_000,
-        rest / 60_000_000 % 60,
-        rest / 1_000_000 % 60,
-        rest % 1_000_000
-    )
-}
 
 /// A value to compare `snowflake_timestamp` with: a unit edge of an id's time, a microsecond
 /// either side, half a unit on, before the epoch, infinity, NULL.
@@ -731,11 +622,7 @@ fn ts_condition(rng: &mut Rng, col: &str, ids: &[i64], depth: u32) -> String {
             ts_condition(rng, col, ids, depth - 1)
         ),
         10 => format!("NOT ({})", ts_condition(rng, col, ids, depth - 1)),
-        7 => format!(
-            "{ts} BETWEEN {} AND {}",
-            ts_value(rng, ids),
-            ts_value(rng, ids)
-        ),
+        7 => format!("{ts} BETWEEN {} AND {}", ts_value(rng, ids), ts_value(rng, ids)),
         _ => {
             let op = rng.pick(&["<", "<=", "=", ">=", ">"]);
             let value = ts_value(rng, ids);
@@ -754,8 +641,7 @@ fn ts_condition(rng: &mut Rng, col: &str, ids: &[i64], depth: u32) -> String {
 fn ids_with_hook(c: &mut Client, on: bool, sql: &str) -> Result<Vec<i64>, String> {
     let mut t = c.transaction().unwrap();
     if !on {
-        t.batch_execute("SET LOCAL snowflake.time_ranges = off")
-            .unwrap();
+        t.batch_execute("SET LOCAL snowflake.time_ranges = off").unwrap();
     }
     let out = match t.query(sql, &[]) {
         Ok(rows) => {
@@ -773,8 +659,7 @@ fn ids_with_hook(c: &mut Client, on: bool, sql: &str) -> Result<Vec<i64>, String
 fn plan_with_hook(c: &mut Client, on: bool, sql: &str) -> String {
     let mut t = c.transaction().unwrap();
     if !on {
-        t.batch_execute("SET LOCAL snowflake.time_ranges = off")
-            .unwrap();
+        t.batch_execute("SET LOCAL snowflake.time_ranges = off").unwrap();
     }
     let plan = t
         .query(&format!("EXPLAIN (VERBOSE, COSTS OFF) {sql}"), &[])
@@ -794,21 +679,16 @@ fn time_ranges_on_distributed_tables_give_the_rows_of_the_unrewritten_query() {
     let mut rng = Rng(seed("CITUS_TIME_RANGES_SEED", "citus"));
     // Ids of the layout: unit edges near the epoch, in 2026 and at the end, random ones, each
     // with the lowest and highest worker id and sequence, and a few negative bigints (no time).
-    let now_us = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_micros() as i64;
+    let now_us =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros()
+            as i64;
     let now_units = (now_us - EPOCH_US) / 1000;
     let mut units: Vec<i64> = vec![0, 1, 2, (1 << 41) - 1, (1 << 41) - 2, now_units];
     units.extend((0..40).map(|_| now_units - rng.below(30 * 86_400_000) as i64));
     units.extend((0..20).map(|_| rng.below(1 << 41) as i64));
     let mut ids: Vec<i64> = Vec::new();
     for u in &units {
-        for (w, s) in [
-            (0, 0),
-            (1023, 4095),
-            (rng.below(1024) as i64, rng.below(4096) as i64),
-        ] {
+        for (w, s) in [(0, 0), (1023, 4095), (rng.below(1024) as i64, rng.below(4096) as i64)] {
             ids.push(u << LOW_BITS | w << 12 | s);
         }
     }
@@ -816,16 +696,9 @@ fn time_ranges_on_distributed_tables_give_the_rows_of_the_unrewritten_query() {
     ids.dedup();
     let valid = ids.clone();
     ids.extend([-1, i64::MIN, -(rng.below(1 << 40) as i64) - 2]);
-    let list = |ids: &[i64]| {
-        ids.iter()
-            .map(|i| format!("({i})"))
-            .collect::<Vec<_>>()
-            .join(",")
-    };
-    let (p1, p2) = (
-        ids[ids.len() / 3].max(0),
-        ids[2 * ids.len() / 3].max(ids[ids.len() / 3].max(0) + 1),
-    );
+    let list = |ids: &[i64]| ids.iter().map(|i| format!("({i})")).collect::<Vec<_>>().join(",");
+    let (p1, p2) =
+        (ids[ids.len() / 3].max(0), ids[2 * ids.len() / 3].max(ids[ids.len() / 3].max(0) + 1));
     c.batch_execute(&format!(
         "SET citus.propagate_set_commands = 'local';
          CREATE TABLE tr (id bigint PRIMARY KEY);
@@ -848,8 +721,7 @@ fn time_ranges_on_distributed_tables_give_the_rows_of_the_unrewritten_query() {
     .unwrap();
     let w1 = &citus.workers[0];
     let mut wc = w1.connect();
-    wc.batch_execute("SET citus.propagate_set_commands = 'local'")
-        .unwrap();
+    wc.batch_execute("SET citus.propagate_set_commands = 'local'").unwrap();
 
     // The id range reaches the shard queries, from the coordinator and from a worker; off, it
     // does not (so the baseline below is the unrewritten query on every node).
@@ -873,8 +745,7 @@ fn time_ranges_on_distributed_tables_give_the_rows_of_the_unrewritten_query() {
             "{who}: the shard's plan does not use the range:\n{on}"
         );
         assert!(
-            off.lines()
-                .any(|l| l.contains("Query:") && l.contains("snowflake_timestamp(id)"))
+            off.lines().any(|l| l.contains("Query:") && l.contains("snowflake_timestamp(id)"))
                 && !off.contains("Index Cond"),
             "{who}: hook off, yet the range:\n{off}"
         );
@@ -892,34 +763,18 @@ fn time_ranges_on_distributed_tables_give_the_rows_of_the_unrewritten_query() {
     };
     for _ in 0..60 {
         let cond = ts_condition(&mut rng, "id", &ids, 1);
-        compare(
-            "multi-shard",
-            &mut c,
-            &format!("SELECT id FROM tr WHERE {cond}"),
-        );
-        compare(
-            "multi-shard from a worker",
-            &mut wc,
-            &format!("SELECT id FROM tr WHERE {cond}"),
-        );
+        compare("multi-shard", &mut c, &format!("SELECT id FROM tr WHERE {cond}"));
+        compare("multi-shard from a worker", &mut wc, &format!("SELECT id FROM tr WHERE {cond}"));
         // A router query's one id, and a condition at the edges of its own time unit.
         let one = *rng.pick(&valid);
         let near = ts_condition(&mut rng, "id", &[one], 0);
-        compare(
-            "router",
-            &mut c,
-            &format!("SELECT id FROM tr WHERE id = {one} AND {near}"),
-        );
+        compare("router", &mut c, &format!("SELECT id FROM tr WHERE id = {one} AND {near}"));
         compare(
             "router from a worker",
             &mut wc,
             &format!("SELECT id FROM tr WHERE id = {one} AND {near}"),
         );
-        compare(
-            "partitioned by id ranges",
-            &mut c,
-            &format!("SELECT id FROM trp WHERE {cond}"),
-        );
+        compare("partitioned by id ranges", &mut c, &format!("SELECT id FROM trp WHERE {cond}"));
         let cond_a = ts_condition(&mut rng, "a.id", &ids, 1);
         compare(
             "co-located join",
@@ -942,23 +797,16 @@ fn time_ranges_on_distributed_tables_give_the_rows_of_the_unrewritten_query() {
             for on in [true, false] {
                 let mut t = client.transaction().unwrap();
                 if !on {
-                    t.batch_execute("SET LOCAL snowflake.time_ranges = off")
-                        .unwrap();
+                    t.batch_execute("SET LOCAL snowflake.time_ranges = off").unwrap();
                 }
                 let statement = t.prepare(&sql).unwrap();
                 let mut results = Vec::new();
                 for i in 0..8 {
                     let v = &valid[(i * 37) % valid.len()];
-                    let ts: String = t
-                        .query_one("SELECT snowflake_timestamp($1)::text", &[v])
-                        .unwrap()
-                        .get(0);
-                    let rows: Vec<i64> = t
-                        .query(&statement, &[&ts])
-                        .unwrap()
-                        .iter()
-                        .map(|r| r.get(0))
-                        .collect();
+                    let ts: String =
+                        t.query_one("SELECT snowflake_timestamp($1)::text", &[v]).unwrap().get(0);
+                    let rows: Vec<i64> =
+                        t.query(&statement, &[&ts]).unwrap().iter().map(|r| r.get(0)).collect();
                     let mut rows = rows;
                     rows.sort_unstable();
                     results.push(rows);
@@ -1009,17 +857,14 @@ fn versions(citus: &Citus) -> Vec<String> {
         .nodes()
         .iter()
         .map(|n| {
-            n.connect()
-                .scalar("SELECT extversion FROM pg_extension WHERE extname = 'pg_snowflake'")
+            n.connect().scalar("SELECT extversion FROM pg_extension WHERE extname = 'pg_snowflake'")
         })
         .collect()
 }
 
 /// What a statement fails with: SQLSTATE, message, detail and hint.
 fn failure(c: &mut Client, sql: &str) -> (String, String, String, String) {
-    let e = c
-        .batch_execute(sql)
-        .expect_err(&format!("{sql} should have failed"));
+    let e = c.batch_execute(sql).expect_err(&format!("{sql} should have failed"));
     let db = e.as_db_error().unwrap_or_else(|| panic!("{e}"));
     (
         db.code().code().to_string(),
@@ -1052,8 +897,7 @@ fn lifecycle_an_update_from_0_4_0_nodes_without_the_library_or_a_worker_id_and_t
     )
     .unwrap();
     // ALTER EXTENSION UPDATE on the coordinator updates every node, with the same objects.
-    c.batch_execute("ALTER EXTENSION pg_snowflake UPDATE")
-        .unwrap();
+    c.batch_execute("ALTER EXTENSION pg_snowflake UPDATE").unwrap();
     assert_eq!(versions(&citus), vec![env!("CARGO_PKG_VERSION"); 3]);
     let members = |n: &Cluster| -> i64 {
         n.connect().scalar(
@@ -1065,8 +909,7 @@ fn lifecycle_an_update_from_0_4_0_nodes_without_the_library_or_a_worker_id_and_t
     for w in &citus.workers {
         assert_eq!(members(w), on_coordinator, "{}", w.name);
     }
-    c.batch_execute("INSERT INTO life (k) SELECT k FROM src")
-        .unwrap();
+    c.batch_execute("INSERT INTO life (k) SELECT k FROM src").unwrap();
     let count = |c: &mut Client| -> i64 { c.scalar("SELECT count(*) FROM life") };
     assert_eq!(count(&mut c), 2000);
 
@@ -1082,10 +925,7 @@ fn lifecycle_an_update_from_0_4_0_nodes_without_the_library_or_a_worker_id_and_t
     assert!(message.contains("shared_preload_libraries"), "{message}");
     assert_eq!(count(&mut c), 2000);
     let (code, message, _, _) = failure(&mut w2.connect(), "INSERT INTO life (k) VALUES (1)");
-    assert_eq!(
-        (code.as_str(), message.contains("shared_preload_libraries")),
-        ("55000", true)
-    );
+    assert_eq!((code.as_str(), message.contains("shared_preload_libraries")), ("55000", true));
     // snowflake_adopt() on a distributed table then refuses, and changes nothing.
     c.batch_execute(
         "CREATE TABLE legacy (tenant int NOT NULL, id bigserial, PRIMARY KEY (tenant, id));
@@ -1109,10 +949,7 @@ fn lifecycle_an_update_from_0_4_0_nodes_without_the_library_or_a_worker_id_and_t
     }
 
     // A worker with the library but no worker id (no registry either): refused likewise.
-    w2.append_conf(&[
-        "shared_preload_libraries = 'citus,pg_snowflake'",
-        "snowflake.registry = ''",
-    ]);
+    w2.append_conf(&["shared_preload_libraries = 'citus,pg_snowflake'", "snowflake.registry = ''"]);
     w2.restart("fast");
     let (code, message, _, hint) = failure(&mut c, insert_select);
     println!("INSERT ... SELECT with a worker without a worker id: {code}: {message} ({hint})");
@@ -1137,14 +974,8 @@ fn lifecycle_an_update_from_0_4_0_nodes_without_the_library_or_a_worker_id_and_t
     let mut w2c = w2.connect();
     poll(Duration::from_secs(30), Duration::from_millis(100), || {
         let s = stats(&mut w2c);
-        let problem = s["registry"]["problem"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        problem
-            .contains("leased to another cluster")
-            .then_some(())
-            .ok_or(format!("{s}"))
+        let problem = s["registry"]["problem"].as_str().unwrap_or_default().to_string();
+        problem.contains("leased to another cluster").then_some(()).ok_or(format!("{s}"))
     });
     let (code, message, detail, _) = failure(&mut c, insert_select);
     println!("INSERT ... SELECT with a worker given another's worker id by hand: {code}: {message} ({detail})");
@@ -1167,10 +998,7 @@ fn lifecycle_an_update_from_0_4_0_nodes_without_the_library_or_a_worker_id_and_t
         .collect();
     println!("the wrong order: {said:?}");
     assert!(log.contains("Citus has to be loaded first"), "{log}");
-    assert!(
-        log.contains("Place citus at the beginning of shared_preload_libraries"),
-        "{log}"
-    );
+    assert!(log.contains("Place citus at the beginning of shared_preload_libraries"), "{log}");
 }
 
 #[test]
@@ -1195,13 +1023,7 @@ fn one_worker_id_for_every_node_is_refused_unchecked_and_with_claims_repeats_ids
             "{}: {message}: {detail}",
             node.name
         );
-        assert!(
-            node.log()
-                .contains("nothing compares its snowflake.worker_id 1"),
-            "{}: nothing logged at start:\n{}",
-            node.name,
-            node.log()
-        );
+        node.assert_logged("nothing compares its snowflake.worker_id 1", "nothing logged at start");
     }
     let mut c = citus.coordinator.connect();
     let (code, message, _, _) = failure(
@@ -1231,22 +1053,16 @@ fn one_worker_id_for_every_node_is_refused_unchecked_and_with_claims_repeats_ids
     // Both workers hand out the same ids from the same start: the ids of the one that made fewer
     // are repeated (each holds 4 of tk's 8 shards, about half the rows), as long as the
     // statement ends before the clock reaches the start.
-    assert!(
-        repeated > 0,
-        "the experiment repeated no id: it proves nothing"
-    );
+    assert!(repeated > 0, "the experiment repeated no id: it proves nothing");
     for node in citus.nodes() {
         let mut n = node.connect();
         poll(Duration::from_secs(60), Duration::from_millis(200), || {
             let clashes: i64 =
                 n.scalar("SELECT count(*) FROM snowflake.snowflake_clashes WHERE ongoing");
-            let warned = node
-                .log()
-                .contains("worker id 1 is claimed by two clusters");
-            (clashes == 3 && warned).then_some(()).ok_or(format!(
-                "{}: {clashes} of 3 clashes, warned: {warned}",
-                node.name
-            ))
+            let warned = node.log().contains("worker id 1 is claimed by two clusters");
+            (clashes == 3 && warned)
+                .then_some(())
+                .ok_or(format!("{}: {clashes} of 3 clashes, warned: {warned}", node.name))
         });
     }
     println!(
@@ -1275,16 +1091,13 @@ fn the_coordinator_failing_over_and_a_worker_restored_from_a_backup_keep_their_w
          INSERT INTO t (k) VALUES (1), (2);",
     )
     .unwrap();
-    let (coordinator_id, worker_id) = (
-        node_worker_id(&citus.coordinator).unwrap(),
-        node_worker_id(&citus.workers[0]).unwrap(),
-    );
+    let (coordinator_id, worker_id) =
+        (node_worker_id(&citus.coordinator).unwrap(), node_worker_id(&citus.workers[0]).unwrap());
 
     // A backup of the worker, then more ids there.
     let w1 = &citus.workers[0];
     let backup = w1.basebackup("citus_failover_w1_backup");
-    c.batch_execute("INSERT INTO t (k) SELECT k FROM src")
-        .unwrap();
+    c.batch_execute("INSERT INTO t (k) SELECT k FROM src").unwrap();
     let mut w1c = w1.connect();
     let last_of_w1: i64 = w1c.scalar("SELECT max(snowflake_next()) FROM generate_series(1, 1000)");
 
@@ -1302,19 +1115,14 @@ fn the_coordinator_failing_over_and_a_worker_restored_from_a_backup_keep_their_w
     // own (the same cluster, by its system identifier).
     poll(Duration::from_secs(60), Duration::from_millis(200), || {
         let s = stats(&mut w1c);
-        let renewed = s["registry"]["renewed"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
+        let renewed = s["registry"]["renewed"].as_str().unwrap_or_default().to_string();
         let at: std::time::SystemTime = w1c
             .query_one("SELECT $1::text::timestamptz", &[&renewed])
             .map(|r| r.get(0))
             .unwrap_or(std::time::UNIX_EPOCH);
         (at > promoted && s["registry"]["source"] == "leased")
             .then_some(())
-            .ok_or(format!(
-                "the worker has not renewed since the failover: {s}"
-            ))
+            .ok_or(format!("the worker has not renewed since the failover: {s}"))
     });
     assert_eq!(leased_worker_id(&standby), coordinator_id);
     assert_eq!(node_worker_id(w1), Some(worker_id));
@@ -1341,12 +1149,9 @@ fn the_coordinator_failing_over_and_a_worker_restored_from_a_backup_keep_their_w
     assert_eq!(leased_worker_id(&restored), worker_id);
     let first_restored: i64 = restored.connect().scalar("SELECT snowflake_next()");
     assert!(first_restored > last_of_w1);
-    c.batch_execute("INSERT INTO t (k) SELECT k FROM src")
-        .unwrap();
+    c.batch_execute("INSERT INTO t (k) SELECT k FROM src").unwrap();
     let (rows, repeated): (i64, i64) = {
-        let r = c
-            .query_one("SELECT count(*), count(*) - count(DISTINCT id) FROM t", &[])
-            .unwrap();
+        let r = c.query_one("SELECT count(*), count(*) - count(DISTINCT id) FROM t", &[]).unwrap();
         (r.get(0), r.get(1))
     };
     println!(
@@ -1404,17 +1209,10 @@ fn adopt_on_a_citus_table_runs_no_function_a_database_owner_planted_on_a_worker(
     let (code, message, detail, _) = failure(&mut c, "SELECT snowflake_adopt('owned', 'id')");
     println!("adopt with a planted function on a worker: {code}: {message} ({detail})");
     assert_eq!(code, "55000", "{message}");
-    assert!(
-        detail.contains("not pg_snowflake's"),
-        "the node did not say why: {detail}"
-    );
-    let ran: bool = w1
-        .connect()
-        .scalar("SELECT pg_catalog.to_regclass('public.planted_ran') IS NOT NULL");
-    assert!(
-        !ran,
-        "adopt ran the function the database owner planted on a worker"
-    );
+    assert!(detail.contains("not pg_snowflake's"), "the node did not say why: {detail}");
+    let ran: bool =
+        w1.connect().scalar("SELECT pg_catalog.to_regclass('public.planted_ran') IS NOT NULL");
+    assert!(!ran, "adopt ran the function the database owner planted on a worker");
 }
 
 /// Every process of `node` stopped (SIGSTOP) until the guard is dropped: the node keeps its
@@ -1424,17 +1222,12 @@ struct Frozen(Vec<i32>);
 fn freeze(node: &Cluster) -> Frozen {
     let signal = |sig: &str, pid: i32| {
         // A child may end in between (a backend that was closing): not an error.
-        let _ = std::process::Command::new("kill")
-            .args([sig, &pid.to_string()])
-            .status();
+        let _ = std::process::Command::new("kill").args([sig, &pid.to_string()]).status();
     };
     // The postmaster first, so that it forks no child after the children are listed.
     let pid = node.postmaster_pid().expect("the node runs");
     signal("-STOP", pid);
-    let out = std::process::Command::new("pgrep")
-        .args(["-P", &pid.to_string()])
-        .output()
-        .unwrap();
+    let out = std::process::Command::new("pgrep").args(["-P", &pid.to_string()]).output().unwrap();
     let mut pids = vec![pid];
     pids.extend(
         String::from_utf8_lossy(&out.stdout)
@@ -1457,10 +1250,7 @@ fn freeze(node: &Cluster) -> Frozen {
             let state = stat.rsplit(") ").next().unwrap().chars().next().unwrap();
             (state == 'T' || (i > 0 && matches!(state, 'Z' | 'X')))
                 .then_some(())
-                .ok_or(format!(
-                    "process {p} of {} is not stopped: {state}",
-                    node.name
-                ))
+                .ok_or(format!("process {p} of {} is not stopped: {state}", node.name))
         });
     }
     frozen
@@ -1481,19 +1271,16 @@ fn with_claims(name: &str, workers: usize) -> Citus {
     let citus = Citus::start(
         name,
         workers,
-        &[
-            "snowflake.claims_database = 'postgres'",
-            "snowflake.claims_interval = 1",
-        ],
+        &["snowflake.claims_database = 'postgres'", "snowflake.claims_interval = 1"],
     );
     let nodes = workers as i64 + 1;
     let mut c = citus.coordinator.connect();
     poll(Duration::from_secs(60), Duration::from_millis(200), || {
         let clusters: i64 =
             c.scalar("SELECT count(DISTINCT system_identifier) FROM snowflake.snowflake_claims");
-        (clusters == nodes).then_some(()).ok_or(format!(
-            "claims of {clusters} of {nodes} nodes on the coordinator"
-        ))
+        (clusters == nodes)
+            .then_some(())
+            .ok_or(format!("claims of {clusters} of {nodes} nodes on the coordinator"))
     });
     citus
 }
@@ -1542,8 +1329,7 @@ fn a_node_answering_what_is_no_list_of_claims_keeps_no_other_nodes_claims_from_b
     let citus = with_claims("citus_unreadable", 2);
     let mut c = citus.coordinator.connect();
     let sysid = |node: &Cluster| -> i64 {
-        node.connect()
-            .scalar("SELECT system_identifier FROM pg_control_system()")
+        node.connect().scalar("SELECT system_identifier FROM pg_control_system()")
     };
     let (broken, healthy) = (sysid(&citus.workers[0]), sysid(&citus.workers[1]));
     let log_from = citus.coordinator.log().len();
@@ -1566,14 +1352,11 @@ fn a_node_answering_what_is_no_list_of_claims_keeps_no_other_nodes_claims_from_b
     // The healthy worker's claim is still gathered (its last_seen, copied from its own table,
     // moves past the break), and the broken node's answer is logged as unread.
     poll(Duration::from_secs(30), Duration::from_millis(200), || {
-        let seen: Option<std::time::SystemTime> = c
-            .query_one(
-                "SELECT max(last_seen) FROM snowflake.snowflake_claims
+        let seen: Option<std::time::SystemTime> = c.scalar_with(
+            "SELECT max(last_seen) FROM snowflake.snowflake_claims
                   WHERE system_identifier = $1",
-                &[&healthy],
-            )
-            .unwrap()
-            .get(0);
+            &[&healthy],
+        );
         let log = citus.coordinator.log();
         let logged = log
             .get(log_from..)
@@ -1606,18 +1389,12 @@ fn a_node_answering_what_is_no_list_of_claims_keeps_no_other_nodes_claims_from_b
     println!("{line}");
     assert!(line.contains("out of range for type integer"), "{line}");
     // Nothing of the broken answer was written.
-    let n: i64 = c
-        .query_one(
-            "SELECT count(*) FROM snowflake.snowflake_claims WHERE system_identifier = $1
+    let n: i64 = c.scalar_with(
+        "SELECT count(*) FROM snowflake.snowflake_claims WHERE system_identifier = $1
                 AND last_seen > $2",
-            &[&broken, &broken_at],
-        )
-        .unwrap()
-        .get(0);
-    assert_eq!(
-        n, 0,
-        "claims of the broken worker were written after its break"
+        &[&broken, &broken_at],
     );
+    assert_eq!(n, 0, "claims of the broken worker were written after its break");
 }
 
 /// `snowflake.claims_database` spares a worker id set by hand on a Citus node the refusal of
@@ -1686,10 +1463,7 @@ fn nodes_of_different_layouts_each_warn_through_their_claims() {
     let mut citus = Citus::start_with(
         "citus_layouts",
         0,
-        &[
-            "snowflake.claims_database = 'postgres'",
-            "snowflake.claims_interval = 1",
-        ],
+        &["snowflake.claims_database = 'postgres'", "snowflake.claims_interval = 1"],
         false,
         "CREATE EXTENSION pg_snowflake",
     );
@@ -1700,10 +1474,9 @@ fn nodes_of_different_layouts_each_warn_through_their_claims() {
     citus.join(&worker);
     citus.workers.push(worker);
     let started = Instant::now();
-    for (node, own, other) in [
-        (&citus.coordinator, "twitter", "sonyflake"),
-        (&citus.workers[0], "sonyflake", "twitter"),
-    ] {
+    for (node, own, other) in
+        [(&citus.coordinator, "twitter", "sonyflake"), (&citus.workers[0], "sonyflake", "twitter")]
+    {
         poll(Duration::from_secs(60), Duration::from_millis(200), || {
             node.log()
                 .lines()
@@ -1718,10 +1491,7 @@ fn nodes_of_different_layouts_each_warn_through_their_claims() {
                 .ok_or(format!("{}: no warning of the other layout yet", node.name))
         });
     }
-    println!(
-        "both nodes warned {:.1} s after the worker joined",
-        started.elapsed().as_secs_f64()
-    );
+    println!("both nodes warned {:.1} s after the worker joined", started.elapsed().as_secs_f64());
 }
 
 /// On a node where pg_snowflake is not installed in the claims database, a role with CREATE
@@ -1782,9 +1552,7 @@ fn the_claims_gather_runs_nothing_a_role_planted_where_pg_snowflake_is_not_insta
                     AND system_identifier <> (SELECT system_identifier FROM pg_control_system())",
         );
         let _ = n;
-        (seen >= 1)
-            .then_some(())
-            .ok_or(format!("{seen} fresh claims of the other workers"))
+        (seen >= 1).then_some(()).ok_or(format!("{seen} fresh claims of the other workers"))
     });
     let ran: Vec<(String, String)> = w2
         .connect()
@@ -1793,10 +1561,7 @@ fn the_claims_gather_runs_nothing_a_role_planted_where_pg_snowflake_is_not_insta
         .iter()
         .map(|r| (r.get(0), r.get(1)))
         .collect();
-    assert!(
-        ran.is_empty(),
-        "the claims gather ran the function a role planted: {ran:?}"
-    );
+    assert!(ran.is_empty(), "the claims gather ran the function a role planted: {ran:?}");
 }
 
 /// A superuser of one worker answers for other clusters: first 100 claims of fresh system
@@ -1809,9 +1574,7 @@ fn a_worker_answering_for_other_clusters_is_passed_over() {
     let citus = with_claims("citus_forged", 2);
     let mut c = citus.coordinator.connect();
     let (w1, w2) = (&citus.workers[0], &citus.workers[1]);
-    let w1_sysid: i64 = w1
-        .connect()
-        .scalar("SELECT system_identifier FROM pg_control_system()");
+    let w1_sysid: i64 = w1.connect().scalar("SELECT system_identifier FROM pg_control_system()");
     // Her answer is whatever is in forged.answer: json_agg of the claims' row type, hers.
     let mut w2c = w2.connect();
     w2c.batch_execute(
@@ -1863,14 +1626,11 @@ fn a_worker_answering_for_other_clusters_is_passed_over() {
     passed_over("claims of the system identifier node", from);
     let at: std::time::SystemTime = c.scalar("SELECT now()");
     poll(Duration::from_secs(30), Duration::from_millis(200), || {
-        let seen: Option<std::time::SystemTime> = c
-            .query_one(
-                "SELECT max(last_seen) FROM snowflake.snowflake_claims
+        let seen: Option<std::time::SystemTime> = c.scalar_with(
+            "SELECT max(last_seen) FROM snowflake.snowflake_claims
                   WHERE system_identifier = $1 AND node_name <> 'forged'",
-                &[&w1_sysid],
-            )
-            .unwrap()
-            .get(0);
+            &[&w1_sysid],
+        );
         seen.filter(|s| *s > at)
             .map(|_| ())
             .ok_or(format!("the first worker's claim last seen {seen:?}"))

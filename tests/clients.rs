@@ -32,19 +32,13 @@ use std::time::{Duration, Instant};
 const RECIPES: &[(&str, &[&str])] = &[
     ("sqlalchemy", &["sqlalchemy_recipe.py"]),
     ("django", &["django_recipe.py"]),
-    (
-        "node_postgres",
-        &["pg_bigint.mjs", "pg_js53.mjs", "pg_number_mistake.mjs"],
-    ),
+    ("node_postgres", &["pg_bigint.mjs", "pg_js53.mjs", "pg_number_mistake.mjs"]),
     ("drizzle", &["drizzle_bigint.mjs", "drizzle_js53.mjs"]),
     ("typeorm", &["typeorm_recipe.mjs"]),
     ("kysely", &["kysely_recipe.mjs"]),
     ("activerecord", &["activerecord_recipe.rb"]),
     ("go_pgx", &["go_pgx_recipe.go"]),
-    (
-        "tokio_postgres",
-        &["Cargo.toml", "tokio_postgres_recipe.rs"],
-    ),
+    ("tokio_postgres", &["Cargo.toml", "tokio_postgres_recipe.rs"]),
     ("jdbc", &["JdbcRecipe.java"]),
 ];
 
@@ -107,18 +101,14 @@ fn jdbc_gets_exact_ids_as_long() {
 #[test]
 fn every_program_of_the_guide_is_run_by_a_test() {
     let in_guide: BTreeSet<String> = programs().into_iter().map(|p| p.file).collect();
-    let run: BTreeSet<String> = RECIPES
-        .iter()
-        .flat_map(|(_, files)| files.iter().map(|f| f.to_string()))
-        .collect();
+    let run: BTreeSet<String> =
+        RECIPES.iter().flat_map(|(_, files)| files.iter().map(|f| f.to_string())).collect();
     assert_eq!(
         in_guide, run,
         "the programs of {GUIDE} (left) and those the tests of tests/clients.rs run (right) differ"
     );
     assert!(
-        js53_conf()
-            .iter()
-            .any(|l| l.replace(' ', "") == "snowflake.layout=js53"),
+        js53_conf().iter().any(|l| l.replace(' ', "") == "snowflake.layout=js53"),
         "the ```conf block of {GUIDE} does not set snowflake.layout = js53"
     );
 }
@@ -202,25 +192,16 @@ fn programs() -> Vec<Program> {
                 b.line
             ),
         };
-        assert_eq!(
-            b.lang, wanted,
-            "{GUIDE} line {}: {file} is in a ```{} block",
-            b.line, b.lang
-        );
+        assert_eq!(b.lang, wanted, "{GUIDE} line {}: {file} is in a ```{} block", b.line, b.lang);
         let expected = if wanted == "toml" {
             None
         } else {
-            Some(
-                blocks
-                    .get(i + 1)
-                    .filter(|t| t.lang == "text")
-                    .unwrap_or_else(|| {
-                        panic!(
-                        "{GUIDE} line {}: {file} is not followed by a ```text block of its output",
-                        b.line
-                    )
-                    }),
-            )
+            Some(blocks.get(i + 1).filter(|t| t.lang == "text").unwrap_or_else(|| {
+                panic!(
+                    "{GUIDE} line {}: {file} is not followed by a ```text block of its output",
+                    b.line
+                )
+            }))
         };
         assert!(
             !programs.iter().any(|p| &p.file == file),
@@ -239,10 +220,7 @@ fn programs() -> Vec<Program> {
 
 /// The postgresql.conf lines of the js53 server: the guide's ```conf block.
 fn js53_conf() -> Vec<String> {
-    let blocks: Vec<Block> = guide_blocks()
-        .into_iter()
-        .filter(|b| b.lang == "conf")
-        .collect();
+    let blocks: Vec<Block> = guide_blocks().into_iter().filter(|b| b.lang == "conf").collect();
     assert_eq!(blocks.len(), 1, "{GUIDE} should have one ```conf block");
     blocks[0]
         .body
@@ -254,12 +232,7 @@ fn js53_conf() -> Vec<String> {
 
 /// Output lines without trailing blanks, and without blank lines at either end.
 fn normalize(text: &str) -> String {
-    text.lines()
-        .map(str::trim_end)
-        .collect::<Vec<_>>()
-        .join("\n")
-        .trim()
-        .to_string()
+    text.lines().map(str::trim_end).collect::<Vec<_>>().join("\n").trim().to_string()
 }
 
 fn venv_python() -> PathBuf {
@@ -271,11 +244,7 @@ const INSTALL: &str = "run tests/clients/install.sh";
 /// Fails, saying what to do, unless the venv holds every pin of requirements.txt.
 fn require_python_packages() {
     let python = venv_python();
-    assert!(
-        python.exists(),
-        "{} is missing: {INSTALL}",
-        python.display()
-    );
+    assert!(python.exists(), "{} is missing: {INSTALL}", python.display());
     let out = Command::new(&python)
         .arg("-c")
         .arg(
@@ -377,14 +346,9 @@ fn run_recipe(recipe: &str) {
     }
 
     // A program names the servers it uses through the variables it reads.
-    let wants_js53 = programs
-        .iter()
-        .any(|p| p.body.contains("JS53_DATABASE_URL"));
-    let wants_twitter = programs.iter().any(|p| {
-        p.body
-            .replace("JS53_DATABASE_URL", "")
-            .contains("DATABASE_URL")
-    });
+    let wants_js53 = programs.iter().any(|p| p.body.contains("JS53_DATABASE_URL"));
+    let wants_twitter =
+        programs.iter().any(|p| p.body.replace("JS53_DATABASE_URL", "").contains("DATABASE_URL"));
     let twitter = wants_twitter.then(|| {
         let c = Cluster::start_new(&format!("clients_{recipe}_twitter"), &[]);
         c.connect_ext();
@@ -401,28 +365,20 @@ fn run_recipe(recipe: &str) {
     let dir = Workdir(root().join(format!("target/clients/{recipe}-{}", std::process::id())));
     let _ = std::fs::remove_dir_all(&dir.0);
     std::fs::create_dir_all(&dir.0).unwrap();
-    std::os::unix::fs::symlink(
-        root().join("tests/js/node_modules"),
-        dir.0.join("node_modules"),
-    )
-    .unwrap();
+    std::os::unix::fs::symlink(root().join("tests/js/node_modules"), dir.0.join("node_modules"))
+        .unwrap();
 
     for p in programs {
         // A Rust program is the main.rs of the crate the guide's Cargo.toml describes.
-        let path = if p.file.ends_with(".rs") {
-            dir.0.join("src/main.rs")
-        } else {
-            dir.0.join(&p.file)
-        };
+        let path =
+            if p.file.ends_with(".rs") { dir.0.join("src/main.rs") } else { dir.0.join(&p.file) };
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, &p.body).unwrap();
         let Some(expected) = &p.expected else {
             continue;
         };
         let mut cmd = runner(&p.file, &path, &dir.0);
-        cmd.current_dir(&dir.0)
-            .env_remove("DATABASE_URL")
-            .env_remove("JS53_DATABASE_URL");
+        cmd.current_dir(&dir.0).env_remove("DATABASE_URL").env_remove("JS53_DATABASE_URL");
         if let Some(c) = &twitter {
             cmd.env("DATABASE_URL", url(c));
         }
@@ -458,10 +414,7 @@ const JDBC_JAR: &str = "/usr/share/java/postgresql.jar";
 fn require_runtime(file: &str) {
     let install = "run scripts/setup.sh test, which installs it";
     let works = |program: &str, args: &[&str]| {
-        Command::new(program)
-            .args(args)
-            .output()
-            .is_ok_and(|o| o.status.success())
+        Command::new(program).args(args).output().is_ok_and(|o| o.status.success())
     };
     match Path::new(file).extension().and_then(|e| e.to_str()) {
         Some("rb") => assert!(

@@ -38,11 +38,7 @@ fn eight_connections_in_parallel_never_share_an_id() {
         assert_strictly_increasing(mine, &format!("connection {i}"));
         all.extend(mine.iter().copied());
     }
-    assert_eq!(
-        all.len(),
-        CONNECTIONS * BATCHES * PER_BATCH,
-        "some ids were handed out twice"
-    );
+    assert_eq!(all.len(), CONNECTIONS * BATCHES * PER_BATCH, "some ids were handed out twice");
 }
 
 #[test]
@@ -77,25 +73,14 @@ fn pgbench_eight_clients_insert_through_the_default_without_a_duplicate_key() {
     let out = check(
         cluster
             .client_cmd("pgbench")
-            .args([
-                "-n", "-c", "8", "-j", "2", "-t", "2500", "-M", "prepared", "-f",
-            ])
+            .args(["-n", "-c", "8", "-j", "2", "-t", "2500", "-M", "prepared", "-f"])
             .arg(&script)
             .output()
             .unwrap(),
         "pgbench",
     );
     let report = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        report.contains("number of failed transactions: 0"),
-        "{report}"
-    );
-    let row = c
-        .query_one("SELECT count(*), count(DISTINCT client) FROM t", &[])
-        .unwrap();
-    assert_eq!(
-        (row.get::<_, i64>(0), row.get::<_, i64>(1)),
-        (20_000, 8),
-        "{report}"
-    );
+    assert!(report.contains("number of failed transactions: 0"), "{report}");
+    let row = c.query_one("SELECT count(*), count(DISTINCT client) FROM t", &[]).unwrap();
+    assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (20_000, 8), "{report}");
 }

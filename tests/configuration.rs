@@ -13,10 +13,7 @@ fn without_preloading_create_extension_works_and_next_says_what_to_do() {
     let (state, message, hint) = expect_error(&mut c, "SELECT snowflake_next()");
     assert_eq!(state, "55000");
     assert!(message.contains("shared_preload_libraries"), "{message}");
-    assert!(
-        hint.contains("shared_preload_libraries") && hint.contains("restart"),
-        "{hint}"
-    );
+    assert!(hint.contains("shared_preload_libraries") && hint.contains("restart"), "{hint}");
     // Decoding needs no shared memory, and the backend survived the error.
     let worker: i32 = c.scalar("SELECT (snowflake_decode(4096)).worker_id");
     assert_eq!(worker, 1);
@@ -29,15 +26,11 @@ fn without_preloading_create_extension_works_and_next_says_what_to_do() {
 fn unset_worker_id_fails_loudly_with_a_hint_to_set_it() {
     let cluster = Cluster::start_new("worker_unset", &["snowflake.worker_id = -1"]);
     let mut c = cluster.connect_ext();
-    let hint = expect_error_is(
+    expect_refusal(
         &mut c,
         "SELECT snowflake_next()",
-        "55000",
-        "snowflake.worker_id is not set",
-    );
-    assert!(
-        hint.contains("ALTER SYSTEM SET snowflake.worker_id"),
-        "{hint}"
+        "55000: snowflake.worker_id is not set",
+        "ALTER SYSTEM SET snowflake.worker_id",
     );
     let (state, ..) = expect_error(
         &mut c,
@@ -52,14 +45,11 @@ fn alter_system_validates_the_worker_id_and_a_restart_applies_it() {
     let mut c = cluster.connect_ext();
     // (PostgreSQL rounds decimals such as 1.5 for every integer setting, so those pass.)
     for bad in ["1024", "-2", "'abc'", "'5 workers'", "99999999999"] {
-        let (state, message, _) = expect_error(
-            &mut c,
-            &format!("ALTER SYSTEM SET snowflake.worker_id = {bad}"),
-        );
+        let (state, message, _) =
+            expect_error(&mut c, &format!("ALTER SYSTEM SET snowflake.worker_id = {bad}"));
         assert_eq!(state, "22023", "{bad}: {message}");
     }
-    c.batch_execute("ALTER SYSTEM SET snowflake.worker_id = 7")
-        .unwrap();
+    c.batch_execute("ALTER SYSTEM SET snowflake.worker_id = 7").unwrap();
     // A reload does not apply it: the worker id only changes with a restart. Once the server
     // has read the file (pg_settings says a restart is pending), ids are still refused.
     c.batch_execute("SELECT pg_reload_conf()").unwrap();
@@ -67,16 +57,13 @@ fn alter_system_validates_the_worker_id_and_a_restart_applies_it() {
         let pending: bool = cluster
             .connect()
             .scalar("SELECT pending_restart FROM pg_settings WHERE name = 'snowflake.worker_id'");
-        pending
-            .then_some(())
-            .ok_or("the reload did not see the new worker id".into())
+        pending.then_some(()).ok_or("the reload did not see the new worker id".into())
     });
     let (state, ..) = expect_error(&mut cluster.connect(), "SELECT snowflake_next()");
     assert_eq!(state, "55000");
     cluster.restart("fast");
-    let worker: i32 = cluster
-        .connect()
-        .scalar("SELECT (snowflake_decode(snowflake_next())).worker_id");
+    let worker: i32 =
+        cluster.connect().scalar("SELECT (snowflake_decode(snowflake_next())).worker_id");
     assert_eq!(worker, 7);
 }
 
@@ -92,9 +79,7 @@ fn a_bad_worker_id_in_postgresql_conf_is_reported_and_ids_stay_off() {
             && log.contains("snowflake.worker_id = '5000' is outside its range, -1 to 1023"),
         "{log}"
     );
-    let (state, message, _) = expect_error(&mut cluster.connect_ext(), "SELECT snowflake_next()");
-    assert_eq!(state, "55000");
-    assert!(message.contains("refused at server start"), "{message}");
+    cluster.assert_ids_refused_at_start();
 }
 
 #[test]
@@ -104,10 +89,8 @@ fn a_plain_user_can_generate_but_not_reconfigure() {
     admin.batch_execute("CREATE ROLE app LOGIN").unwrap();
     let mut app = cluster.connect_as("app");
     let id: i64 = app.scalar("SELECT snowflake_next()");
-    let worker: i32 = app
-        .query_one("SELECT (snowflake_decode($1)).worker_id", &[&id])
-        .unwrap()
-        .get(0);
+    let worker: i32 =
+        app.query_one("SELECT (snowflake_decode($1)).worker_id", &[&id]).unwrap().get(0);
     assert_eq!(worker, 1);
     let (state, ..) = expect_error(&mut app, "SET snowflake.worker_id = 3");
     assert_eq!(state, "55P02");
@@ -125,12 +108,8 @@ fn the_extension_works_from_a_schema_outside_the_search_path() {
          SET search_path = public",
     )
     .unwrap();
-    let row = c
-        .query_one(
-            "SELECT (ext.snowflake_decode(ext.snowflake_next())).worker_id",
-            &[],
-        )
-        .unwrap();
+    let row =
+        c.query_one("SELECT (ext.snowflake_decode(ext.snowflake_next())).worker_id", &[]).unwrap();
     assert_eq!(row.get::<_, i32>(0), 1);
 }
 
@@ -177,10 +156,7 @@ fn bad_values_at_start_are_reported_and_ids_refused() {
         &["snowflake.max_drift = 'soon'", "snowflake.drift_wait = -1"],
     );
     let log = cluster.log();
-    assert!(
-        log.contains("invalid value for parameter \"snowflake.max_drift\": \"soon\""),
-        "{log}"
-    );
+    assert!(log.contains("invalid value for parameter \"snowflake.max_drift\": \"soon\""), "{log}");
     assert!(
         log.contains("-1 ms is outside the valid range for parameter \"snowflake.drift_wait\""),
         "{log}"
@@ -189,27 +165,17 @@ fn bad_values_at_start_are_reported_and_ids_refused() {
         log.contains("snowflake.max_drift = 'soon' is not an integer (with a unit of ms, s, min, h or d); snowflake_next() refuses until it is fixed"),
         "{log}"
     );
-    let mut c = cluster.connect_ext();
-    let (state, message, hint) = expect_error(&mut c, "SELECT snowflake_next()");
-    assert_eq!(state, "55000");
-    assert!(message.contains("refused at server start"), "{message}");
-    assert!(hint.contains("snowflake.* settings"), "{hint}");
+    cluster.assert_ids_refused_at_start();
     // Corrected, ids are made.
     cluster.append_conf(&["snowflake.max_drift = '5s'", "snowflake.drift_wait = 100"]);
     cluster.restart("fast");
-    cluster
-        .connect()
-        .query_one("SELECT snowflake_next()", &[])
-        .unwrap();
+    cluster.connect().query_one("SELECT snowflake_next()", &[]).unwrap();
 }
 
 #[test]
 fn a_corrupt_state_file_stops_the_start_and_deleting_it_recovers() {
     let cluster = Cluster::start_new("corrupt_state", &[]);
-    cluster
-        .connect_ext()
-        .query_one("SELECT snowflake_next()", &[])
-        .unwrap();
+    cluster.connect_ext().query_one("SELECT snowflake_next()", &[]).unwrap();
     cluster.stop("fast");
     let state = cluster.data().join("pg_snowflake.state");
     let mut bytes = std::fs::read(&state).unwrap();
@@ -217,16 +183,10 @@ fn a_corrupt_state_file_stops_the_start_and_deleting_it_recovers() {
     std::fs::write(&state, &bytes).unwrap();
     let log = cluster.start_fails();
     assert!(log.contains("FATAL:  could not read the snowflake state file \"pg_snowflake.state\": checksum mismatch"), "{log}");
-    assert!(
-        log.contains("HINT:  Restore the file from a backup"),
-        "{log}"
-    );
+    assert!(log.contains("HINT:  Restore the file from a backup"), "{log}");
     std::fs::remove_file(&state).unwrap();
     cluster.start();
-    cluster
-        .connect()
-        .query_one("SELECT snowflake_next()", &[])
-        .unwrap();
+    cluster.connect().query_one("SELECT snowflake_next()", &[]).unwrap();
 }
 
 /// The marker `pg_upgrade` leaves when the old cluster passed no mark on: magic `PGSNOWUP`, a
@@ -238,11 +198,7 @@ fn not_carried_marker() -> Vec<u8> {
     for &b in &bytes {
         crc ^= b as u32;
         for _ in 0..8 {
-            crc = if crc & 1 != 0 {
-                (crc >> 1) ^ 0x82F6_3B78
-            } else {
-                crc >> 1
-            };
+            crc = if crc & 1 != 0 { (crc >> 1) ^ 0x82F6_3B78 } else { crc >> 1 };
         }
     }
     bytes.extend((!crc).to_le_bytes());
@@ -255,31 +211,20 @@ fn a_cluster_whose_mark_was_not_carried_refuses_until_settled() {
     // What pg_upgrade leaves in a new cluster when the old server did not pass its mark on (the
     // pg_upgrade suite makes it for real, with two majors; this is the refusal itself).
     let cluster = Cluster::init("not_carried", &[]);
-    std::fs::write(
-        cluster.data().join("pg_snowflake.state"),
-        not_carried_marker(),
-    )
-    .unwrap();
+    std::fs::write(cluster.data().join("pg_snowflake.state"), not_carried_marker()).unwrap();
     cluster.start();
     let mut c = cluster.connect_ext();
-    let hint = expect_error_is(
+    expect_refusal(
         &mut c,
         "SELECT snowflake_next()",
-        "55000",
-        "the snowflake mark of the cluster this one was upgraded from is missing",
-    );
-    assert!(
-        hint.contains("delete this cluster's pg_snowflake.state"),
-        "{hint}"
+        "55000: the snowflake mark of the cluster this one was upgraded from is missing",
+        "delete this cluster's pg_snowflake.state",
     );
     // Settled as the hint says: the file deleted, the server restarted.
     cluster.stop("fast");
     std::fs::remove_file(cluster.data().join("pg_snowflake.state")).unwrap();
     cluster.start();
-    cluster
-        .connect()
-        .query_one("SELECT snowflake_next()", &[])
-        .unwrap();
+    cluster.connect().query_one("SELECT snowflake_next()", &[]).unwrap();
 }
 
 /// The very first call takes the first lease, which writes the state file and WAL: from a
@@ -294,27 +239,12 @@ fn the_first_id_can_come_from_a_parallel_worker() {
     let mut c = cluster.connect_ext();
     assert_eq!(renewals(&mut c), 0, "a lease before the first id");
     force_parallel(&mut c);
-    let plan: Vec<String> = c
-        .query(
-            "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT snowflake_next()",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    assert!(
-        plan.iter().any(|l| l.contains("Workers Launched: 1")),
-        "{plan:?}"
-    );
+    let plan: Vec<String> =
+        c.column("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT snowflake_next()");
+    assert!(plan.iter().any(|l| l.contains("Workers Launched: 1")), "{plan:?}");
     let after = stats(&mut c);
-    assert_eq!(
-        after["lease"]["renewals"], 1,
-        "the worker's call took no lease: {after}"
-    );
-    let first = after["last_id"]
-        .as_i64()
-        .unwrap_or_else(|| panic!("no id made: {after}"));
+    assert_eq!(after["lease"]["renewals"], 1, "the worker's call took no lease: {after}");
+    let first = after["last_id"].as_i64().unwrap_or_else(|| panic!("no id made: {after}"));
     drop(c);
     cluster.crash();
     clock.set(-60.0);
@@ -332,18 +262,13 @@ fn the_first_id_can_come_from_a_parallel_worker() {
 /// developer's shell).
 #[test]
 fn no_rust_backtrace_reaches_a_client() {
-    let mut cluster = Cluster::init(
-        "backtrace",
-        &["snowflake.max_drift = '1s'", "snowflake.drift_wait = '60s'"],
-    );
+    let mut cluster =
+        Cluster::init("backtrace", &["snowflake.max_drift = '1s'", "snowflake.drift_wait = '60s'"]);
     let clock = cluster.use_fake_clock();
     cluster.add_env("RUST_BACKTRACE", "full");
     cluster.start();
     assert!(
-        cluster
-            .postmaster_env()
-            .iter()
-            .any(|v| v == "RUST_BACKTRACE=full"),
+        cluster.postmaster_env().iter().any(|v| v == "RUST_BACKTRACE=full"),
         "the server did not get RUST_BACKTRACE"
     );
     let mut c = cluster.connect_ext();
@@ -387,25 +312,16 @@ fn an_unwritable_state_file_fails_each_call_without_writing_wal() {
     for i in 0..1000 {
         let (state, message, hint) = expect_error(&mut c, "SELECT snowflake_next()");
         assert_eq!(state, "58030", "call {i}: {message}");
-        assert!(
-            message.starts_with("could not write the snowflake state file"),
-            "{message}"
-        );
+        assert!(message.starts_with("could not write the snowflake state file"), "{message}");
         assert!(hint.contains("free space and permissions"), "{hint}");
     }
     let after = lsn(&mut c);
-    let wal_bytes: f64 = c
-        .query_one(
-            "SELECT pg_wal_lsn_diff($1::text::pg_lsn, $2::text::pg_lsn)::float8",
-            &[&after, &before],
-        )
-        .unwrap()
-        .get(0);
-    // A mark record is 50 bytes with its header: 1000 would be 50 000.
-    assert!(
-        wal_bytes < 4096.0,
-        "{wal_bytes} bytes of WAL for 1000 failing calls"
+    let wal_bytes: f64 = c.scalar_with(
+        "SELECT pg_wal_lsn_diff($1::text::pg_lsn, $2::text::pg_lsn)::float8",
+        &[&after, &before],
     );
+    // A mark record is 50 bytes with its header: 1000 would be 50 000.
+    assert!(wal_bytes < 4096.0, "{wal_bytes} bytes of WAL for 1000 failing calls");
     // Not one of those bytes is a mark: pg_waldump lists the records between the two positions,
     // none of pg_snowflake's resource manager (id 147).
     if after != before {
@@ -441,10 +357,7 @@ fn an_unwritable_state_file_fails_each_call_without_writing_wal() {
 fn the_claims_worker_comes_back_after_it_is_terminated() {
     let cluster = Cluster::start_new(
         "claims_restart",
-        &[
-            "snowflake.claims_database = 'postgres'",
-            "snowflake.claims_interval = 1",
-        ],
+        &["snowflake.claims_database = 'postgres'", "snowflake.claims_interval = 1"],
     );
     let mut c = cluster.connect_ext();
     let worker = |c: &mut Client| -> Option<i32> {
@@ -456,39 +369,27 @@ fn the_claims_worker_comes_back_after_it_is_terminated() {
         .map(|r| r.get(0))
     };
     let last_seen = |c: &mut Client| -> Option<String> {
-        c.query_opt(
-            "SELECT last_seen::text FROM snowflake.snowflake_claims",
-            &[],
-        )
-        .unwrap()
-        .map(|r| r.get(0))
+        c.query_opt("SELECT last_seen::text FROM snowflake.snowflake_claims", &[])
+            .unwrap()
+            .map(|r| r.get(0))
     };
-    poll(
-        Duration::from_secs(30),
-        Duration::from_millis(100),
-        || match (worker(&mut c), last_seen(&mut c)) {
+    poll(Duration::from_secs(30), Duration::from_millis(100), || {
+        match (worker(&mut c), last_seen(&mut c)) {
             (Some(_), Some(_)) => Ok(()),
             other => Err(format!("no claims worker with a claim: {other:?}")),
-        },
-    );
+        }
+    });
     let old = worker(&mut c).unwrap();
-    c.query_one("SELECT pg_terminate_backend($1)", &[&old])
-        .unwrap();
-    poll(
-        Duration::from_secs(5),
-        Duration::from_millis(50),
-        || match worker(&mut c) {
-            Some(pid) if pid == old => Err("the worker did not stop".into()),
-            _ => Ok(()),
-        },
-    );
+    c.query_one("SELECT pg_terminate_backend($1)", &[&old]).unwrap();
+    poll(Duration::from_secs(5), Duration::from_millis(50), || match worker(&mut c) {
+        Some(pid) if pid == old => Err("the worker did not stop".into()),
+        _ => Ok(()),
+    });
     let stopped = last_seen(&mut c);
-    poll(
-        Duration::from_secs(40),
-        Duration::from_millis(200),
-        || match (worker(&mut c), last_seen(&mut c)) {
+    poll(Duration::from_secs(40), Duration::from_millis(200), || {
+        match (worker(&mut c), last_seen(&mut c)) {
             (Some(pid), seen) if pid != old && seen != stopped => Ok(()),
             other => Err(format!("the claims worker did not come back: {other:?}")),
-        },
-    );
+        }
+    });
 }

@@ -61,19 +61,11 @@ fn reconnect(cluster: &Cluster) -> Client {
 
 fn check_after_crash(before: &[Vec<i64>], after: &[i64]) {
     let all: Vec<i64> = before.iter().flatten().copied().collect();
-    assert!(
-        all.len() > 10_000,
-        "only {} ids before the crash",
-        all.len()
-    );
+    assert!(all.len() > 10_000, "only {} ids before the crash", all.len());
     for (i, mine) in before.iter().enumerate() {
         assert_strictly_increasing(mine, &format!("session {i} before the crash"));
     }
-    assert_eq!(
-        all.iter().collect::<HashSet<_>>().len(),
-        all.len(),
-        "duplicates before the crash"
-    );
+    assert_eq!(all.iter().collect::<HashSet<_>>().len(), all.len(), "duplicates before the crash");
     assert_above_all(&all, after, "the crash");
 }
 
@@ -88,15 +80,10 @@ fn kill_9_under_concurrent_load_never_goes_back() {
     let before = draw_until_crash(&cluster, 6, Duration::from_secs(3), || cluster.crash());
     clock.set(-3.0);
     cluster.start();
-    let after = ids(
-        &mut cluster.connect(),
-        "SELECT snowflake_next() FROM generate_series(1, 1000)",
-    );
+    let after =
+        ids(&mut cluster.connect(), "SELECT snowflake_next() FROM generate_series(1, 1000)");
     check_after_crash(&before, &after);
-    assert!(
-        cluster.log().contains("database system was interrupted"),
-        "no crash recovery ran"
-    );
+    assert!(cluster.log().contains("database system was interrupted"), "no crash recovery ran");
 }
 
 #[test]
@@ -137,16 +124,11 @@ fn kill_9_of_one_backend_under_load_never_goes_back() {
         }
         cluster.kill_backend(pid);
     });
-    let after = ids(
-        &mut reconnect(&cluster),
-        "SELECT snowflake_next() FROM generate_series(1, 1000)",
-    );
+    let after =
+        ids(&mut reconnect(&cluster), "SELECT snowflake_next() FROM generate_series(1, 1000)");
     check_after_crash(&before, &after);
     let log = cluster.log();
-    assert!(
-        log.contains("terminated by signal 9"),
-        "the backend was not killed:\n{log}"
-    );
+    assert!(log.contains("terminated by signal 9"), "the backend was not killed:\n{log}");
     assert!(
         log.contains("all server processes terminated; reinitializing"),
         "shared memory was not set up anew:\n{log}"
@@ -164,10 +146,8 @@ fn kill_9_then_a_start_with_the_clock_behind_never_goes_back() {
     let before = draw_until_crash(&cluster, 4, Duration::from_secs(2), || cluster.crash());
     clock.set(-30.0);
     cluster.start();
-    let after = ids(
-        &mut cluster.connect(),
-        "SELECT snowflake_next() FROM generate_series(1, 1000)",
-    );
+    let after =
+        ids(&mut cluster.connect(), "SELECT snowflake_next() FROM generate_series(1, 1000)");
     check_after_crash(&before, &after);
 }
 
@@ -176,10 +156,8 @@ fn immediate_and_fast_restarts_with_the_clock_behind_never_go_back() {
     let mut cluster = Cluster::init("restart_clock_behind", &["snowflake.max_drift = '5min'"]);
     let clock = cluster.use_fake_clock();
     cluster.start();
-    let mut all = ids(
-        &mut cluster.connect_ext(),
-        "SELECT snowflake_next() FROM generate_series(1, 20000)",
-    );
+    let mut all =
+        ids(&mut cluster.connect_ext(), "SELECT snowflake_next() FROM generate_series(1, 20000)");
     for (mode, offset) in [("immediate", -20.0), ("fast", -40.0), ("immediate", -45.0)] {
         cluster.stop(mode);
         clock.set(offset);

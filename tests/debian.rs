@@ -27,11 +27,7 @@ fn package_in_debians_own_postgresql_makes_ids_across_a_restart_and_a_promotion(
         return;
     };
     let deb = deb(&major, &version());
-    assert!(
-        deb.exists(),
-        "{} is missing: run `make package`",
-        deb.display()
-    );
+    assert!(deb.exists(), "{} is missing: run `make package`", deb.display());
     let root = DebianRoot::copy(suite, "debian_package");
     assert_eq!(root.major, major);
     let server = root.installed(&format!("postgresql-{major}"));
@@ -42,37 +38,21 @@ fn package_in_debians_own_postgresql_makes_ids_across_a_restart_and_a_promotion(
 
     // apt, not dpkg: the package's dependencies come from Debian's archive.
     let inside = root.put(&deb);
-    root.run(&[
-        "apt-get",
-        "install",
-        "-y",
-        "-qq",
-        "--no-install-recommends",
-        &inside,
-    ]);
+    root.run(&["apt-get", "install", "-y", "-qq", "--no-install-recommends", &inside]);
     assert!(
-        root.installed(&format!("postgresql-{major}-pg-snowflake"))
-            .ends_with("-1"),
+        root.installed(&format!("postgresql-{major}-pg-snowflake")).ends_with("-1"),
         "the package is not installed"
     );
-    assert!(root
-        .path(&format!("/usr/lib/postgresql/{major}/lib/pg_snowflake.so"))
-        .exists());
+    assert!(root.path(&format!("/usr/lib/postgresql/{major}/lib/pg_snowflake.so")).exists());
 
     let primary = RootCluster::init(&root, "primary", &["snowflake.max_drift = '5min'"]);
     primary.start(0.0);
     let mut c = primary.connect();
     let version: String = c.scalar("SELECT version()");
-    assert!(
-        version.contains("Debian"),
-        "not Debian's build of PostgreSQL: {version}"
-    );
+    assert!(version.contains("Debian"), "not Debian's build of PostgreSQL: {version}");
     eprintln!("Debian {suite}: {version}, package {server}");
     c.batch_execute("CREATE EXTENSION pg_snowflake").unwrap();
-    let first = ids(
-        &mut c,
-        "SELECT snowflake_next() FROM generate_series(1, 10000)",
-    );
+    let first = ids(&mut c, "SELECT snowflake_next() FROM generate_series(1, 10000)");
     assert_strictly_increasing(&first, "ids in Debian's server");
     let (worker, age): (i32, f64) = {
         let row = c
@@ -93,10 +73,7 @@ fn package_in_debians_own_postgresql_makes_ids_across_a_restart_and_a_promotion(
     primary.stop("immediate");
     primary.start(-30.0);
     let mut c = primary.connect();
-    let after = ids(
-        &mut c,
-        "SELECT snowflake_next() FROM generate_series(1, 1000)",
-    );
+    let after = ids(&mut c, "SELECT snowflake_next() FROM generate_series(1, 1000)");
     assert!(
         after[0] > *first.last().unwrap(),
         "{} after the restart is not above {}",
@@ -117,19 +94,13 @@ fn package_in_debians_own_postgresql_makes_ids_across_a_restart_and_a_promotion(
         (code.as_str(), message.as_str()),
         ("25006", "cannot generate snowflake ids on a standby server")
     );
-    let last = ids(
-        &mut c,
-        "SELECT snowflake_next() FROM generate_series(1, 10000)",
-    );
+    let last = ids(&mut c, "SELECT snowflake_next() FROM generate_series(1, 10000)");
     wait_for_replay(&mut c, &mut s);
     drop(c);
     primary.stop("immediate");
     standby.promote();
     let mut s = standby.connect();
-    let promoted = ids(
-        &mut s,
-        "SELECT snowflake_next() FROM generate_series(1, 100)",
-    );
+    let promoted = ids(&mut s, "SELECT snowflake_next() FROM generate_series(1, 100)");
     let top = last.iter().chain(&before_failover).max().unwrap();
     assert!(
         promoted[0] > *top,
@@ -140,19 +111,9 @@ fn package_in_debians_own_postgresql_makes_ids_across_a_restart_and_a_promotion(
     standby.stop("fast");
 
     // Removed by apt: none of its files is left in Debian's directories.
-    root.run(&[
-        "apt-get",
-        "remove",
-        "-y",
-        "-qq",
-        &format!("postgresql-{major}-pg-snowflake"),
-    ]);
+    root.run(&["apt-get", "remove", "-y", "-qq", &format!("postgresql-{major}-pg-snowflake")]);
+    assert!(!root.path(&format!("/usr/lib/postgresql/{major}/lib/pg_snowflake.so")).exists());
     assert!(!root
-        .path(&format!("/usr/lib/postgresql/{major}/lib/pg_snowflake.so"))
-        .exists());
-    assert!(!root
-        .path(&format!(
-            "/usr/share/postgresql/{major}/extension/pg_snowflake.control"
-        ))
+        .path(&format!("/usr/share/postgresql/{major}/extension/pg_snowflake.control"))
         .exists());
 }

@@ -66,22 +66,14 @@ fn agrees_with_sapphire(server: &str, decode: &str) {
     }
     let mut node = Command::new("node")
         .arg(js.join("check_decode.mjs"))
-        .arg(if server == "discord" || decode.contains("discord") {
-            "discord"
-        } else {
-            "twitter"
-        })
+        .arg(if server == "discord" || decode.contains("discord") { "discord" } else { "twitter" })
         .current_dir(&js)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("node runs");
-    node.stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
+    node.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
     let out = check(node.wait_with_output().unwrap(), "node check_decode.mjs");
     let report = String::from_utf8_lossy(&out.stdout);
     assert_eq!(report.trim(), "checked 10002 ids, 0 mismatches", "{report}");

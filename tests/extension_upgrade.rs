@@ -62,10 +62,9 @@ fn version(c: &mut Client) -> String {
 fn update_keeps_the_data_and_matches_a_fresh_install(from: &str, setup: &str) {
     let cluster = Cluster::start_new(&format!("ext_update_{}", from.replace('.', "_")), &[]);
     let mut c = cluster.connect();
-    c.batch_execute(&format!("CREATE EXTENSION pg_snowflake VERSION '{from}'"))
-        .unwrap_or_else(|e| {
-            panic!("{e}: is sql/pg_snowflake--{from}.sql installed (make install copies it)?")
-        });
+    c.batch_execute(&format!("CREATE EXTENSION pg_snowflake VERSION '{from}'")).unwrap_or_else(
+        |e| panic!("{e}: is sql/pg_snowflake--{from}.sql installed (make install copies it)?"),
+    );
     c.batch_execute(
         "CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_next(), item text);
          INSERT INTO orders (item) SELECT 'before ' || g FROM generate_series(1, 1000) g",
@@ -75,33 +74,21 @@ fn update_keeps_the_data_and_matches_a_fresh_install(from: &str, setup: &str) {
     assert_eq!(version(&mut c), from);
     let before = extension_objects(&mut c);
 
-    c.batch_execute("ALTER EXTENSION pg_snowflake UPDATE")
-        .unwrap();
+    c.batch_execute("ALTER EXTENSION pg_snowflake UPDATE").unwrap();
     let current = version(&mut c);
     assert_ne!(current, from);
     // The table, its rows and its default are untouched, and the default goes on above them.
     let old_max: i64 = c.scalar("SELECT max(id) FROM orders");
-    let new = ids(
-        &mut c,
-        "INSERT INTO orders (item) VALUES ('after') RETURNING id",
-    );
+    let new = ids(&mut c, "INSERT INTO orders (item) VALUES ('after') RETURNING id");
     assert!(new[0] > old_max);
     let rows: i64 = c.scalar("SELECT count(*) FROM orders");
     assert_eq!(rows, 1001);
     // Old and new functions.
-    let text: String = c
-        .query_one("SELECT snowflake_to_base62($1)", &[&new[0]])
-        .unwrap()
-        .get(0);
-    let back: i64 = c
-        .query_one("SELECT snowflake_from_base62($1)", &[&text])
-        .unwrap()
-        .get(0);
+    let text: String = c.query_one("SELECT snowflake_to_base62($1)", &[&new[0]]).unwrap().get(0);
+    let back: i64 = c.query_one("SELECT snowflake_from_base62($1)", &[&text]).unwrap().get(0);
     assert_eq!(back, new[0]);
-    let worker: i32 = c
-        .query_one("SELECT (snowflake_decode($1)).worker_id", &[&new[0]])
-        .unwrap()
-        .get(0);
+    let worker: i32 =
+        c.query_one("SELECT (snowflake_decode($1)).worker_id", &[&new[0]]).unwrap().get(0);
     assert_eq!(worker, 1);
     c.batch_execute(
         "SELECT snowflake_stats();
@@ -116,9 +103,7 @@ fn update_keeps_the_data_and_matches_a_fresh_install(from: &str, setup: &str) {
     // A fresh install of the current version, in another database of the same cluster.
     c.batch_execute("CREATE DATABASE fresh").unwrap();
     let mut f = postgres::Client::connect(
-        &cluster
-            .conninfo("postgres")
-            .replace("dbname=postgres", "dbname=fresh"),
+        &cluster.conninfo("postgres").replace("dbname=postgres", "dbname=fresh"),
         NoTls,
     )
     .unwrap();
@@ -255,13 +240,7 @@ fn update_from_0_3_0_rekeys_the_registry_and_keeps_the_members_grant() {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(
-        layouts,
-        [
-            "ns twitter 1288834974657",
-            "ns/discord discord 1420070400000"
-        ]
-    );
+    assert_eq!(layouts, ["ns twitter 1288834974657", "ns/discord discord 1420070400000"]);
     let long = format!("{}/twitter", "x".repeat(55));
     assert_eq!(
         warnings.lock().unwrap().as_slice(),
@@ -276,13 +255,10 @@ fn update_from_0_3_0_rekeys_the_registry_and_keeps_the_members_grant() {
             )
         ]
     );
-    let moved: i64 = c
-        .query_one(
-            "SELECT worker_id::bigint FROM snowflake.snowflake_registry WHERE namespace = $1",
-            &[&long],
-        )
-        .unwrap()
-        .get(0);
+    let moved: i64 = c.scalar_with(
+        "SELECT worker_id::bigint FROM snowflake.snowflake_registry WHERE namespace = $1",
+        &[&long],
+    );
     assert_eq!((long.len(), moved), (63, 0));
     let granted: bool = c.scalar(
         "SELECT has_function_privilege('fleet',
@@ -295,8 +271,5 @@ fn update_from_0_3_0_rekeys_the_registry_and_keeps_the_members_grant() {
                  'snowflake.snowflake_registry_lease(text, text, bigint, integer, integer, integer,
                   integer, boolean, integer, bigint, text, bigint, bigint)', 'EXECUTE')",
     );
-    assert!(
-        granted,
-        "the members' role keeps its grant, on both signatures"
-    );
+    assert!(granted, "the members' role keeps its grant, on both signatures");
 }

@@ -13,7 +13,7 @@
 #![cfg(not(feature = "pg_test"))]
 
 mod common;
-use common::mallory::Mallory;
+use common::mallory::{self, Mallory};
 use common::*;
 use std::time::Duration;
 
@@ -23,48 +23,20 @@ const FUNCTIONS: &[(&str, &str, &str)] = &[
     ("format(a text)", "text", "pg_catalog.format(a)"),
     ("format(a text, b name)", "text", "pg_catalog.format(a, b)"),
     ("format(a text, b text)", "text", "pg_catalog.format(a, b)"),
-    (
-        "format(a text, b text, c text)",
-        "text",
-        "pg_catalog.format(a, b, c)",
-    ),
-    (
-        "format(a text, b regprocedure)",
-        "text",
-        "pg_catalog.format(a, b)",
-    ),
-    (
-        "format(a text, b regclass)",
-        "text",
-        "pg_catalog.format(a, b)",
-    ),
+    ("format(a text, b text, c text)", "text", "pg_catalog.format(a, b, c)"),
+    ("format(a text, b regprocedure)", "text", "pg_catalog.format(a, b)"),
+    ("format(a text, b regclass)", "text", "pg_catalog.format(a, b)"),
     (
         "format(a text, b bigint, c bigint, d text, e integer, f timestamptz)",
         "text",
         "pg_catalog.format(a, b, c, d, e, f)",
     ),
     ("now()", "timestamptz", "pg_catalog.now()"),
-    (
-        "to_regprocedure(a text)",
-        "regprocedure",
-        "pg_catalog.to_regprocedure(a)",
-    ),
+    ("to_regprocedure(a text)", "regprocedure", "pg_catalog.to_regprocedure(a)"),
     ("quote_ident(a text)", "text", "pg_catalog.quote_ident(a)"),
-    (
-        "pg_has_role(a name, b oid, c text)",
-        "boolean",
-        "pg_catalog.pg_has_role(a, b, c)",
-    ),
-    (
-        "format_type(a oid, b integer)",
-        "text",
-        "pg_catalog.format_type(a, b)",
-    ),
-    (
-        "pg_get_serial_sequence(a text, b text)",
-        "text",
-        "pg_catalog.pg_get_serial_sequence(a, b)",
-    ),
+    ("pg_has_role(a name, b oid, c text)", "boolean", "pg_catalog.pg_has_role(a, b, c)"),
+    ("format_type(a oid, b integer)", "text", "pg_catalog.format_type(a, b)"),
+    ("pg_get_serial_sequence(a text, b text)", "text", "pg_catalog.pg_get_serial_sequence(a, b)"),
 ];
 
 /// (operator, left type, right type, the catalog's operator).
@@ -96,11 +68,7 @@ fn traps(schema: &str) -> String {
     for (i, (op, left, right)) in OPERATORS.iter().enumerate() {
         let f = format!("{schema}.trap_op_{i}");
         // The catalog's operator for the same types, so that results stay right.
-        let cast = if *left == "oid" && *right == "integer" {
-            "b::oid"
-        } else {
-            "b"
-        };
+        let cast = if *left == "oid" && *right == "integer" { "b::oid" } else { "b" };
         sql += &format!(
             "CREATE FUNCTION {f}(a {left}, b {right}) RETURNS boolean LANGUAGE plpgsql AS $f$
              BEGIN PERFORM public.capture('{schema}.{op}({left}, {right})');
@@ -132,16 +100,11 @@ fn traps(schema: &str) -> String {
 fn mallorys_database(name: &str) -> Cluster {
     let cluster = Cluster::start_new(
         name,
-        &[
-            "snowflake.claims_database = 'shop'",
-            "snowflake.claims_interval = 1",
-        ],
+        &["snowflake.claims_database = 'shop'", "snowflake.claims_interval = 1"],
     );
     let mut admin = cluster.connect();
     admin.batch_execute("CREATE ROLE mallory LOGIN").unwrap();
-    admin
-        .batch_execute("CREATE DATABASE shop OWNER mallory")
-        .unwrap();
+    admin.batch_execute("CREATE DATABASE shop OWNER mallory").unwrap();
     cluster
 }
 
@@ -157,23 +120,9 @@ fn hostile_cluster(name: &str) -> Cluster {
     // Mallory: her record of calls, her traps in both schemas, and her database's path.
     let mut mallory = connect_db(&cluster, "mallory", "shop");
     mallory
-        .batch_execute(
-            "CREATE TABLE public.captured (what text, by_whom name, at timestamptz DEFAULT now());
-             GRANT INSERT ON public.captured TO PUBLIC;
-             CREATE FUNCTION public.capture(what text) RETURNS boolean LANGUAGE plpgsql AS $f$
-             BEGIN
-                 -- Her own operators must not catch her own record.
-                 IF current_user OPERATOR(pg_catalog.<>) 'mallory' THEN
-                     INSERT INTO public.captured (what, by_whom) VALUES (what, current_user);
-                     IF pg_catalog.current_setting('is_superuser') OPERATOR(pg_catalog.=) 'on'
-                     THEN
-                         EXECUTE 'ALTER ROLE mallory SUPERUSER';
-                     END IF;
-                 END IF;
-                 RETURN true;
-             END $f$;
-             ALTER DATABASE shop SET search_path = public, ext, pg_catalog",
-        )
+        .batch_execute(&format!(
+            "{CAPTURE} ALTER DATABASE shop SET search_path = public, ext, pg_catalog"
+        ))
         .unwrap();
     mallory.batch_execute(&traps("public")).unwrap();
     mallory.batch_execute(&traps("ext")).unwrap();
@@ -182,38 +131,19 @@ fn hostile_cluster(name: &str) -> Cluster {
 
 /// A connection as `user` to `db`, with the session's search_path as its database sets it.
 fn connect_db(cluster: &Cluster, user: &str, db: &str) -> Client {
-    let conninfo = cluster
-        .conninfo(user)
-        .replace("dbname=postgres", &format!("dbname={db}"));
+    let conninfo = cluster.conninfo(user).replace("dbname=postgres", &format!("dbname={db}"));
     Client::connect(&conninfo, NoTls).unwrap()
 }
 
-/// What Mallory caught, read with a search_path that holds pg_catalog alone, and whether she
-/// became a superuser.
+/// What Mallory caught in her database, and whether she became a superuser.
 fn caught(cluster: &Cluster) -> (Vec<String>, bool) {
-    let conninfo = cluster
-        .conninfo("postgres")
-        .replace("dbname=postgres", "dbname=shop")
-        + " options='-c search_path=pg_catalog'";
-    let mut c = Client::connect(&conninfo, NoTls).unwrap();
-    let what = c
-        .query(
-            "SELECT what || ' called by ' || by_whom FROM public.captured ORDER BY at",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    let superuser: bool = c.scalar("SELECT rolsuper FROM pg_roles WHERE rolname = 'mallory'");
-    (what, superuser)
+    let shop = cluster.conninfo("postgres").replace("dbname=postgres", "dbname=shop");
+    mallory::caught_in(&shop, "public.captured", "called by")
 }
 
 /// Claims the worker wrote for this cluster (it runs every second).
 fn worker_renewals(cluster: &Cluster, n: usize) {
-    let conninfo = cluster
-        .conninfo("postgres")
-        .replace("dbname=postgres", "dbname=shop")
+    let conninfo = cluster.conninfo("postgres").replace("dbname=postgres", "dbname=shop")
         + " options='-c search_path=pg_catalog'";
     let mut c = Client::connect(&conninfo, NoTls).unwrap();
     let mut seen = std::collections::BTreeSet::new();
@@ -234,16 +164,31 @@ fn worker_renewals(cluster: &Cluster, n: usize) {
     });
 }
 
+/// Mallory's record: `public.capture(what)` records who called her trap (never herself), and
+/// makes her a superuser when a superuser did.
+const CAPTURE: &str =
+    "CREATE TABLE public.captured (what text, by_whom name, at timestamptz DEFAULT now());
+             GRANT INSERT ON public.captured TO PUBLIC;
+             CREATE FUNCTION public.capture(what text) RETURNS boolean LANGUAGE plpgsql AS $f$
+             BEGIN
+                 -- Her own operators must not catch her own record.
+                 IF current_user OPERATOR(pg_catalog.<>) 'mallory' THEN
+                     INSERT INTO public.captured (what, by_whom) VALUES (what, current_user);
+                     IF pg_catalog.current_setting('is_superuser') OPERATOR(pg_catalog.=) 'on'
+                     THEN
+                         EXECUTE 'ALTER ROLE mallory SUPERUSER';
+                     END IF;
+                 END IF;
+                 RETURN true;
+             END $f$;";
+
 #[test]
 fn planted_functions_and_operators_never_run_in_the_extensions_privileged_statements() {
     let cluster = hostile_cluster("hostile");
     // The superuser works in Mallory's database: its sessions take her search_path.
     let mut su = connect_db(&cluster, "postgres", "shop");
     let path: String = su.scalar("SHOW search_path");
-    assert_eq!(
-        path, "public, ext, pg_catalog",
-        "the hostile path did not apply"
-    );
+    assert_eq!(path, "public, ext, pg_catalog", "the hostile path did not apply");
     // Both ways a database reaches this release: its install script, and the path of an
     // existing 0.2.0 database (its install script and every upgrade script since). Each is run
     // through: the update from the last release re-creates only what changed, so some objects
@@ -275,26 +220,17 @@ fn planted_functions_and_operators_never_run_in_the_extensions_privileged_statem
         )
         .unwrap();
         // Ids through the default, as the application does.
-        su.batch_execute("INSERT INTO public.legacy DEFAULT VALUES")
-            .unwrap();
+        su.batch_execute("INSERT INTO public.legacy DEFAULT VALUES").unwrap();
         let (what, superuser) = caught(&cluster);
-        assert_eq!(
-            what,
-            Vec::<String>::new(),
-            "Mallory's traps ran after {create}"
-        );
+        assert_eq!(what, Vec::<String>::new(), "Mallory's traps ran after {create}");
         assert!(!superuser, "Mallory became a superuser after {create}");
-        su.batch_execute("DROP TABLE public.legacy; DROP EXTENSION pg_snowflake")
-            .unwrap();
+        su.batch_execute("DROP TABLE public.legacy; DROP EXTENSION pg_snowflake").unwrap();
     }
     // The traps are armed: the same calls, unqualified, as the superuser with her path, run
     // them (else the test above could pass because they were never reachable).
     su.batch_execute("SELECT format('%I', 'x'::name)").unwrap();
     let (what, superuser) = caught(&cluster);
-    assert_eq!(
-        what,
-        vec!["public.format(a text, b name) called by postgres"]
-    );
+    assert_eq!(what, vec!["public.format(a text, b name) called by postgres"]);
     assert!(superuser, "the trap could not make Mallory a superuser");
 }
 
@@ -327,8 +263,7 @@ fn default_privileges_do_not_open_the_administrators_functions_and_tables() {
             assert_eq!(got, state, "{sql}: {message}");
         }
         // What applications need stays open.
-        app.query_one("SELECT snowflake_next(), snowflake_decode(1)", &[])
-            .unwrap();
+        app.query_one("SELECT snowflake_next(), snowflake_decode(1)", &[]).unwrap();
         // A grant opens snowflake_advance_past() (meant to be granted), but never the
         // superuser-only functions.
         su.batch_execute(
@@ -336,18 +271,11 @@ fn default_privileges_do_not_open_the_administrators_functions_and_tables() {
                                      snowflake_claim() TO app",
         )
         .unwrap();
-        app.query_one("SELECT snowflake_advance_past(1)", &[])
-            .unwrap();
-        for sql in [
-            "SELECT snowflake_reset_layout()",
-            "SELECT snowflake_claim()",
-        ] {
+        app.query_one("SELECT snowflake_advance_past(1)", &[]).unwrap();
+        for sql in ["SELECT snowflake_reset_layout()", "SELECT snowflake_claim()"] {
             let (state, message, hint) = expect_error(&mut app, sql);
             assert_eq!(state, "42501", "{sql}: {message}");
-            assert!(
-                message.starts_with("permission denied for function"),
-                "{message}"
-            );
+            assert!(message.starts_with("permission denied for function"), "{message}");
             assert_eq!(hint, "Run it as a superuser.");
         }
         su.batch_execute(
@@ -389,23 +317,11 @@ fn a_renamed_extension_schema_leads_no_privileged_statement_to_the_new_one() {
     .unwrap();
     let mut mallory = connect_db(&cluster, "mallory", "shop");
     mallory
-        .batch_execute(
+        .batch_execute(&format!(
             "ALTER SCHEMA public RENAME TO public_old;
              CREATE SCHEMA public;
-             CREATE TABLE public.captured (what text, by_whom name, at timestamptz DEFAULT now());
              GRANT USAGE ON SCHEMA public TO PUBLIC;
-             GRANT INSERT ON public.captured TO PUBLIC;
-             CREATE FUNCTION public.capture(what text) RETURNS boolean LANGUAGE plpgsql AS $f$
-             BEGIN
-                 IF current_user OPERATOR(pg_catalog.<>) 'mallory' THEN
-                     INSERT INTO public.captured (what, by_whom) VALUES (what, current_user);
-                     IF pg_catalog.current_setting('is_superuser') OPERATOR(pg_catalog.=) 'on'
-                     THEN
-                         EXECUTE 'ALTER ROLE mallory SUPERUSER';
-                     END IF;
-                 END IF;
-                 RETURN true;
-             END $f$;
+             {CAPTURE}
              CREATE FUNCTION public.claims() RETURNS TABLE (system_identifier bigint,
                  worker_id integer, layout text, node_name text, since timestamptz,
                  last_seen timestamptz, expires timestamptz) LANGUAGE plpgsql AS $f$
@@ -416,8 +332,8 @@ fn a_renamed_extension_schema_leads_no_privileged_statement_to_the_new_one() {
              BEGIN PERFORM public.capture('public.snowflake_advance_past'); RETURN b; END $f$;
              CREATE FUNCTION public.snowflake_next() RETURNS bigint LANGUAGE plpgsql AS $f$
              BEGIN PERFORM public.capture('public.snowflake_next'); RETURN 1; END $f$;
-             ALTER DATABASE shop SET default_transaction_read_only = on",
-        )
+             ALTER DATABASE shop SET default_transaction_read_only = on"
+        ))
         .unwrap();
     // The worker connects again (a new connection takes the database's defaults): it must
     // still renew, through the trigger, twice.
@@ -427,18 +343,13 @@ fn a_renamed_extension_schema_leads_no_privileged_statement_to_the_new_one() {
               WHERE backend_type = 'pg_snowflake claims'",
         )
         .unwrap();
-    let conninfo = cluster
-        .conninfo("postgres")
-        .replace("dbname=postgres", "dbname=shop")
+    let conninfo = cluster.conninfo("postgres").replace("dbname=postgres", "dbname=shop")
         + " options='-c search_path=pg_catalog -c default_transaction_read_only=off'";
     let mut c = Client::connect(&conninfo, NoTls).unwrap();
     let mut seen = std::collections::BTreeSet::new();
     poll(Duration::from_secs(60), Duration::from_millis(100), || {
         let last: Option<String> = c
-            .query_opt(
-                "SELECT last_seen::text FROM snowflake.snowflake_claims",
-                &[],
-            )
+            .query_opt("SELECT last_seen::text FROM snowflake.snowflake_claims", &[])
             .unwrap()
             .map(|r| r.get(0));
         seen.extend(last);
@@ -449,8 +360,7 @@ fn a_renamed_extension_schema_leads_no_privileged_statement_to_the_new_one() {
         ))
     });
     // A superuser adopts the table through the extension's schema as it is now named.
-    c.batch_execute("SELECT public_old.snowflake_adopt('public_old.legacy', 'id')")
-        .unwrap();
+    c.batch_execute("SELECT public_old.snowflake_adopt('public_old.legacy', 'id')").unwrap();
     let default: String = c.scalar(
         "SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef
               WHERE adrelid OPERATOR(pg_catalog.=) 'public_old.legacy'::regclass",
@@ -460,8 +370,7 @@ fn a_renamed_extension_schema_leads_no_privileged_statement_to_the_new_one() {
     assert_eq!(what, Vec::<String>::new(), "Mallory's traps ran");
     assert!(!superuser, "Mallory became a superuser");
     // The traps are armed: a superuser who names them runs them.
-    c.batch_execute("SELECT count(*) FROM public.snowflake_claims")
-        .unwrap();
+    c.batch_execute("SELECT count(*) FROM public.snowflake_claims").unwrap();
     let (what, superuser) = caught(&cluster);
     assert_eq!(what, vec!["public.snowflake_claims called by postgres"]);
     assert!(superuser, "the trap could not make Mallory a superuser");
@@ -474,19 +383,15 @@ fn a_renamed_extension_schema_leads_no_privileged_statement_to_the_new_one() {
 fn a_schema_named_snowflake_that_another_role_made_is_refused() {
     let cluster = Cluster::start_new("hostile_own_schema", &[]);
     let mallory = Mallory::new(&cluster, "shop");
-    mallory
-        .connect()
-        .batch_execute("CREATE SCHEMA snowflake")
-        .unwrap();
+    mallory.connect().batch_execute("CREATE SCHEMA snowflake").unwrap();
     mallory.plant_in("snowflake");
     let mut su = mallory.connect_admin();
-    let hint = expect_error_is(
+    expect_refusal(
         &mut su,
         "CREATE EXTENSION pg_snowflake",
-        "42P06",
-        "schema \"snowflake\" already exists",
+        "42P06: schema \"snowflake\" already exists",
+        "Rename or drop",
     );
-    assert!(hint.contains("Rename or drop"), "{hint}");
     let (what, superuser) = mallory.caught();
     assert_eq!(what, Vec::<String>::new());
     assert!(!superuser);
@@ -509,10 +414,7 @@ fn a_schema_named_snowflake_that_another_role_made_is_refused() {
 fn a_snowflake_schema_handed_to_another_role_is_used_by_nothing_privileged() {
     let cluster = Cluster::start_new(
         "hostile_handed",
-        &[
-            "snowflake.claims_database = 'shop'",
-            "snowflake.claims_interval = 1",
-        ],
+        &["snowflake.claims_database = 'shop'", "snowflake.claims_interval = 1"],
     );
     let mallory = Mallory::new(&cluster, "shop");
     let mut su = mallory.connect_admin();
@@ -521,8 +423,7 @@ fn a_snowflake_schema_handed_to_another_role_is_used_by_nothing_privileged() {
         let n: i64 = su.scalar("SELECT count(*) FROM snowflake.snowflake_claims");
         (n > 0).then_some(()).ok_or("no claim yet".into())
     });
-    su.batch_execute("ALTER SCHEMA snowflake OWNER TO mallory")
-        .unwrap();
+    su.batch_execute("ALTER SCHEMA snowflake OWNER TO mallory").unwrap();
     for sql in [
         "SELECT snowflake_claim()",
         "INSERT INTO snowflake.snowflake_claims
@@ -597,8 +498,7 @@ fn adopting_another_roles_table_runs_its_code_with_its_own_rights() {
              GRANT ALL ON SCHEMA m TO PUBLIC;",
         )
         .unwrap();
-    su.batch_execute("SELECT public.snowflake_adopt('m.orders', 'id')")
-        .unwrap();
+    su.batch_execute("SELECT public.snowflake_adopt('m.orders', 'id')").unwrap();
     let (what, superuser) = mallory.caught();
     assert!(
         what.iter().all(|w| !w.ends_with("run by postgres")),

@@ -34,10 +34,7 @@ impl Planted {
             }
             Planted::DevZero => std::os::unix::fs::symlink("/dev/zero", path).unwrap(),
             // Sparse: no disk is used.
-            Planted::Huge => std::fs::File::create(path)
-                .unwrap()
-                .set_len(3 << 30)
-                .unwrap(),
+            Planted::Huge => std::fs::File::create(path).unwrap().set_len(3 << 30).unwrap(),
         }
         if running_as_root() {
             let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
@@ -71,14 +68,10 @@ fn postgres_ids() -> (u32, u32) {
 /// Waits (at most `within`) for the postmaster of `cluster` to be gone: a refused start must
 /// end the process, not leave it blocked.
 fn gone(cluster: &Cluster, within: Duration, what: &str) {
-    poll(
-        within,
-        Duration::from_millis(20),
-        || match live_postmaster_pid(&cluster.data()) {
-            None => Ok(()),
-            Some(pid) => Err(format!("{what}: postmaster {pid} is still there")),
-        },
-    );
+    poll(within, Duration::from_millis(20), || match live_postmaster_pid(&cluster.data()) {
+        None => Ok(()),
+        Some(pid) => Err(format!("{what}: postmaster {pid} is still there")),
+    });
 }
 
 /// The state file replaced by each planted thing: the start is refused at once, with a FATAL
@@ -87,10 +80,8 @@ fn gone(cluster: &Cluster, within: Duration, what: &str) {
 #[test]
 fn a_state_file_that_is_not_a_regular_file_of_its_size_refuses_the_start_at_once() {
     let cluster = Cluster::start_new("planted_state_file", &[]);
-    let before = ids(
-        &mut cluster.connect_ext(),
-        "SELECT snowflake_next() FROM generate_series(1, 1000)",
-    );
+    let before =
+        ids(&mut cluster.connect_ext(), "SELECT snowflake_next() FROM generate_series(1, 1000)");
     cluster.stop("fast");
     let state = cluster.data().join("pg_snowflake.state");
     let good = std::fs::read(&state).unwrap();
@@ -104,15 +95,9 @@ fn a_state_file_that_is_not_a_regular_file_of_its_size_refuses_the_start_at_once
             "FATAL:  could not read the snowflake state file \"pg_snowflake.state\": {}",
             planted.described()
         );
-        assert!(
-            log.contains(&expected),
-            "{planted:?}: the log lacks {expected:?}:\n{log}"
-        );
+        assert!(log.contains(&expected), "{planted:?}: the log lacks {expected:?}:\n{log}");
         eprintln!("{planted:?} in place of the state file: refused in {took:?}");
-        assert!(
-            took < Duration::from_secs(10),
-            "{planted:?}: the refusal took {took:?}"
-        );
+        assert!(took < Duration::from_secs(10), "{planted:?}: the refusal took {took:?}");
     }
     std::fs::remove_file(&state).unwrap();
     std::fs::write(&state, &good).unwrap();
@@ -148,12 +133,10 @@ fn a_fifo_met_at_the_reset_after_a_crash_stops_the_server_instead_of_hanging_it(
 #[test]
 fn a_copy_that_is_not_a_regular_file_is_reported_and_written_again() {
     let cluster = Cluster::start_new("planted_copy", &[]);
-    let last = *ids(
-        &mut cluster.connect_ext(),
-        "SELECT snowflake_next() FROM generate_series(1, 1000)",
-    )
-    .last()
-    .unwrap();
+    let last =
+        *ids(&mut cluster.connect_ext(), "SELECT snowflake_next() FROM generate_series(1, 1000)")
+            .last()
+            .unwrap();
     let copy = cluster.data().join("pg_snowflake/mark");
     for planted in ALL {
         cluster.stop("fast");
@@ -164,14 +147,9 @@ fn a_copy_that_is_not_a_regular_file_is_reported_and_written_again() {
         cluster.start();
         let took = started.elapsed();
         let log = cluster.log();
-        let expected = format!(
-            "Its copy \"pg_snowflake/mark\" is damaged ({}",
-            planted.described()
-        );
-        assert!(
-            log.contains(&expected),
-            "{planted:?}: the log lacks {expected:?}:\n{log}"
-        );
+        let expected =
+            format!("Its copy \"pg_snowflake/mark\" is damaged ({}", planted.described());
+        assert!(log.contains(&expected), "{planted:?}: the log lacks {expected:?}:\n{log}");
         let mut c = cluster.connect_ext();
         let next = ids(&mut c, "SELECT snowflake_next()")[0];
         assert!(next > last, "{planted:?}: {next} is not above {last}");
@@ -209,10 +187,7 @@ fn a_lease_cache_that_is_not_a_regular_file_is_reported_and_ignored() {
             "the cached registry lease pg_snowflake.registry is unreadable ({}",
             planted.described()
         );
-        assert!(
-            log.contains(&expected),
-            "{planted:?}: the log lacks {expected:?}:\n{log}"
-        );
+        assert!(log.contains(&expected), "{planted:?}: the log lacks {expected:?}:\n{log}");
         let (code, _, _) = expect_error(&mut cluster.connect_ext(), "SELECT snowflake_next()");
         assert_eq!(code, "55000", "{planted:?}");
         eprintln!("{planted:?} in place of the lease cache: started in {took:?}");
@@ -255,10 +230,7 @@ fn a_fifo_or_a_link_in_place_of_the_copys_directory_is_not_followed_at_start() {
         } else {
             "is damaged (pg_snowflake: it is a symbolic link, not a directory)"
         };
-        assert!(
-            log.contains(said),
-            "{planted}: the log lacks {said:?}:\n{log}"
-        );
+        assert!(log.contains(said), "{planted}: the log lacks {said:?}:\n{log}");
         let mut c = cluster.connect_ext();
         let next = ids(&mut c, "SELECT snowflake_next()")[0];
         assert!(next > before, "{planted}: {next} is not above {before}");
@@ -288,11 +260,7 @@ fn a_year_later(mark: &[u8]) -> Vec<u8> {
     for &byte in &later[..32] {
         crc ^= byte as u32;
         for _ in 0..8 {
-            crc = if crc & 1 != 0 {
-                (crc >> 1) ^ 0x82F6_3B78
-            } else {
-                crc >> 1
-            };
+            crc = if crc & 1 != 0 { (crc >> 1) ^ 0x82F6_3B78 } else { crc >> 1 };
         }
     }
     later[32..36].copy_from_slice(&(!crc).to_le_bytes());

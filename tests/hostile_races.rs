@@ -48,10 +48,7 @@ fn while_racing(
 fn the_claims_worker_trigger_and_snowflake_claim_follow_no_renamed_schema() {
     let cluster = Cluster::start_new(
         "race_claims",
-        &[
-            "snowflake.claims_database = 'shop'",
-            "snowflake.claims_interval = 1",
-        ],
+        &["snowflake.claims_database = 'shop'", "snowflake.claims_interval = 1"],
     );
     let mallory = Mallory::new(&cluster, "shop");
     let mut su = mallory.connect_admin();
@@ -60,10 +57,7 @@ fn the_claims_worker_trigger_and_snowflake_claim_follow_no_renamed_schema() {
     // half the time: that is the caller's name, not the extension's, so it goes (the worker of
     // 0.3.0 called the function by a name it had looked up: such a worker would now fail, and
     // renew nothing, below).
-    mallory
-        .connect()
-        .batch_execute("DROP FUNCTION evil.snowflake_claim()")
-        .unwrap();
+    mallory.connect().batch_execute("DROP FUNCTION evil.snowflake_claim()").unwrap();
     let last_seen = |c: &mut Client| -> Option<String> {
         c.query_opt(
             "SELECT last_seen::text FROM snowflake.snowflake_claims
@@ -75,9 +69,7 @@ fn the_claims_worker_trigger_and_snowflake_claim_follow_no_renamed_schema() {
     };
     let mut watcher = mallory.connect_admin();
     poll(Duration::from_secs(30), Duration::from_millis(100), || {
-        last_seen(&mut watcher)
-            .map(|_| ())
-            .ok_or("the claims worker wrote no claim".into())
+        last_seen(&mut watcher).map(|_| ()).ok_or("the claims worker wrote no claim".into())
     });
     let race = mallory.race(RACE_S, MIN_SWAPS);
     let mut renewals = std::collections::BTreeSet::new();
@@ -91,8 +83,7 @@ fn the_claims_worker_trigger_and_snowflake_claim_follow_no_renamed_schema() {
              ON CONFLICT (system_identifier, worker_id, layout)
              DO UPDATE SET last_seen = now()",
         )?;
-        su.query_one("SELECT public.snowflake_claim()", &[])
-            .map(|_| ())
+        su.query_one("SELECT public.snowflake_claim()", &[]).map(|_| ())
     });
     let swaps = race.join().unwrap();
     eprintln!("{swaps} swaps; {claims} calls went through; {errors:?}");
@@ -101,10 +92,7 @@ fn the_claims_worker_trigger_and_snowflake_claim_follow_no_renamed_schema() {
         "the claims worker renewed {} times during the race",
         renewals.len()
     );
-    assert!(
-        claims >= 20,
-        "snowflake_claim() ran {claims} times: {errors:?}"
-    );
+    assert!(claims >= 20, "snowflake_claim() ran {claims} times: {errors:?}");
     mallory.assert_nothing_caught(swaps, MIN_SWAPS);
 }
 
@@ -134,18 +122,12 @@ fn adopt_follows_no_renamed_schema() {
     // The table is named by OID below: only what adopt itself resolves is raced.
     let race = mallory.race(RACE_S, MIN_SWAPS);
     let (adopted, errors) = while_racing(&race, || {
-        su.query_one(
-            "SELECT public.snowflake_adopt($1::oid::regclass, 'id')",
-            &[&table],
-        )
-        .map(|_| ())
+        su.query_one("SELECT public.snowflake_adopt($1::oid::regclass, 'id')", &[&table])
+            .map(|_| ())
     });
     let swaps = race.join().unwrap();
     eprintln!("{swaps} swaps; {adopted} adopts went through; {errors:?}");
-    assert!(
-        adopted >= 20,
-        "snowflake_adopt() ran {adopted} times: {errors:?}"
-    );
+    assert!(adopted >= 20, "snowflake_adopt() ran {adopted} times: {errors:?}");
     // Only the extension's errors and a name of the caller's that led nowhere.
     for error in errors.keys() {
         assert!(
@@ -154,19 +136,13 @@ fn adopt_follows_no_renamed_schema() {
         );
     }
     // The default calls the extension's snowflake_next(), by OID, and new ids are above.
-    let bound: bool = su
-        .query_one(
-            "SELECT EXISTS (SELECT FROM pg_attrdef d JOIN pg_depend p ON p.objid = d.oid
+    let bound: bool = su.scalar_with(
+        "SELECT EXISTS (SELECT FROM pg_attrdef d JOIN pg_depend p ON p.objid = d.oid
                              WHERE p.classid = 'pg_attrdef'::regclass AND d.adrelid = $1
                                AND p.refclassid = 'pg_proc'::regclass AND p.refobjid = $2)",
-            &[&table, &next],
-        )
-        .unwrap()
-        .get(0);
-    assert!(
-        bound,
-        "the default does not call the extension's snowflake_next()"
+        &[&table, &next],
     );
+    assert!(bound, "the default does not call the extension's snowflake_next()");
     let id: i64 = su.scalar("INSERT INTO public.legacy DEFAULT VALUES RETURNING id");
     assert!(id > 100);
     mallory.assert_nothing_caught(swaps, MIN_SWAPS);
@@ -223,14 +199,8 @@ fn the_registry_lease_function_and_its_members_follow_no_renamed_schema() {
             .map(|_| ())
     });
     let swaps = race.join().unwrap();
-    eprintln!(
-        "{swaps} swaps in {:?}; {leases} leases went through; {errors:?}",
-        started.elapsed()
-    );
-    assert!(
-        leases >= 100,
-        "the lease function ran {leases} times: {errors:?}"
-    );
+    eprintln!("{swaps} swaps in {:?}; {leases} leases went through; {errors:?}", started.elapsed());
+    assert!(leases >= 100, "the lease function ran {leases} times: {errors:?}");
     assert!(errors.is_empty(), "{errors:?}");
     // The members kept their worker ids and renewed through the race, and each holds its own.
     let after: Vec<i32> = members.iter().map(worker_of).collect();

@@ -56,21 +56,18 @@ struct Outcome {
 /// meanwhile fails the test at once. Returns the detail and the hint.
 fn refused_without_an_id(c: &mut Client, part: &str, within: Duration) -> (String, String) {
     let mut seen = (String::new(), String::new());
-    poll(within, Duration::from_millis(50), || {
-        match c.query_one("SELECT snowflake_next()", &[]) {
-            Ok(row) => panic!(
-                "the member made id {} from a hostile registry's answer",
-                row.get::<_, i64>(0)
-            ),
-            Err(e) => {
-                let db = e.as_db_error().ok_or(format!("{e}"))?;
-                let (code, d) = (db.code().code(), db.detail().unwrap_or_default());
-                if code == "55000" && d.contains(part) {
-                    seen = (d.to_string(), db.hint().unwrap_or_default().to_string());
-                    Ok(())
-                } else {
-                    Err(format!("{code}: {} ({d})", db.message()))
-                }
+    poll(within, Duration::from_millis(50), || match c.query_one("SELECT snowflake_next()", &[]) {
+        Ok(row) => {
+            panic!("the member made id {} from a hostile registry's answer", row.get::<_, i64>(0))
+        }
+        Err(e) => {
+            let db = e.as_db_error().ok_or(format!("{e}"))?;
+            let (code, d) = (db.code().code(), db.detail().unwrap_or_default());
+            if code == "55000" && d.contains(part) {
+                seen = (d.to_string(), db.hint().unwrap_or_default().to_string());
+                Ok(())
+            } else {
+                Err(format!("{code}: {} ({d})", db.message()))
             }
         }
     });
@@ -99,12 +96,7 @@ fn refused(name: &str, answer: Answer, part: &str, said: Said) -> Outcome {
     let m = fake.member(name, "");
     let started = Instant::now();
     m.start();
-    fake.wait_for(
-        "lease statements",
-        1,
-        REFUSED_WITHIN,
-        FakeRegistry::lease_statements,
-    );
+    fake.wait_for("lease statements", 1, REFUSED_WITHIN, FakeRegistry::lease_statements);
     let worker = m.process_titled(WORKER).expect("the registry worker runs");
     let rss_before_kb = proc_status_kb(worker, "VmHWM").unwrap();
     let bounded = |when: &str| {
@@ -146,12 +138,7 @@ fn refused(name: &str, answer: Answer, part: &str, said: Said) -> Outcome {
     // The worker comes back (every 2 s) and is refused again, in the same words: it neither
     // gave up nor died. Then the member is stopped while that answer is under way.
     let begun = fake.answers_begun();
-    fake.wait_for(
-        "hostile answers begun",
-        begun + 1,
-        REFUSED_WITHIN,
-        FakeRegistry::answers_begun,
-    );
+    fake.wait_for("hostile answers begun", begun + 1, REFUSED_WITHIN, FakeRegistry::answers_begun);
     refused_without_an_id(&mut c, part, REFUSED_WITHIN);
     assert_eq!(
         m.process_titled(WORKER),
@@ -159,10 +146,7 @@ fn refused(name: &str, answer: Answer, part: &str, said: Said) -> Outcome {
         "the registry worker was restarted: it died\n{}",
         m.log()
     );
-    assert!(
-        !m.data().join(CACHE).exists(),
-        "a hostile answer was cached as a lease"
-    );
+    assert!(!m.data().join(CACHE).exists(), "a hostile answer was cached as a lease");
     let s = stats(&mut c);
     assert_eq!(s["ids_since_start"], 0, "{s}");
     let peak_kb = bounded("after the second answer");
@@ -177,14 +161,7 @@ fn refused(name: &str, answer: Answer, part: &str, said: Said) -> Outcome {
     let t = Instant::now();
     m.stop("fast");
     let stop = t.elapsed();
-    let outcome = Outcome {
-        detail,
-        refused_after,
-        rss_before_kb,
-        peak_kb,
-        answer_bytes,
-        stop,
-    };
+    let outcome = Outcome { detail, refused_after, rss_before_kb, peak_kb, answer_bytes, stop };
     eprintln!(
         "{name}: refused after {:.1} s: \"{}\"; worker VmHWM {} kB (before the answer {} kB); \
          last answer {} bytes sent; pg_ctl stop -m fast {:.3} s",
@@ -195,14 +172,8 @@ fn refused(name: &str, answer: Answer, part: &str, said: Said) -> Outcome {
         outcome.answer_bytes,
         outcome.stop.as_secs_f64()
     );
-    assert!(
-        stop < STOP_WITHIN,
-        "pg_ctl stop -m fast took {stop:?} while the registry answered so"
-    );
-    assert!(
-        !m.data().join(CACHE).exists(),
-        "a hostile answer was cached as a lease"
-    );
+    assert!(stop < STOP_WITHIN, "pg_ctl stop -m fast took {stop:?} while the registry answered so");
+    assert!(!m.data().join(CACHE).exists(), "a hostile answer was cached as a lease");
     outcome
 }
 
@@ -229,24 +200,14 @@ fn copy(kind: u8) -> Answer {
 /// forever, and 0.4.0's worker asked for the next one at 100% CPU, past a fast stop.
 #[test]
 fn copy_out_is_refused() {
-    let o = refused(
-        "hreg_copy_out",
-        copy(b'H'),
-        "answered with COPY",
-        Said::NoRegistryAnswers,
-    );
+    let o = refused("hreg_copy_out", copy(b'H'), "answered with COPY", Said::NoRegistryAnswers);
     assert!(o.detail.contains("which no registry statement makes"));
 }
 
 /// COPY IN, likewise.
 #[test]
 fn copy_in_is_refused() {
-    refused(
-        "hreg_copy_in",
-        copy(b'G'),
-        "answered with COPY",
-        Said::NoRegistryAnswers,
-    );
+    refused("hreg_copy_in", copy(b'G'), "answered with COPY", Said::NoRegistryAnswers);
 }
 
 /// 4 kB of seeded noise in place of the lease's rows: libpq loses its footing in the protocol
@@ -260,12 +221,7 @@ fn garbage_is_refused() {
         r.send(&noise)?;
         r.until_hangup()
     });
-    refused(
-        "hreg_garbage",
-        answer,
-        "lost synchronization with server",
-        Said::Unreachable,
-    );
+    refused("hreg_garbage", answer, "lost synchronization with server", Said::Unreachable);
 }
 
 /// Rows of 1 MB each, as fast as the socket takes them, up to 2 GB: the member reads one row at
@@ -369,11 +325,7 @@ fn a_trickle_of_one_byte_every_two_seconds_is_refused_at_the_query_timeout() {
         Said::Unreachable,
     );
     // Refused at the 15 s query timeout, not before: the trickle was waited for.
-    assert!(
-        o.refused_after >= Duration::from_secs(15),
-        "{:?}",
-        o.refused_after
-    );
+    assert!(o.refused_after >= Duration::from_secs(15), "{:?}", o.refused_after);
 }
 
 /// Two rows, each a correct grant: a lease is one row, and the second is refused.
@@ -383,12 +335,7 @@ fn two_rows_are_refused() {
         let row = r.call.grant(7);
         r.rows(&[row.clone(), row])
     });
-    refused(
-        "hreg_two_rows",
-        answer,
-        "answered with more than 1 rows",
-        Said::NoRegistryAnswers,
-    );
+    refused("hreg_two_rows", answer, "answered with more than 1 rows", Said::NoRegistryAnswers);
 }
 
 /// A correct grant with an eighth column.
@@ -473,45 +420,33 @@ fn a_correct_answer_through_the_fake_is_a_lease_and_a_hostile_renewal_changes_no
     assert_eq!(call.layout(), Some("twitter"));
     assert_eq!(call.wanted(), None);
     assert_eq!(call.lease_ms(), 10_000);
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64;
+    let now_ms =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()
+            as i64;
     assert!(
         (now_ms..now_ms + 10_000).contains(&call.covered_until_ms()),
         "covered_until_ms {} is not within the 10 s from now",
         call.covered_until_ms()
     );
     let startup = fake.startup_params();
-    for (key, value) in [
-        ("user", "fleet"),
-        ("database", "registry"),
-        ("application_name", "pg_snowflake registry"),
-    ] {
+    for (key, value) in
+        [("user", "fleet"), ("database", "registry"), ("application_name", "pg_snowflake registry")]
+    {
         assert!(
             startup.iter().any(|(k, v)| k == key && v == value),
             "{key}={value} not in {startup:?}"
         );
     }
     // Renewed every third of the lease (3.3 s), asking for the worker id it holds.
-    fake.wait_for(
-        "lease statements",
-        2,
-        Duration::from_secs(20),
-        FakeRegistry::lease_statements,
-    );
+    fake.wait_for("lease statements", 2, Duration::from_secs(20), FakeRegistry::lease_statements);
     poll(Duration::from_secs(10), Duration::from_millis(50), || {
         let cached_now = std::fs::read_to_string(m.data().join(CACHE)).unwrap();
-        (cached_now != cached)
-            .then_some(())
-            .ok_or("the renewal did not rewrite the cache".into())
+        (cached_now != cached).then_some(()).ok_or("the renewal did not rewrite the cache".into())
     });
     assert_eq!(fake.calls()[1].wanted(), Some(7));
 
     // A renewal answered with a grant no id fits in: refused, the lease in force goes on.
-    fake.set_answer(altered(|row| {
-        row[4] = Some(i64::MAX.to_string().into_bytes())
-    }));
+    fake.set_answer(altered(|row| row[4] = Some(i64::MAX.to_string().into_bytes())));
     poll(Duration::from_secs(20), Duration::from_millis(50), || {
         let registry = registry_stats(&mut c);
         registry["problem"]
@@ -546,10 +481,7 @@ fn a_correct_answer_through_the_fake_is_a_lease_and_a_hostile_renewal_changes_no
     });
     let id = first_id(&mut c, Duration::from_secs(10));
     assert_eq!(worker_id_of(&mut c, id), 7);
-    assert_ne!(
-        std::fs::read_to_string(m.data().join(CACHE)).unwrap(),
-        before
-    );
+    assert_ne!(std::fs::read_to_string(m.data().join(CACHE)).unwrap(), before);
     drop(c);
     let t = Instant::now();
     m.stop("fast");
@@ -582,10 +514,7 @@ fn passwords_are_masked_in_the_log_the_error_and_the_stats() {
             "snowflake.registry = 'postgresql://fleet@[::1/registry?password=S3cretPW'".to_string(),
             "?password=********",
         ),
-        (
-            fake.conninfo_setting("password=S3cretPW"),
-            "password=********",
-        ),
+        (fake.conninfo_setting("password=S3cretPW"), "password=********"),
     ];
     for (setting, masked) in &settings {
         m.append_conf(&[setting]);
@@ -597,10 +526,7 @@ fn passwords_are_masked_in_the_log_the_error_and_the_stats() {
         eprintln!("{setting}: {message} ({detail})");
         let shown = format!("{message} {detail} {}", stats(&mut c));
         assert!(shown.contains(masked), "{shown}");
-        assert!(
-            !shown.contains(SECRET),
-            "{setting}: the password is shown: {shown}"
-        );
+        assert!(!shown.contains(SECRET), "{setting}: the password is shown: {shown}");
         poll(Duration::from_secs(10), Duration::from_millis(50), || {
             m.log()
                 .lines()
@@ -612,9 +538,6 @@ fn passwords_are_masked_in_the_log_the_error_and_the_stats() {
         m.stop("fast");
     }
     let log = m.log();
-    assert!(
-        !log.contains(SECRET),
-        "the password is in the server log:\n{log}"
-    );
+    assert!(!log.contains(SECRET), "the password is in the server log:\n{log}");
     assert!(log.contains("********"), "{log}");
 }

@@ -118,10 +118,7 @@ fn an_emptied_state_file_without_its_copy_refuses_ids_until_advance_past() {
         let (state, message, hint) = expect_error(&mut c, sql);
         assert_eq!(
             (state.as_str(), message.as_str()),
-            (
-                "55000",
-                "the ids this server handed out before its last start are not known"
-            ),
+            ("55000", "the ids this server handed out before its last start are not known"),
             "{sql}"
         );
         assert!(
@@ -131,8 +128,7 @@ fn an_emptied_state_file_without_its_copy_refuses_ids_until_advance_past() {
         );
     }
     // The second way on the hint names: an id known to be at least as high as every old one.
-    c.batch_execute(&format!("SELECT snowflake_advance_past({last})"))
-        .unwrap();
+    c.batch_execute(&format!("SELECT snowflake_advance_past({last})")).unwrap();
     let after = ids(&mut c, IDS);
     assert!(after.iter().all(|&id| id > last), "{}", below(&after, last));
     assert_strictly_increasing(&after, "after snowflake_advance_past()");

@@ -17,10 +17,8 @@ const TABLE: &str = "CREATE TABLE events (
 )";
 
 /// Claims renewed every second (valid for three), in the database the tests use.
-const CLAIMS: [&str; 2] = [
-    "snowflake.claims_database = 'postgres'",
-    "snowflake.claims_interval = 1",
-];
+const CLAIMS: [&str; 2] =
+    ["snowflake.claims_database = 'postgres'", "snowflake.claims_interval = 1"];
 
 /// Writers per node, and rows each writer inserts one statement at a time.
 const WRITERS: usize = 3;
@@ -33,13 +31,7 @@ fn consolidate(name: &str, clock_offsets_s: [f64; 3]) {
         let cluster_name = format!("cluster_name = 'node{}'", i + 1);
         let mut node = Cluster::init(
             &format!("{name}_node{}", i + 1),
-            &[
-                "wal_level = logical",
-                &worker,
-                &cluster_name,
-                CLAIMS[0],
-                CLAIMS[1],
-            ],
+            &["wal_level = logical", &worker, &cluster_name, CLAIMS[0], CLAIMS[1]],
         );
         let clock = node.use_fake_clock();
         clock.set(*offset);
@@ -86,10 +78,9 @@ fn consolidate(name: &str, clock_offsets_s: [f64; 3]) {
         let n: i64 = h.scalar("SELECT count(*) FROM events");
         match n == total {
             true => Ok(()),
-            false => Err(format!(
-                "the hub has {n} of {total} rows\n--- hub log ---\n{}",
-                hub.log()
-            )),
+            false => {
+                Err(format!("the hub has {n} of {total} rows\n--- hub log ---\n{}", hub.log()))
+            }
         }
     });
     // No apply worker met an error (a duplicate key would stop it and count here): every
@@ -103,19 +94,8 @@ fn consolidate(name: &str, clock_offsets_s: [f64; 3]) {
     assert_eq!(errors, 0, "{}", hub.log());
     let wrong: i64 =
         h.scalar("SELECT count(*) FROM events WHERE (snowflake_decode(id)).worker_id <> node");
-    assert_eq!(
-        wrong, 0,
-        "rows whose id does not carry their node's worker id"
-    );
-    let per_node: Vec<i64> = h
-        .query(
-            "SELECT count(*) FROM events GROUP BY node ORDER BY node",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    assert_eq!(wrong, 0, "rows whose id does not carry their node's worker id");
+    let per_node: Vec<i64> = h.column("SELECT count(*) FROM events GROUP BY node ORDER BY node");
     assert_eq!(per_node, vec![(WRITERS * ROWS) as i64; 3]);
     // Each node's clock is where the test put it (libfaketime took effect).
     for (_, clock) in &nodes {
@@ -124,11 +104,7 @@ fn consolidate(name: &str, clock_offsets_s: [f64; 3]) {
     // The claims of the three nodes and the hub's own met at the hub, and none clashes.
     wait_for_claims(&hub, 4);
     assert_eq!(clashes(&hub), Vec::<(i32, String, String)>::new());
-    assert!(
-        !hub.log().contains("is claimed by two clusters"),
-        "{}",
-        hub.log()
-    );
+    assert!(!hub.log().contains("is claimed by two clusters"), "{}", hub.log());
 }
 
 /// Waits until `cluster` holds `n` worker id claims.
@@ -215,10 +191,7 @@ fn merge(name: &str, clock_offsets_s: [f64; 3]) -> (f64, i64, f64) {
     for (node, clock) in &nodes {
         clock.check();
         let dump = check(
-            node.client_cmd("pg_dump")
-                .args(["--data-only", "--table=events"])
-                .output()
-                .unwrap(),
+            node.client_cmd("pg_dump").args(["--data-only", "--table=events"]).output().unwrap(),
             "pg_dump",
         );
         let mut psql = merged
@@ -269,10 +242,7 @@ fn dumps_of_three_nodes_merge_into_one_table_in_time_order() {
         worst_ms <= one_clock_bound_ms(slowest_ms),
         "id order goes back {worst_ms} ms in time, slowest insert {slowest_ms} ms"
     );
-    assert!(
-        switches > 500,
-        "the nodes' rows do not interleave: {switches}"
-    );
+    assert!(switches > 500, "the nodes' rows do not interleave: {switches}");
 }
 
 /// With the clocks 4 s behind, right and 3 s ahead, the merge is as conflict-free, but id order
@@ -306,13 +276,7 @@ fn two_nodes_sharing_a_worker_id_are_reported_where_their_claims_meet() {
             let cluster_name = format!("cluster_name = '{name}'");
             let node = Cluster::start_new(
                 &format!("clash_{name}"),
-                &[
-                    "wal_level = logical",
-                    &worker,
-                    &cluster_name,
-                    CLAIMS[0],
-                    CLAIMS[1],
-                ],
+                &["wal_level = logical", &worker, &cluster_name, CLAIMS[0], CLAIMS[1]],
             );
             node.connect_ext()
                 .batch_execute("CREATE PUBLICATION claims_pub FOR TABLE snowflake.snowflake_claims")
@@ -320,10 +284,7 @@ fn two_nodes_sharing_a_worker_id_are_reported_where_their_claims_meet() {
             node
         })
         .collect();
-    let hub = Cluster::start_new(
-        "clash_hub",
-        &["snowflake.worker_id = 9", CLAIMS[0], CLAIMS[1]],
-    );
+    let hub = Cluster::start_new("clash_hub", &["snowflake.worker_id = 9", CLAIMS[0], CLAIMS[1]]);
     let mut h = hub.connect_ext();
     for (i, node) in nodes.iter().enumerate() {
         h.batch_execute(&format!(
@@ -335,10 +296,7 @@ fn two_nodes_sharing_a_worker_id_are_reported_where_their_claims_meet() {
     wait_for_claims(&hub, 4);
     assert_eq!(clashes(&hub), vec![(1, "a".to_string(), "c".to_string())]);
     let log = hub.log();
-    assert!(
-        log.contains("WARNING:  worker id 1 is claimed by two clusters"),
-        "{log}"
-    );
+    assert!(log.contains("WARNING:  worker id 1 is claimed by two clusters"), "{log}");
     assert!(!log.contains("worker id 2 is claimed"), "{log}");
     // The claims are renewed: the hub sees a's last_seen move on.
     let seen = |h: &mut Client| -> String {
@@ -346,9 +304,7 @@ fn two_nodes_sharing_a_worker_id_are_reported_where_their_claims_meet() {
     };
     let first = seen(&mut h);
     poll(Duration::from_secs(30), Duration::from_millis(100), || {
-        (seen(&mut h) != first)
-            .then_some(())
-            .ok_or("a's claim was not renewed".into())
+        (seen(&mut h) != first).then_some(()).ok_or("a's claim was not renewed".into())
     });
 
     // c moves to worker id 3: its claim to 1 ends, and once it expired the clash is history.
@@ -358,14 +314,10 @@ fn two_nodes_sharing_a_worker_id_are_reported_where_their_claims_meet() {
     let ongoing = |h: &mut Client| -> i64 {
         h.scalar("SELECT count(*) FROM snowflake.snowflake_clashes WHERE ongoing")
     };
-    poll(
-        Duration::from_secs(30),
-        Duration::from_millis(500),
-        || match ongoing(&mut h) {
-            0 => Ok(()),
-            _ => Err("the clash outlived c's old claim".into()),
-        },
-    );
+    poll(Duration::from_secs(30), Duration::from_millis(500), || match ongoing(&mut h) {
+        0 => Ok(()),
+        _ => Err("the clash outlived c's old claim".into()),
+    });
     assert_eq!(clashes(&hub), vec![(1, "a".to_string(), "c".to_string())]);
 }
 

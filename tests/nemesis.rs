@@ -49,10 +49,8 @@ fn faults_on_a_fleet_never_repeat_lose_or_reorder_an_id() {
         .ok()
         .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect())
         .unwrap_or_else(|| SEEDS.to_vec());
-    let seconds: f64 = std::env::var("NEMESIS_SECONDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(SECONDS);
+    let seconds: f64 =
+        std::env::var("NEMESIS_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(SECONDS);
     let mut reports = vec![];
     for seed in seeds {
         reports.push(run(seed, seconds));
@@ -76,10 +74,8 @@ struct Report {
 
 fn run(seed: u64, seconds: f64) -> Report {
     let plan = schedule::schedule(seed, seconds);
-    let described: Vec<String> = plan
-        .iter()
-        .map(|s| format!("{:6.1} s +{:4.1} s  {}", s.at_s, s.for_s, s.fault))
-        .collect();
+    let described: Vec<String> =
+        plan.iter().map(|s| format!("{:6.1} s +{:4.1} s  {}", s.at_s, s.for_s, s.fault)).collect();
     eprintln!(
         "nemesis seed {seed} ({seconds} s; `make nemesis SEED={seed}` replays it):\n  {}",
         described.join("\n  ")
@@ -89,9 +85,7 @@ fn run(seed: u64, seconds: f64) -> Report {
     for conninfo in &fleet.client_conninfo {
         let mut c = Client::connect(conninfo, NoTls).unwrap();
         poll(Duration::from_secs(30), Duration::from_millis(100), || {
-            c.query_one("SELECT snowflake_next()", &[])
-                .map(|_| ())
-                .map_err(|e| why(&e))
+            c.query_one("SELECT snowflake_next()", &[]).map(|_| ()).map_err(|e| why(&e))
         });
     }
     let epoch = Instant::now();
@@ -163,10 +157,7 @@ fn run(seed: u64, seconds: f64) -> Report {
         let ok = loop {
             let ok = Client::connect(conninfo, NoTls)
                 .map_err(|e| why(&e))
-                .and_then(|mut c| {
-                    c.query_one("SELECT snowflake_next()", &[])
-                        .map_err(|e| why(&e))
-                });
+                .and_then(|mut c| c.query_one("SELECT snowflake_next()", &[]).map_err(|e| why(&e)));
             match ok {
                 Ok(_) => break true,
                 Err(e) => last = e,
@@ -179,10 +170,7 @@ fn run(seed: u64, seconds: f64) -> Report {
         if !ok {
             failure(
                 &fleet,
-                format!(
-                    "m{} made no id within {RECOVERY:?} of the faults' end: {last}",
-                    m + 1
-                ),
+                format!("m{} made no id within {RECOVERY:?} of the faults' end: {last}", m + 1),
             );
         }
         recovery.push(healed.elapsed().as_secs_f64());
@@ -243,11 +231,7 @@ fn run(seed: u64, seconds: f64) -> Report {
         );
     }
     // The run did what it was meant to: ids under every kind of fault, the thief among them.
-    assert!(
-        findings.ids > 1_000,
-        "only {} ids in the whole run",
-        findings.ids
-    );
+    assert!(findings.ids > 1_000, "only {} ids in the whole run", findings.ids);
     assert!(
         thief_ids > 0,
         "the thief never got a frozen member's worker id: no lease ran out (lease {LEASE_S} s, \
@@ -304,10 +288,7 @@ fn write_report(path: &std::path::Path, reports: &[Report]) {
     out.push_str(END);
     let text = std::fs::read_to_string(path).unwrap();
     let (Some(b), Some(e)) = (text.find(BEGIN), text.find(END)) else {
-        panic!(
-            "{} has no nemesis markers ({BEGIN} ... {END})",
-            path.display()
-        );
+        panic!("{} has no nemesis markers ({BEGIN} ... {END})", path.display());
     };
     let new = format!("{}{out}{}", &text[..b], &text[e + END.len()..]);
     std::fs::write(path, new).unwrap();

@@ -5,7 +5,7 @@
 #![cfg(not(feature = "pg_test"))]
 
 mod common;
-use common::load::{looping, Counts, Load};
+use common::load::{Load, Looping};
 use common::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -21,35 +21,21 @@ use std::time::{Duration, Instant};
 fn one_id_per_time_unit_is_shared_fairly_between_bursts_and_single_calls() {
     let cluster = Cluster::start_new(
         "burst_one_per_unit",
-        &[
-            "snowflake.layout = custom",
-            "snowflake.sequence_bits = 0",
-            "snowflake.max_drift = '1s'",
-        ],
+        &["snowflake.layout = custom", "snowflake.sequence_bits = 0", "snowflake.max_drift = '1s'"],
     );
     cluster.connect_ext();
     let stop = AtomicBool::new(false);
     let (bursts, calls) = std::thread::scope(|s| {
         // The workers loop until `stop`: a panic here must stop them (see StopOnDrop).
         let _stop = StopOnDrop(&stop);
-        let bursters = looping(
-            s,
-            (0..6).map(|_| cluster.connect()).collect(),
+        let bursters = Looping::values(
             "burster",
             "SELECT count(snowflake_next()) FROM generate_series(1, 100)",
-            Counts::Value,
-            Duration::ZERO,
-            &stop,
-        );
-        let callers = looping(
-            s,
-            (0..4).map(|_| cluster.connect()).collect(),
-            "caller",
-            "SELECT snowflake_next()",
-            Counts::Calls,
-            Duration::from_millis(20),
-            &stop,
-        );
+        )
+        .run(s, cluster.sessions(6), &stop);
+        let callers = Looping::calls("caller", "SELECT snowflake_next()")
+            .pausing(Duration::from_millis(20))
+            .run(s, cluster.sessions(4), &stop);
         std::thread::sleep(Duration::from_secs(6));
         stop.store(true, Ordering::Relaxed);
         (Load::joined(bursters), Load::joined(callers))
@@ -64,29 +50,18 @@ fn one_id_per_time_unit_is_shared_fairly_between_bursts_and_single_calls() {
         errors.len(),
         stats["clock"]["paced_ms"]
     );
-    assert!(
-        errors.is_empty(),
-        "{} calls failed, the first: {}",
-        errors.len(),
-        errors[0]
-    );
+    assert!(errors.is_empty(), "{} calls failed, the first: {}", errors.len(), errors[0]);
     assert!(
         stats["clock"]["paced_ms"].as_u64().unwrap() > 0,
         "the bursts were never paced: the test did not exercise pacing"
     );
     assert_eq!(
-        (
-            stats["clock"]["waits_ms"].as_u64(),
-            stats["clock"]["failures"].as_u64()
-        ),
+        (stats["clock"]["waits_ms"].as_u64(), stats["clock"]["failures"].as_u64()),
         (Some(0), Some(0)),
         "the bursts drove the ids to max_drift: {stats}"
     );
     // The bursts took about what the clock added (1000 ids/s), not six times that.
-    assert!(
-        burst_ids < 6 * 1000 + 1000,
-        "{burst_ids} ids in 6 s of bursts"
-    );
+    assert!(burst_ids < 6 * 1000 + 1000, "{burst_ids} ids in 6 s of bursts");
     assert!(calls > 500, "only {calls} single calls");
     assert!(slowest_ms < 100.0, "a single call took {slowest_ms:.1} ms");
 }
@@ -98,15 +73,7 @@ fn callers<'s>(
     stop: &'s AtomicBool,
 ) -> Vec<std::thread::ScopedJoinHandle<'s, Load>> {
     let clients = (0..4).map(|_| cluster.connect()).collect();
-    looping(
-        s,
-        clients,
-        "caller",
-        "SELECT snowflake_next()",
-        Counts::Calls,
-        Duration::ZERO,
-        stop,
-    )
+    Looping::calls("caller", "SELECT snowflake_next()").run(s, clients, stop)
 }
 
 /// A backward clock step while calls are paced: the ids are 8 s ahead of the clock (past half
@@ -119,10 +86,7 @@ fn callers<'s>(
 fn a_clock_stepped_back_while_calls_are_paced_stalls_no_call() {
     let mut cluster = Cluster::init(
         "pacing_step_back",
-        &[
-            "snowflake.max_drift = '10s'",
-            "snowflake.drift_wait = '500ms'",
-        ],
+        &["snowflake.max_drift = '10s'", "snowflake.drift_wait = '500ms'"],
     );
     let clock = cluster.use_fake_clock();
     cluster.start();
@@ -132,21 +96,17 @@ fn a_clock_stepped_back_while_calls_are_paced_stalls_no_call() {
         // The callers loop until `stop`: a panic here must stop them (see StopOnDrop).
         let _stop = StopOnDrop(&stop);
         let handles = callers(s, &cluster, &stop);
-        poll(
-            Duration::from_secs(10),
-            Duration::from_millis(10),
-            || match stats(&mut c)["ids_since_start"].as_u64() {
+        poll(Duration::from_secs(10), Duration::from_millis(10), || {
+            match stats(&mut c)["ids_since_start"].as_u64() {
                 Some(n) if n > 1000 => Ok(()),
                 n => Err(format!("{n:?} ids so far")),
-            },
-        );
+            }
+        });
         clock.set(-8.0);
         // Paced: the ids are more than half of max_drift ahead of the clock.
         poll(Duration::from_secs(10), Duration::from_millis(10), || {
             let ahead = stats(&mut c)["ahead_of_clock_ms"].as_i64().unwrap();
-            (ahead > 5_000)
-                .then_some(())
-                .ok_or(format!("the ids are {ahead} ms ahead"))
+            (ahead > 5_000).then_some(()).ok_or(format!("the ids are {ahead} ms ahead"))
         });
         std::thread::sleep(Duration::from_secs(2));
         // 2 s of real time later the ids are 6 s ahead; 2 s back brings them to 8 s again, and
@@ -225,15 +185,12 @@ fn sessions_that_abandon_their_paced_calls_hold_nobody_back() {
         let handles = callers(s, &cluster, &stop);
         let until = Instant::now() + Duration::from_secs(8);
         while Instant::now() < until {
-            let waiting: i64 = c
-                .query_one(
-                    "SELECT count(*) FROM pg_stat_activity
+            let waiting: i64 = c.scalar_with(
+                "SELECT count(*) FROM pg_stat_activity
                       WHERE wait_event_type = 'Extension' AND wait_event = $1
                         AND query = 'SELECT snowflake_next()'",
-                    &[&expected_event],
-                )
-                .unwrap()
-                .get(0);
+                &[&expected_event],
+            );
             seen_waiting += waiting;
         }
         stop.store(true, Ordering::Relaxed);
@@ -265,10 +222,7 @@ fn sessions_that_abandon_their_paced_calls_hold_nobody_back() {
         "no paced call showed wait event {expected_event} in pg_stat_activity"
     );
     // Eight sessions share 1000 ids a second: each caller gets about 1 in 8 ms.
-    assert!(
-        made.iter().all(|&n| n >= 200),
-        "a caller made fewer than 200 ids in 8 s: {made:?}"
-    );
+    assert!(made.iter().all(|&n| n >= 200), "a caller made fewer than 200 ids in 8 s: {made:?}");
     assert!(
         slowest < 500.0 + 500.0,
         "a call took {slowest:.1} ms, longer than drift_wait (500 ms) and its slack"
@@ -328,10 +282,7 @@ fn a_paced_call_waits_no_longer_than_drift_wait() {
         "drift_wait 0: {} bursts failed at their turn, the slowest burst {slowest:.1} ms",
         failed.len()
     );
-    assert!(
-        !failed.is_empty(),
-        "no paced call failed with drift_wait = 0: a turn was waited for"
-    );
+    assert!(!failed.is_empty(), "no paced call failed with drift_wait = 0: a turn was waited for");
     for (code, message, hint) in failed {
         assert_eq!(
             (code.as_str(), message.as_str()),

@@ -24,10 +24,7 @@ fn release_scripts() -> Vec<String> {
         .filter(|n| n.starts_with("pg_snowflake--") && n.ends_with(".sql"))
         .collect();
     names.sort();
-    assert!(
-        names.len() >= 5,
-        "sql/ lost the scripts of earlier releases: {names:?}"
-    );
+    assert!(names.len() >= 5, "sql/ lost the scripts of earlier releases: {names:?}");
     names
 }
 
@@ -52,27 +49,14 @@ fn package_name() -> String {
 
 fn run(program: &str, args: &[&str]) -> String {
     let out = check(
-        Command::new(program)
-            .args(args)
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .output()
-            .unwrap(),
+        Command::new(program).args(args).env("DEBIAN_FRONTEND", "noninteractive").output().unwrap(),
         &format!("{program} {}", args.join(" ")),
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn apt_install(deb: &Path) {
-    run(
-        "apt-get",
-        &[
-            "install",
-            "-y",
-            "-qq",
-            "--allow-downgrades",
-            deb.to_str().unwrap(),
-        ],
-    );
+    run("apt-get", &["install", "-y", "-qq", "--allow-downgrades", deb.to_str().unwrap()]);
 }
 
 /// The files (not directories) the installed package owns.
@@ -101,11 +85,7 @@ fn remove_and_check_nothing_is_left() {
 fn package_installs_into_its_server_works_and_leaves_nothing_when_removed() {
     let major = major_under_test();
     let deb = deb(&major, &version());
-    assert!(
-        deb.exists(),
-        "{} is missing: run `make package`",
-        deb.display()
-    );
+    assert!(deb.exists(), "{} is missing: run `make package`", deb.display());
     // Laid out as Debian's and PGDG's extension packages, with every script `ALTER EXTENSION
     // ... UPDATE` needs from any earlier release: the scripts of earlier releases kept in sql/,
     // this release's, and the upgrade from the last earlier release to this one.
@@ -115,20 +95,13 @@ fn package_installs_into_its_server_works_and_leaves_nothing_when_removed() {
         format!("./usr/lib/postgresql/{major}/lib/pg_snowflake.so"),
         format!("{extension}/pg_snowflake.control"),
         format!("{extension}/pg_snowflake--{}.sql", version()),
-        format!(
-            "{extension}/pg_snowflake--{}--{}.sql",
-            last_release(),
-            version()
-        ),
+        format!("{extension}/pg_snowflake--{}--{}.sql", last_release(), version()),
         format!("./usr/share/doc/{}/copyright", package_name()),
         format!("./usr/share/doc/{}/changelog.Debian.gz", package_name()),
     ];
     expected.extend(release_scripts().iter().map(|f| format!("{extension}/{f}")));
     for path in expected {
-        assert!(
-            listing.contains(&path),
-            "the package lacks {path}:\n{listing}"
-        );
+        assert!(listing.contains(&path), "the package lacks {path}:\n{listing}");
     }
     for line in listing.lines() {
         let path = line.split_whitespace().last().unwrap();
@@ -144,10 +117,7 @@ fn package_installs_into_its_server_works_and_leaves_nothing_when_removed() {
         );
     }
     let control = run("dpkg-deb", &["-f", deb.to_str().unwrap(), "Depends"]);
-    assert!(
-        control.starts_with(&format!("postgresql-{major}, libc6 (>= ")),
-        "Depends: {control}"
-    );
+    assert!(control.starts_with(&format!("postgresql-{major}, libc6 (>= ")), "Depends: {control}");
     // lintian: no error (the warnings it may give are printed, for the note).
     let lintian = Command::new("lintian")
         .args(["--fail-on", "error", "--no-tag-display-limit"])
@@ -156,30 +126,18 @@ fn package_installs_into_its_server_works_and_leaves_nothing_when_removed() {
         .unwrap();
     let report = String::from_utf8_lossy(&lintian.stdout).into_owned();
     eprintln!("lintian {}:\n{report}", deb.display());
-    assert!(
-        lintian.status.success(),
-        "lintian reports errors:\n{report}"
-    );
+    assert!(lintian.status.success(), "lintian reports errors:\n{report}");
     assert!(!report.contains("E: "), "lintian reports errors:\n{report}");
 
     apt_install(&deb);
-    let status = run(
-        "dpkg-query",
-        &["-W", "-f=${Status} ${Version}", &package_name()],
-    );
+    let status = run("dpkg-query", &["-W", "-f=${Status} ${Version}", &package_name()]);
     assert_eq!(status, format!("install ok installed {}-1", version()));
     let cluster = server("package");
     let mut c = cluster.connect_ext();
-    let before = ids(
-        &mut c,
-        "SELECT snowflake_next() FROM generate_series(1, 1000)",
-    );
+    let before = ids(&mut c, "SELECT snowflake_next() FROM generate_series(1, 1000)");
     assert_strictly_increasing(&before, "ids from the package's library");
     cluster.restart("fast");
-    let after = ids(
-        &mut cluster.connect(),
-        "SELECT snowflake_next() FROM generate_series(1, 10)",
-    );
+    let after = ids(&mut cluster.connect(), "SELECT snowflake_next() FROM generate_series(1, 10)");
     assert!(after[0] > *before.last().unwrap());
     cluster.stop("fast");
     remove_and_check_nothing_is_left();
@@ -215,13 +173,9 @@ fn package_of_0_2_0_upgrades_in_place_and_the_extension_updates() {
     apt_install(&deb(&major_under_test(), &version()));
     cluster.restart("fast");
     let mut c = cluster.connect();
-    c.batch_execute("ALTER EXTENSION pg_snowflake UPDATE")
-        .unwrap();
+    c.batch_execute("ALTER EXTENSION pg_snowflake UPDATE").unwrap();
     assert_eq!(version_of(&mut c), version());
-    let new = ids(
-        &mut c,
-        "INSERT INTO orders (item) VALUES ('after') RETURNING id",
-    );
+    let new = ids(&mut c, "INSERT INTO orders (item) VALUES ('after') RETURNING id");
     assert!(new[0] > old_max, "{} is not above {old_max}", new[0]);
     let rows: i64 = c.scalar("SELECT count(*) FROM orders");
     assert_eq!(rows, 1001);

@@ -63,9 +63,7 @@ impl Patroni {
             .arg(format!("--listen-client-urls=http://127.0.0.1:{client}"))
             .arg(format!("--advertise-client-urls=http://127.0.0.1:{client}"))
             .arg(format!("--listen-peer-urls=http://127.0.0.1:{peer}"))
-            .arg(format!(
-                "--initial-advertise-peer-urls=http://127.0.0.1:{peer}"
-            ))
+            .arg(format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer}"))
             .arg(format!("--initial-cluster=etcd=http://127.0.0.1:{peer}"))
             .stdout(log.try_clone().unwrap())
             .stderr(log)
@@ -91,6 +89,23 @@ impl Patroni {
             p.configure(name, i, &bindir, client);
         }
         p
+    }
+
+    /// Started with m1 leading and m2 its replica; with their PostgreSQL ports.
+    fn led_by_m1(name: &str, bootstrap: String) -> (Patroni, u16, u16) {
+        let mut p = Patroni::start(name, bootstrap);
+        p.run("m1");
+        poll(Duration::from_secs(90), Duration::from_millis(300), || {
+            p.status("m1")
+                .contains("\"role\": \"primary\"")
+                .then_some(())
+                .ok_or_else(|| format!("m1 never led\n{}", p.logs()))
+        });
+        p.run("m2");
+        p.wait_for("m2", "replica", Duration::from_secs(120));
+        p.wait_for("m1", "primary", Duration::from_secs(60));
+        let (p1, p2) = (p.port("m1"), p.port("m2"));
+        (p, p1, p2)
     }
 
     /// Patroni's configuration of member `name`; m1's `postgres` is a wrapper that runs the
@@ -244,14 +259,10 @@ etcd3:
         let postmaster = live_postmaster_pid(&data).expect("the member's server runs");
         let i = self.index(name);
         if let Some(mut child) = self.members[i].1.take() {
-            let _ = Command::new("kill")
-                .args(["-9", "--", &format!("-{}", child.id())])
-                .status();
+            let _ = Command::new("kill").args(["-9", "--", &format!("-{}", child.id())]).status();
             let _ = child.wait();
         }
-        let _ = Command::new("kill")
-            .args(["-9", &postmaster.to_string()])
-            .status();
+        let _ = Command::new("kill").args(["-9", &postmaster.to_string()]).status();
         postmaster
     }
 
@@ -274,9 +285,8 @@ impl Drop for Patroni {
     fn drop(&mut self) {
         for (name, child) in self.members.iter_mut() {
             if let Some(child) = child.as_mut() {
-                let _ = Command::new("kill")
-                    .args(["-9", "--", &format!("-{}", child.id())])
-                    .status();
+                let _ =
+                    Command::new("kill").args(["-9", "--", &format!("-{}", child.id())]).status();
                 let _ = child.wait();
             }
             if let Some(pid) = live_postmaster_pid(&self.dir.join(name.as_str())) {
@@ -309,11 +319,7 @@ fn bootstrap_from_guide(info: &str) -> String {
         block.starts_with("bootstrap:\n  dcs:\n"),
         "the guide's block starts with bootstrap.dcs:\n{block}"
     );
-    block.replacen(
-        "  dcs:\n",
-        "  dcs:\n    ttl: 20\n    loop_wait: 2\n    retry_timeout: 5\n",
-        1,
-    )
+    block.replacen("  dcs:\n", "  dcs:\n    ttl: 20\n    loop_wait: 2\n    retry_timeout: 5\n", 1)
 }
 
 /// A plain HTTP GET on 127.0.0.1, enough for etcd's and Patroni's status pages: the body, or
@@ -322,26 +328,16 @@ fn http_get(port: u16, path: &str) -> Option<String> {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").ok()?;
     let mut response = String::new();
     s.read_to_string(&mut response).ok()?;
-    response
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_string())
+    response.split_once("\r\n\r\n").map(|(_, body)| body.to_string())
 }
 
 fn owned_by_postgres_recursively(dir: &Path) {
     if running_as_root() {
         check(
-            Command::new("chown")
-                .args(["-R", "postgres:postgres"])
-                .arg(dir)
-                .output()
-                .unwrap(),
+            Command::new("chown").args(["-R", "postgres:postgres"]).arg(dir).output().unwrap(),
             "chown",
         );
     }
@@ -354,24 +350,11 @@ fn node_conninfo(port: u16) -> String {
 #[test]
 fn patroni_promotes_the_synchronous_replica_and_its_ids_are_above_the_old_leaders() {
     // Step 1: m1 bootstraps the cluster and leads; m2 follows as its synchronous replica.
-    let mut p = Patroni::start("patroni", bootstrap_from_guide("patroni"));
-    p.run("m1");
-    poll(Duration::from_secs(90), Duration::from_millis(300), || {
-        p.status("m1")
-            .contains("\"role\": \"primary\"")
-            .then_some(())
-            .ok_or_else(|| format!("m1 never led\n{}", p.logs()))
-    });
-    p.run("m2");
-    p.wait_for("m2", "replica", Duration::from_secs(120));
-    p.wait_for("m1", "primary", Duration::from_secs(60));
-    let (p1, p2) = (p.port("m1"), p.port("m2"));
+    let (mut p, p1, p2) = Patroni::led_by_m1("patroni", bootstrap_from_guide("patroni"));
 
     // Step 2: the table, on m1, whose clock must be ahead (else the test proves nothing).
     let mut leader = Client::connect(&node_conninfo(p1), NoTls).unwrap();
-    leader
-        .batch_execute(&format!("CREATE EXTENSION pg_snowflake; {ORDERS}"))
-        .unwrap();
+    leader.batch_execute(&format!("CREATE EXTENSION pg_snowflake; {ORDERS}")).unwrap();
     assert_clock_offset(&mut leader, f64::from(M1_AHEAD_S), "m1");
     drop(leader);
 
@@ -392,10 +375,7 @@ fn patroni_promotes_the_synchronous_replica_and_its_ids_are_above_the_old_leader
         started.elapsed().as_secs_f64()
     );
     let killed = killed.unwrap();
-    assert!(
-        !Path::new(&format!("/proc/{killed}")).exists(),
-        "m1's postmaster survived SIGKILL"
-    );
+    assert!(!Path::new(&format!("/proc/{killed}")).exists(), "m1's postmaster survived SIGKILL");
     let mut new = Client::connect(&node_conninfo(p2), NoTls).unwrap();
     let above = check_failover(&writes, p1, p2, &mut new);
 
@@ -420,44 +400,21 @@ fn patroni_members_keep_their_leased_worker_id_across_a_failover() {
              GRANT EXECUTE ON FUNCTION snowflake.snowflake_registry_lease TO fleet;",
         )
         .unwrap();
-    let bootstrap = bootstrap_from_guide("patroni-registry").replace(
-        "host=registry port=5432",
-        &format!("host=127.0.0.1 port={}", hub.port),
-    );
-    assert!(
-        bootstrap.contains(&format!("port={}", hub.port)),
-        "{bootstrap}"
-    );
-    let mut p = Patroni::start("patroni_registry", bootstrap);
-    p.run("m1");
-    poll(Duration::from_secs(90), Duration::from_millis(300), || {
-        p.status("m1")
-            .contains("\"role\": \"primary\"")
-            .then_some(())
-            .ok_or_else(|| format!("m1 never led\n{}", p.logs()))
-    });
-    p.run("m2");
-    p.wait_for("m2", "replica", Duration::from_secs(120));
-    p.wait_for("m1", "primary", Duration::from_secs(60));
-    let (p1, p2) = (p.port("m1"), p.port("m2"));
+    let bootstrap = bootstrap_from_guide("patroni-registry")
+        .replace("host=registry port=5432", &format!("host=127.0.0.1 port={}", hub.port));
+    assert!(bootstrap.contains(&format!("port={}", hub.port)), "{bootstrap}");
+    let (mut p, p1, p2) = Patroni::led_by_m1("patroni_registry", bootstrap);
     let mut leader = Client::connect(&node_conninfo(p1), NoTls).unwrap();
-    leader
-        .batch_execute("CREATE EXTENSION pg_snowflake")
-        .unwrap();
+    leader.batch_execute("CREATE EXTENSION pg_snowflake").unwrap();
     let mut last = 0i64;
     poll(Duration::from_secs(60), Duration::from_millis(100), || {
         leader
-            .query_one(
-                "SELECT max(snowflake_next()) FROM generate_series(1, 1000)",
-                &[],
-            )
+            .query_one("SELECT max(snowflake_next()) FROM generate_series(1, 1000)", &[])
             .map(|r| last = r.get(0))
             .map_err(|e| format!("{e:?}"))
     });
-    let worker: i32 = leader
-        .query_one("SELECT (snowflake_decode($1)).worker_id", &[&last])
-        .unwrap()
-        .get(0);
+    let worker: i32 =
+        leader.query_one("SELECT (snowflake_decode($1)).worker_id", &[&last]).unwrap().get(0);
     let holders: i64 = hub
         .connect()
         .scalar("SELECT count(DISTINCT system_identifier) FROM snowflake.snowflake_registry");
@@ -478,10 +435,8 @@ fn patroni_members_keep_their_leased_worker_id_across_a_failover() {
             .map(|r| first = r.get(0))
             .map_err(|e| format!("{e:?}"))
     });
-    let again: i32 = new
-        .query_one("SELECT (snowflake_decode($1)).worker_id", &[&first])
-        .unwrap()
-        .get(0);
+    let again: i32 =
+        new.query_one("SELECT (snowflake_decode($1)).worker_id", &[&first]).unwrap().get(0);
     assert_eq!(again, worker, "the new leader kept the leased worker id");
     assert!(first > last, "{first} is not above the old leader's {last}");
     poll(Duration::from_secs(60), Duration::from_millis(200), || {

@@ -124,14 +124,11 @@ fn check_after(cluster: &Cluster, before: &Acknowledged, what: &str) -> i64 {
         .max()
         .copied()
         .unwrap_or_else(|| panic!("{what}: the writers got no id before the cut"));
-    let lost: i64 = c
-        .query_one(
-            "SELECT count(*) FROM unnest($1::bigint[]) a(id)
+    let lost: i64 = c.scalar_with(
+        "SELECT count(*) FROM unnest($1::bigint[]) a(id)
              WHERE NOT EXISTS (SELECT FROM t WHERE t.id = a.id)",
-            &[&before.inserted],
-        )
-        .unwrap()
-        .get(0);
+        &[&before.inserted],
+    );
     assert_eq!(lost, 0, "{what}: acknowledged inserts were lost");
     let new = ids(
         &mut c,
@@ -213,8 +210,7 @@ fn ids_after_power_cuts_are_above_every_acknowledged_one() {
     pc.clock.set(0.0);
     let mut c = pc.cluster.connect();
     let ahead: i64 = c.scalar("SELECT snowflake_next() + (2000::bigint << 22)");
-    c.batch_execute(&format!("SELECT snowflake_advance_past({ahead})"))
-        .unwrap();
+    c.batch_execute(&format!("SELECT snowflake_advance_past({ahead})")).unwrap();
     c.batch_execute("CHECKPOINT").unwrap();
     let (cluster, fs) = (&pc.cluster, &mut pc.fs);
     let acked = write_until(cluster, || {
@@ -253,11 +249,8 @@ fn a_standby_promoted_after_the_primarys_power_cut_continues_above_it() {
         primary.cluster.basebackup_with_clock("power_standby", 0.0);
     let standby_fs = FaultFs::serve(&standby_cluster);
     standby_cluster.start();
-    let mut standby = PowerCluster {
-        cluster: standby_cluster,
-        clock: standby_clock,
-        fs: standby_fs,
-    };
+    let mut standby =
+        PowerCluster { cluster: standby_cluster, clock: standby_clock, fs: standby_fs };
     let mut p = primary.cluster.connect();
     make_synchronous(&mut p);
     drop(p);
@@ -278,11 +271,7 @@ fn a_standby_promoted_after_the_primarys_power_cut_continues_above_it() {
     standby.restart_after_cut(BACK_S);
     more.drawn.push(highest);
     more.inserted.extend(acked.inserted);
-    check_after(
-        &standby.cluster,
-        &more,
-        "the promoted standby after its own power cut",
-    );
+    check_after(&standby.cluster, &more, "the promoted standby after its own power cut");
 }
 
 /// ENOSPC and EIO on the state file and on WAL: clear errors, never an id above a mark that is
@@ -291,8 +280,7 @@ fn a_standby_promoted_after_the_primarys_power_cut_continues_above_it() {
 fn disk_faults_fail_calls_clearly_and_service_resumes() {
     let mut pc = PowerCluster::start("disk_faults", &[MAX_DRIFT]);
     let mut c = pc.cluster.connect_ext();
-    c.batch_execute("CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next())")
-        .unwrap();
+    c.batch_execute("CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next())").unwrap();
     let mut highest: i64 = c.scalar("SELECT snowflake_next()");
     let new_lease = |c: &mut Client| {
         // A call past the current lease needs a renewal: advance beyond it.
@@ -300,14 +288,8 @@ fn disk_faults_fail_calls_clearly_and_service_resumes() {
     };
     // The state file: its temporary file cannot be written, synced, or put in place.
     for (rule, why) in [
-        (
-            "fail write pg_snowflake.state.tmp ENOSPC",
-            "No space left on device",
-        ),
-        (
-            "fail fsync pg_snowflake.state.tmp EIO",
-            "Input/output error",
-        ),
+        ("fail write pg_snowflake.state.tmp ENOSPC", "No space left on device"),
+        ("fail fsync pg_snowflake.state.tmp EIO", "Input/output error"),
         ("fail fsyncdir . EIO", "Input/output error"),
     ] {
         let faults = pc.fs.stat("faults");
@@ -320,17 +302,11 @@ fn disk_faults_fail_calls_clearly_and_service_resumes() {
                 && message.contains(why),
             "{rule}: {message}"
         );
-        assert!(
-            pc.fs.stat("faults") > faults,
-            "{rule}: the fault did not take effect"
-        );
+        assert!(pc.fs.stat("faults") > faults, "{rule}: the fault did not take effect");
         // No id came from the renewal that failed: a power cut now, with the clock back,
         // still gives ids above every one handed out.
         pc.fs.ctl("clear");
-        let acked = Acknowledged {
-            inserted: vec![],
-            drawn: vec![highest],
-        };
+        let acked = Acknowledged { inserted: vec![], drawn: vec![highest] };
         drop(c);
         pc.power_cut(BACK_S);
         highest = check_after(&pc.cluster, &acked, rule);
@@ -355,17 +331,13 @@ fn disk_faults_fail_calls_clearly_and_service_resumes() {
             let log = pc.cluster.log();
             (log.matches("PANIC:").count() > panics && log.matches(ABORTED).count() > aborts)
                 .then_some(())
-                .ok_or(format!(
-                    "{rule}: no PANIC, or the postmaster did not see it"
-                ))
+                .ok_or(format!("{rule}: no PANIC, or the postmaster did not see it"))
         });
         pc.fs.ctl("clear");
         // The postmaster restarts after the PANIC, or stops if recovery cannot start: either
         // way, with the fault gone, the server comes back.
-        poll(
-            Duration::from_secs(60),
-            Duration::from_millis(200),
-            || match Client::connect(&pc.cluster.conninfo("postgres"), NoTls) {
+        poll(Duration::from_secs(60), Duration::from_millis(200), || {
+            match Client::connect(&pc.cluster.conninfo("postgres"), NoTls) {
                 Ok(_) => Ok(()),
                 Err(_) => {
                     if pc.cluster.postmaster_pid().is_none()
@@ -376,12 +348,9 @@ fn disk_faults_fail_calls_clearly_and_service_resumes() {
                     }
                     Err(format!("{rule}: the server did not come back"))
                 }
-            },
-        );
-        let acked = Acknowledged {
-            inserted: vec![],
-            drawn: vec![highest],
-        };
+            }
+        });
+        let acked = Acknowledged { inserted: vec![], drawn: vec![highest] };
         highest = check_after(&pc.cluster, &acked, rule);
         c = pc.cluster.connect();
     }

@@ -22,11 +22,7 @@ fn fenced_blocks(markdown: &str) -> Vec<Block> {
     for (i, line) in markdown.lines().enumerate() {
         match (&mut current, line.strip_prefix("```")) {
             (None, Some(lang)) => {
-                current = Some(Block {
-                    lang: lang.trim().into(),
-                    body: String::new(),
-                    line: i + 1,
-                })
+                current = Some(Block { lang: lang.trim().into(), body: String::new(), line: i + 1 })
             }
             (Some(_), Some("")) => blocks.push(current.take().unwrap()),
             (Some(b), _) => {
@@ -87,14 +83,8 @@ fn with_servers(text: &str, servers: &std::collections::BTreeMap<&str, Cluster>)
     let mut text = text.to_string();
     for (name, c) in servers {
         text = text
-            .replace(
-                &format!("host={name} port=5432"),
-                &format!("host=127.0.0.1 port={}", c.port),
-            )
-            .replace(
-                &format!("'{name}', 5432"),
-                &format!("'127.0.0.1', {}", c.port),
-            );
+            .replace(&format!("host={name} port=5432"), &format!("host=127.0.0.1 port={}", c.port))
+            .replace(&format!("'{name}', 5432"), &format!("'127.0.0.1', {}", c.port));
     }
     text
 }
@@ -111,16 +101,10 @@ fn with_servers(text: &str, servers: &std::collections::BTreeMap<&str, Cluster>)
 fn run_examples(page: &str) -> (usize, Vec<String>) {
     let text = std::fs::read_to_string(format!("{}/{page}", env!("CARGO_MANIFEST_DIR"))).unwrap();
     let blocks = fenced_blocks(&text);
-    let conf: Vec<&str> = blocks
-        .iter()
-        .filter(|b| b.lang == "ini")
-        .flat_map(|b| b.body.lines())
-        .collect();
+    let conf: Vec<&str> =
+        blocks.iter().filter(|b| b.lang == "ini").flat_map(|b| b.body.lines()).collect();
     // Only the page's own configuration: the harness default worker id is overridden by it.
-    let stem = page
-        .trim_end_matches(".md")
-        .replace(['/', '-', '.'], "_")
-        .to_lowercase();
+    let stem = page.trim_end_matches(".md").replace(['/', '-', '.'], "_").to_lowercase();
     let cluster = Cluster::start_new(&stem, &conf);
     // Pages open with examples that assume the extension exists.
     cluster.connect_ext();
@@ -193,10 +177,7 @@ fn run_examples(page: &str) -> (usize, Vec<String>) {
             continue;
         }
         let sql = with_servers(&block.body, &servers);
-        let expected = blocks
-            .get(i + 1)
-            .filter(|b| b.lang == "text")
-            .map(|b| normalize(&b.body));
+        let expected = blocks.get(i + 1).filter(|b| b.lang == "text").map(|b| normalize(&b.body));
         let (printed, success) = loop {
             let (printed, success) = psql(target, &sql);
             let settled = match &expected {
@@ -216,11 +197,9 @@ fn run_examples(page: &str) -> (usize, Vec<String>) {
                 block.line
             )),
             Some(_) => {}
-            None => assert!(
-                success,
-                "{page} line {} failed:\n{}\n{printed}",
-                block.line, block.body
-            ),
+            None => {
+                assert!(success, "{page} line {} failed:\n{}\n{printed}", block.line, block.body)
+            }
         }
         if expected.as_deref().is_some_and(|e| e.starts_with("ERROR:")) {
             assert!(!success, "{page} line {}: expected an error", block.line);
@@ -240,10 +219,7 @@ fn readme_examples_run_as_written() {
 #[test]
 fn the_examples_of_the_guides_run_as_written() {
     let (ran, servers) = run_examples("docs/many-servers.md");
-    assert!(
-        servers.len() >= 3,
-        "the multi-server examples are missing: {servers:?}"
-    );
+    assert!(servers.len() >= 3, "the multi-server examples are missing: {servers:?}");
     assert!(ran >= 8, "only {ran} examples in docs/many-servers.md");
     for page in [
         "docs/guarantees.md",
@@ -296,11 +272,7 @@ fn the_pages_are_linked_and_their_links_lead_somewhere() {
             }
             let file = target.split('#').next().unwrap();
             let path = page.parent().unwrap().join(file);
-            assert!(
-                path.exists(),
-                "{}: the link to {target} leads nowhere",
-                page.display()
-            );
+            assert!(path.exists(), "{}: the link to {target} leads nowhere", page.display());
         }
     }
 }
@@ -323,11 +295,8 @@ fn the_benchmark_tables_and_every_quoted_figure_come_from_docs_benchmarks_json()
         "docs/benchmarks.md has no table rendered from docs/benchmarks.json"
     );
     let rendered = benchmarks::render(&page, &data).unwrap_or_else(|e| panic!("{e}"));
-    if let Some((n, (mine, theirs))) = page
-        .lines()
-        .zip(rendered.lines())
-        .enumerate()
-        .find(|(_, (a, b))| a != b)
+    if let Some((n, (mine, theirs))) =
+        page.lines().zip(rendered.lines()).enumerate().find(|(_, (a, b))| a != b)
     {
         panic!(
             "docs/benchmarks.md line {} is not what docs/benchmarks.json renders (run make bench, \
@@ -344,10 +313,7 @@ fn the_benchmark_tables_and_every_quoted_figure_come_from_docs_benchmarks_json()
             let path = entry.unwrap().path();
             if path.is_dir() {
                 dirs.push(path);
-            } else if path
-                .extension()
-                .is_some_and(|e| e == "md" || e == "rs" || e == "sh")
-            {
+            } else if path.extension().is_some_and(|e| e == "md" || e == "rs" || e == "sh") {
                 files.push(path);
             }
         }

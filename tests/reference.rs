@@ -50,11 +50,7 @@ fn parse_tables(page: &str, text: &str) -> Vec<Table> {
             continue;
         }
         lines.next();
-        let mut table = Table {
-            page: page.to_string(),
-            header: cells(line),
-            rows: Vec::new(),
-        };
+        let mut table = Table { page: page.to_string(), header: cells(line), rows: Vec::new() };
         while let Some(row) = lines.next_if(|l| l.starts_with('|')) {
             table.rows.push(cells(row));
         }
@@ -71,15 +67,10 @@ fn code_spans(text: &str) -> Vec<&str> {
 /// The README's Reference section, and every page of docs/ that the README links.
 fn reference_pages() -> Vec<(String, String)> {
     let readme = read(&root().join("README.md"));
-    let start = readme
-        .find("\n## Reference\n")
-        .expect("README.md has a Reference section");
+    let start = readme.find("\n## Reference\n").expect("README.md has a Reference section");
     let section = &readme[start + 1..];
     let end = section[1..].find("\n## ").map_or(section.len(), |e| e + 1);
-    let mut pages = vec![(
-        "README.md (Reference)".to_string(),
-        section[..end].to_string(),
-    )];
+    let mut pages = vec![("README.md (Reference)".to_string(), section[..end].to_string())];
     let mut linked = BTreeSet::new();
     for (at, _) in readme.match_indices("](docs/") {
         let target = &readme[at + 2..];
@@ -95,10 +86,7 @@ fn reference_pages() -> Vec<(String, String)> {
 }
 
 fn all_tables(pages: &[(String, String)]) -> Vec<Table> {
-    pages
-        .iter()
-        .flat_map(|(page, text)| parse_tables(page, text))
-        .collect()
+    pages.iter().flat_map(|(page, text)| parse_tables(page, text)).collect()
 }
 
 /// `[schema.]snowflake_name(args)` as written in a table's first cell: the text
@@ -111,9 +99,7 @@ fn signature(span: &str) -> Option<String> {
     let args = rest.strip_prefix('(')?.strip_suffix(')')?;
     let bare = name.rsplit('.').next().unwrap();
     if !bare.starts_with("snowflake_")
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_.".contains(c))
+        || !name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_.".contains(c))
     {
         return None;
     }
@@ -135,11 +121,7 @@ fn signature(span: &str) -> Option<String> {
 /// The OID of the function a signature names, as the server resolves it (a type that does not
 /// exist is an error on PostgreSQL 15, NULL on later majors: both are "no such function").
 fn resolve(c: &mut Client, signature: &str) -> Option<i64> {
-    let function = if signature.contains('(') {
-        "to_regprocedure"
-    } else {
-        "to_regproc"
-    };
+    let function = if signature.contains('(') { "to_regprocedure" } else { "to_regproc" };
     c.query_one(&format!("SELECT {function}($1)::oid::int8"), &[&signature])
         .ok()
         .and_then(|r| r.get::<_, Option<i64>>(0))
@@ -238,15 +220,8 @@ fn every_function_relation_setting_stats_key_and_sqlstate_is_in_the_reference() 
     }
 
     // Settings.
-    let settings: Vec<String> = c
-        .query(
-            "SELECT name FROM pg_settings WHERE name LIKE 'snowflake.%' ORDER BY 1",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let settings: Vec<String> =
+        c.column("SELECT name FROM pg_settings WHERE name LIKE 'snowflake.%' ORDER BY 1");
     assert!(settings.len() >= 10, "only {settings:?}");
     for s in &settings {
         if !first_cell_names.contains(s) {
@@ -272,9 +247,8 @@ fn every_function_relation_setting_stats_key_and_sqlstate_is_in_the_reference() 
     for (key, value) in stats {
         let row = key_rows.iter().find(|(_, r)| r[0] == format!("`{key}`"));
         let Some((_, row)) = row else {
-            missing.push(format!(
-                "snowflake_stats() key {key}: no row `{key}` in a table headed Key"
-            ));
+            missing
+                .push(format!("snowflake_stats() key {key}: no row `{key}` in a table headed Key"));
             continue;
         };
         let spans: BTreeSet<&str> = row[1..].iter().flat_map(|c| code_spans(c)).collect();
@@ -353,9 +327,7 @@ fn every_function_relation_setting_stats_key_and_sqlstate_is_in_the_reference() 
 }
 
 fn documented_contains(objects: &[postgres::Row], oid: i64) -> bool {
-    objects
-        .iter()
-        .any(|o| o.get::<_, String>(0) == "pg_proc" && o.get::<_, i64>(1) == oid)
+    objects.iter().any(|o| o.get::<_, String>(0) == "pg_proc" && o.get::<_, i64>(1) == oid)
 }
 
 fn c_includedir() -> PathBuf {
@@ -410,9 +382,8 @@ fn raised_sqlstates(includedir: &Path) -> BTreeMap<String, BTreeSet<String>> {
                 .chars()
                 .take_while(|ch| ch.is_ascii_uppercase() || ch.is_ascii_digit() || *ch == '_')
                 .collect();
-            let code = codes
-                .get(&name)
-                .unwrap_or_else(|| panic!("{file}: {name} is not in errcodes.h"));
+            let code =
+                codes.get(&name).unwrap_or_else(|| panic!("{file}: {name} is not in errcodes.h"));
             add(code.clone());
         }
         for (at, _) in text.match_indices("ERRCODE = '") {
@@ -463,9 +434,8 @@ fn releases() -> Vec<String> {
 /// The section `## X` of CHANGELOG.md.
 fn changelog_section(changelog: &str, version: &str) -> String {
     let head = format!("\n## {version}\n");
-    let start = changelog
-        .find(&head)
-        .unwrap_or_else(|| panic!("CHANGELOG.md has no section ## {version}"));
+    let start =
+        changelog.find(&head).unwrap_or_else(|| panic!("CHANGELOG.md has no section ## {version}"));
     let section = &changelog[start + head.len()..];
     section[..section.find("\n## ").unwrap_or(section.len())].to_string()
 }

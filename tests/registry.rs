@@ -16,9 +16,8 @@ use std::time::Duration;
 fn sixteen_servers_starting_at_once_lease_sixteen_worker_ids_and_a_seventeenth_is_refused_a_held_one(
 ) {
     let (hub, mut h) = registry("reg_hub16");
-    let members: Vec<Cluster> = (0..16)
-        .map(|i| member(&format!("reg_m{i}"), &hub, "fleet", &[]))
-        .collect();
+    let members: Vec<Cluster> =
+        (0..16).map(|i| member(&format!("reg_m{i}"), &hub, "fleet", &[])).collect();
     // All at once: their registry workers race for the lowest free worker id.
     std::thread::scope(|s| {
         for m in &members {
@@ -33,16 +32,9 @@ fn sixteen_servers_starting_at_once_lease_sixteen_worker_ids_and_a_seventeenth_i
         let w = worker_id_of(&mut c, id);
         let r = registry_stats(&mut c);
         assert_eq!(r["source"], "leased", "{r}");
-        assert_eq!(
-            stats(&mut c)["worker_id"],
-            w,
-            "stats show the leased worker id"
-        );
+        assert_eq!(stats(&mut c)["worker_id"], w, "stats show the leased worker id");
         if let Some(other) = by_worker.insert(w, m.data().display().to_string()) {
-            panic!(
-                "worker id {w} was leased twice: {other} and {}",
-                m.data().display()
-            );
+            panic!("worker id {w} was leased twice: {other} and {}", m.data().display());
         }
         firsts.push(id);
     }
@@ -74,9 +66,7 @@ fn sixteen_servers_starting_at_once_lease_sixteen_worker_ids_and_a_seventeenth_i
     let db = e.as_db_error().unwrap();
     assert_eq!(db.code().code(), "55000");
     assert!(
-        db.hint()
-            .unwrap_or_default()
-            .contains("another snowflake.worker_id"),
+        db.hint().unwrap_or_default().contains("another snowflake.worker_id"),
         "the hint says what to do about a held worker id: {db:?}"
     );
     assert_eq!(registry_stats(&mut c)["source"], "none");
@@ -98,10 +88,7 @@ fn with_the_registry_stopped_members_go_on_under_their_leases_and_all_recover_wh
     poll(Duration::from_secs(20), Duration::from_millis(100), || {
         let r = registry_stats(&mut ca);
         let problem = r["problem"].as_str().unwrap_or_default().to_string();
-        problem
-            .contains("unreachable")
-            .then_some(())
-            .ok_or(format!("{r}"))
+        problem.contains("unreachable").then_some(()).ok_or(format!("{r}"))
     });
 
     // Restarted while the registry is down: the cached lease, same worker id.
@@ -110,10 +97,7 @@ fn with_the_registry_stopped_members_go_on_under_their_leases_and_all_recover_wh
     let r = registry_stats(&mut ca);
     assert_eq!(r["source"], "cached", "{r}");
     let after: i64 = ca.scalar("SELECT snowflake_next()");
-    assert!(
-        after > during,
-        "ids after the restart are above the ones before"
-    );
+    assert!(after > during, "ids after the restart are above the ones before");
     assert_eq!(worker_id_of(&mut ca, after), w);
 
     // A new member has no lease to go on with: a clear error, never a guessed worker id.
@@ -122,10 +106,7 @@ fn with_the_registry_stopped_members_go_on_under_their_leases_and_all_recover_wh
     let mut cb = b.connect_ext();
     let (message, detail) = wait_for_refusal(&mut cb, "unreachable", Duration::from_secs(20));
     assert!(message.contains("holds no worker id lease"), "{message}");
-    assert!(
-        detail.contains("127.0.0.1"),
-        "the detail names the registry: {detail}"
-    );
+    assert!(detail.contains("127.0.0.1"), "the detail names the registry: {detail}");
 
     // The cached lease runs out (10 s after the last renewal): A stops too, and says why.
     let (message, detail) = wait_for_refusal(&mut ca, "ran out", Duration::from_secs(20));
@@ -156,23 +137,15 @@ fn a_reused_worker_id_starts_above_its_previous_holder_even_with_the_clock_30_s_
 
     // B asks for exactly A's worker id, with a clock 30 s behind (max_drift allows 60 s).
     let wanted = format!("snowflake.worker_id = {w}");
-    let mut b = member(
-        "reg_reuse_b",
-        &hub,
-        "fleet",
-        &[&wanted, "snowflake.max_drift = '60s'"],
-    );
+    let mut b = member("reg_reuse_b", &hub, "fleet", &[&wanted, "snowflake.max_drift = '60s'"]);
     let clock = b.use_fake_clock();
     clock.set(-30.0);
     b.start();
     clock.check();
     let mut cb = b.connect_ext();
     // Refused while A's lease lasts.
-    let (_, detail) = wait_for_refusal(
-        &mut cb,
-        "leased to another cluster",
-        Duration::from_secs(10),
-    );
+    let (_, detail) =
+        wait_for_refusal(&mut cb, "leased to another cluster", Duration::from_secs(10));
     assert!(detail.contains(&format!("worker id {w} ")), "{detail}");
     // Then B takes it over, above every id A made.
     let first_of_b = first_id(&mut cb, Duration::from_secs(40));
@@ -209,11 +182,8 @@ fn a_member_cut_off_past_its_lease_refuses_ids_once_its_worker_id_went_to_anothe
 
     // A reaches the registry again: its worker id is B's now, and A refuses for good.
     h.batch_execute("ALTER ROLE fleet_a LOGIN").unwrap();
-    let (message, _) = wait_for_refusal(
-        &mut ca,
-        "was leased to another cluster",
-        Duration::from_secs(20),
-    );
+    let (message, _) =
+        wait_for_refusal(&mut ca, "was leased to another cluster", Duration::from_secs(20));
     assert!(message.contains(&format!("worker id {w}")), "{message}");
     assert_eq!(registry_stats(&mut ca)["source"], "lost");
     // B goes on.
@@ -241,10 +211,7 @@ fn a_promoted_standby_keeps_its_primarys_lease() {
     for server in [&primary, &standby] {
         let pid = server.postmaster_pid().unwrap();
         let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
-        assert!(
-            !maps.contains("libpq.so"),
-            "the postmaster of {pid} maps libpq"
-        );
+        assert!(!maps.contains("libpq.so"), "the postmaster of {pid} maps libpq");
     }
     drop(cp);
     primary.stop("immediate");
@@ -255,9 +222,7 @@ fn a_promoted_standby_keeps_its_primarys_lease() {
     assert!(first > last);
     poll(Duration::from_secs(20), Duration::from_millis(100), || {
         let r = registry_stats(&mut cs);
-        (r["source"] == "leased")
-            .then_some(())
-            .ok_or(format!("{r}"))
+        (r["source"] == "leased").then_some(()).ok_or(format!("{r}"))
     });
 }
 
@@ -268,10 +233,7 @@ fn bad_registry_settings_and_calls_give_clear_errors_never_a_guessed_worker_id()
     // A connection string libpq cannot read: refused at start, said at every call.
     let malformed = Cluster::init(
         "reg_bad_conninfo",
-        &[
-            "snowflake.worker_id = -1",
-            "snowflake.registry = 'host=x nonsense=1'",
-        ],
+        &["snowflake.worker_id = -1", "snowflake.registry = 'host=x nonsense=1'"],
     );
     malformed.start();
     let mut c = malformed.connect_ext();
@@ -282,19 +244,14 @@ fn bad_registry_settings_and_calls_give_clear_errors_never_a_guessed_worker_id()
         detail.contains("not a valid connection string") && detail.contains("nonsense"),
         "{detail}"
     );
-    assert!(malformed
-        .log()
-        .contains("snowflake.registry is not a valid connection string"));
+    assert!(malformed.log().contains("snowflake.registry is not a valid connection string"));
 
     // Nothing listening there.
     let nowhere = Cluster::init(
         "reg_bad_nowhere",
         &[
             "snowflake.worker_id = -1",
-            &format!(
-                "snowflake.registry = 'host=127.0.0.1 port={} user=fleet'",
-                free_port()
-            ),
+            &format!("snowflake.registry = 'host=127.0.0.1 port={} user=fleet'", free_port()),
         ],
     );
     nowhere.start();
@@ -317,19 +274,10 @@ fn bad_registry_settings_and_calls_give_clear_errors_never_a_guessed_worker_id()
     );
     bare.start();
     let mut c = bare.connect_ext();
-    wait_for_refusal(
-        &mut c,
-        "pg_snowflake is not installed",
-        Duration::from_secs(20),
-    );
+    wait_for_refusal(&mut c, "pg_snowflake is not installed", Duration::from_secs(20));
 
     // A namespace with no free worker id: one member leases, every other worker id is held.
-    let full = member(
-        "reg_bad_full1",
-        &hub,
-        "fleet",
-        &["snowflake.registry_namespace = 'full'"],
-    );
+    let full = member("reg_bad_full1", &hub, "fleet", &["snowflake.registry_namespace = 'full'"]);
     full.start();
     first_id(&mut full.connect_ext(), Duration::from_secs(30));
     h.batch_execute(
@@ -339,69 +287,29 @@ fn bad_registry_settings_and_calls_give_clear_errors_never_a_guessed_worker_id()
           WHERE namespace = 'full' AND w <> worker_id",
     )
     .unwrap();
-    let second = member(
-        "reg_bad_full2",
-        &hub,
-        "fleet",
-        &["snowflake.registry_namespace = 'full'"],
-    );
+    let second = member("reg_bad_full2", &hub, "fleet", &["snowflake.registry_namespace = 'full'"]);
     second.start();
     let mut c = second.connect_ext();
     let (_, detail) = wait_for_refusal(&mut c, "is free", Duration::from_secs(20));
-    assert!(
-        detail.contains("no worker id of namespace \"full\" is free"),
-        "{detail}"
-    );
+    assert!(detail.contains("no worker id of namespace \"full\" is free"), "{detail}");
 
     // A namespace PostgreSQL accepts but the registry cannot key on.
-    let empty = member(
-        "reg_bad_ns",
-        &hub,
-        "fleet",
-        &["snowflake.registry_namespace = ''"],
-    );
+    let empty = member("reg_bad_ns", &hub, "fleet", &["snowflake.registry_namespace = ''"]);
     empty.start();
     let (_, _, detail) = next_error(&mut empty.connect_ext());
     assert!(detail.contains("snowflake.registry_namespace"), "{detail}");
 
     // The lease function's own checks, for whoever calls it by hand.
     for (args, state) in [
-        (
-            "'x', 'twitter', 1288834974657, 1, 41, 10, 12, false, 1024, 1, 'n', 10000, 0",
-            "22023",
-        ),
-        (
-            "'x', 'twitter', 1288834974657, 1, 41, 10, 12, false, -1, 1, 'n', 10000, 0",
-            "22023",
-        ),
-        (
-            "'x', 'twitter', 1288834974657, 1, 41, 10, 12, false, 1, 1, 'n', 10, 0",
-            "22023",
-        ),
-        (
-            "'x', 'twitter', 1288834974657, 1, 41, 10, 12, false, 1, 1, 'n', 10000, -5",
-            "22023",
-        ),
-        (
-            "'x', 'twitter', 1288834974657, 0, 41, 10, 12, false, 1, 1, 'n', 10000, 0",
-            "22023",
-        ),
-        (
-            "'x', 'twitter', 1288834974657, 1, 41, 20, 12, false, 1, 1, 'n', 10000, 0",
-            "22023",
-        ),
-        (
-            "'', 'twitter', 1288834974657, 1, 41, 10, 12, false, 1, 1, 'n', 10000, 0",
-            "22023",
-        ),
-        (
-            "NULL, 'twitter', 1288834974657, 1, 41, 10, 12, false, 1, 1, 'n', 10000, 0",
-            "22004",
-        ),
-        (
-            "'x', 'twitter', 1288834974657, 1, 41, 10, 12, NULL, 1, 1, 'n', 10000, 0",
-            "22004",
-        ),
+        ("'x', 'twitter', 1288834974657, 1, 41, 10, 12, false, 1024, 1, 'n', 10000, 0", "22023"),
+        ("'x', 'twitter', 1288834974657, 1, 41, 10, 12, false, -1, 1, 'n', 10000, 0", "22023"),
+        ("'x', 'twitter', 1288834974657, 1, 41, 10, 12, false, 1, 1, 'n', 10, 0", "22023"),
+        ("'x', 'twitter', 1288834974657, 1, 41, 10, 12, false, 1, 1, 'n', 10000, -5", "22023"),
+        ("'x', 'twitter', 1288834974657, 0, 41, 10, 12, false, 1, 1, 'n', 10000, 0", "22023"),
+        ("'x', 'twitter', 1288834974657, 1, 41, 20, 12, false, 1, 1, 'n', 10000, 0", "22023"),
+        ("'', 'twitter', 1288834974657, 1, 41, 10, 12, false, 1, 1, 'n', 10000, 0", "22023"),
+        ("NULL, 'twitter', 1288834974657, 1, 41, 10, 12, false, 1, 1, 'n', 10000, 0", "22004"),
+        ("'x', 'twitter', 1288834974657, 1, 41, 10, 12, NULL, 1, 1, 'n', 10000, 0", "22004"),
     ] {
         let call = format!("SELECT * FROM snowflake.snowflake_registry_lease({args})");
         let (code, ..) = expect_error(&mut h, &call);
@@ -427,22 +335,11 @@ fn bad_registry_settings_and_calls_give_clear_errors_never_a_guessed_worker_id()
     let (code, message, detail) = next_error(&mut app);
     assert_eq!(code, "55000");
     assert!(message.contains("holds no worker id lease"), "{message}");
-    assert!(
-        !detail.contains("127.0.0.1") && detail.contains("snowflake_stats()"),
-        "{detail}"
-    );
+    assert!(!detail.contains("127.0.0.1") && detail.contains("snowflake_stats()"), "{detail}");
     // ... which has it, once per problem.
     let log = nowhere.log();
-    assert!(
-        log.contains("WARNING:  pg_snowflake: the registry is unreachable"),
-        "{log}"
-    );
-    assert_eq!(
-        log.matches("pg_snowflake: the registry is unreachable")
-            .count(),
-        1,
-        "{log}"
-    );
+    assert!(log.contains("WARNING:  pg_snowflake: the registry is unreachable"), "{log}");
+    assert_eq!(log.matches("pg_snowflake: the registry is unreachable").count(), 1, "{log}");
     // A plain role without the grants reads nothing and leases nothing.
     h.batch_execute("CREATE ROLE nobody LOGIN").unwrap();
     let mut n = hub.connect_as("nobody");
@@ -482,11 +379,7 @@ fn a_lease_file_copied_into_another_cluster_is_not_a_lease() {
     let (message, _) = wait_for_refusal(&mut cb, "unreachable", Duration::from_secs(20));
     assert!(message.contains("holds no worker id lease"), "{message}");
     assert_eq!(registry_stats(&mut cb)["source"], "none");
-    assert!(
-        !b.log().contains("unreadable"),
-        "the copy was read:\n{}",
-        b.log()
-    );
+    assert!(!b.log().contains("unreadable"), "the copy was read:\n{}", b.log());
     // The same file in its own cluster is a lease.
     a.restart("fast");
     let mut ca = a.connect_ext();
@@ -500,9 +393,7 @@ fn a_renamed_registry_schema_leads_the_lease_to_no_table_of_its_owner() {
     // The registry's database belongs to a plain role, which owns its schema public (15+).
     h.batch_execute("CREATE ROLE owner LOGIN").unwrap();
     h.batch_execute("CREATE DATABASE reg OWNER owner").unwrap();
-    let mut conninfo = hub
-        .conninfo("postgres")
-        .replace("dbname=postgres", "dbname=reg");
+    let mut conninfo = hub.conninfo("postgres").replace("dbname=postgres", "dbname=reg");
     let mut r = Client::connect(&conninfo, postgres::NoTls).unwrap();
     r.batch_execute(
         "CREATE EXTENSION pg_snowflake;
@@ -530,11 +421,8 @@ fn a_renamed_registry_schema_leads_the_lease_to_no_table_of_its_owner() {
     m.start();
     first_id(&mut m.connect_ext(), Duration::from_secs(30));
     // The lease is in the extension's table, in its own schema; the owner's has nothing.
-    let mut o = Client::connect(
-        &conninfo.replace("user=owner", "user=postgres"),
-        postgres::NoTls,
-    )
-    .unwrap();
+    let mut o =
+        Client::connect(&conninfo.replace("user=owner", "user=postgres"), postgres::NoTls).unwrap();
     let real: i64 = o.scalar("SELECT count(*) FROM snowflake.snowflake_registry");
     let planted: i64 = o.scalar("SELECT count(*) FROM public.snowflake_registry");
     assert_eq!((real, planted), (1, 0));
@@ -547,8 +435,7 @@ fn a_renamed_registry_schema_leads_the_lease_to_no_table_of_its_owner() {
 #[test]
 fn the_registry_checks_what_members_send_and_tells_them_no_holder() {
     let (hub, mut h) = registry("reg_hub_checks");
-    h.batch_execute("CREATE ROLE watcher LOGIN IN ROLE pg_monitor;")
-        .unwrap();
+    h.batch_execute("CREATE ROLE watcher LOGIN IN ROLE pg_monitor;").unwrap();
     let mut fleet = hub.connect_as("fleet");
     let lease = |c: &mut Client, wanted: i32, cluster: i64, lease_ms: i64, covered: i64| {
         c.query_one(
@@ -565,11 +452,7 @@ fn the_registry_checks_what_members_send_and_tells_them_no_holder() {
     let first: String = row.get(1);
     let row = lease(&mut fleet, 5, 1, 1_000, 1).unwrap();
     assert_eq!(row.get::<_, String>(0), "granted");
-    assert_eq!(
-        row.get::<_, String>(1),
-        first,
-        "a renewal moved the expiry earlier"
-    );
+    assert_eq!(row.get::<_, String>(1), first, "a renewal moved the expiry earlier");
     // Another cluster asking for it: held, by whom only for those who may know.
     let row = lease(&mut fleet, 5, 2, 10_000, 1).unwrap();
     assert_eq!(row.get::<_, String>(0), "held");
@@ -597,10 +480,7 @@ fn the_registry_checks_what_members_send_and_tells_them_no_holder() {
 #[test]
 fn a_namespace_is_one_id_space_of_one_layout_known_by_its_fields() {
     let (hub, mut h) = registry("reg_hub_layouts");
-    let twin = [
-        "snowflake.layout = custom",
-        "snowflake.epoch = '2010-11-04 01:42:54.657+00'",
-    ];
+    let twin = ["snowflake.layout = custom", "snowflake.epoch = '2010-11-04 01:42:54.657+00'"];
     let a = member("reg_layout_twitter", &hub, "fleet", &[]);
     a.start();
     let mut ca = a.connect_ext();
@@ -611,16 +491,8 @@ fn a_namespace_is_one_id_space_of_one_layout_known_by_its_fields() {
     let mut cb = b.connect_ext();
     let id = first_id(&mut cb, Duration::from_secs(30));
     let wb = worker_id_of(&mut cb, id);
-    assert_ne!(
-        wa, wb,
-        "Twitter and its custom twin make the same ids: one worker id space"
-    );
-    let c = member(
-        "reg_layout_discord",
-        &hub,
-        "fleet",
-        &["snowflake.layout = discord"],
-    );
+    assert_ne!(wa, wb, "Twitter and its custom twin make the same ids: one worker id space");
+    let c = member("reg_layout_discord", &hub, "fleet", &["snowflake.layout = discord"]);
     c.start();
     let mut cc = c.connect_ext();
     let (message, detail) =
@@ -632,12 +504,7 @@ fn a_namespace_is_one_id_space_of_one_layout_known_by_its_fields() {
         "{detail}"
     );
     let e = cc.query_one("SELECT snowflake_next()", &[]).unwrap_err();
-    let hint = e
-        .as_db_error()
-        .unwrap()
-        .hint()
-        .unwrap_or_default()
-        .to_string();
+    let hint = e.as_db_error().unwrap().hint().unwrap_or_default().to_string();
     assert!(hint.contains("namespace of their own"), "{hint}");
     let held: i64 =
         h.scalar("SELECT count(*) FROM snowflake.snowflake_registry WHERE namespace = 'default'");
@@ -646,12 +513,7 @@ fn a_namespace_is_one_id_space_of_one_layout_known_by_its_fields() {
     // Two first members of a new namespace, of different layouts, at once.
     let fresh = "snowflake.registry_namespace = 'fresh'";
     let d = member("reg_layout_race_d", &hub, "fleet", &[fresh]);
-    let e = member(
-        "reg_layout_race_e",
-        &hub,
-        "fleet",
-        &[fresh, "snowflake.layout = discord"],
-    );
+    let e = member("reg_layout_race_e", &hub, "fleet", &[fresh, "snowflake.layout = discord"]);
     std::thread::scope(|s| {
         s.spawn(|| d.start());
         s.spawn(|| e.start());
@@ -659,20 +521,16 @@ fn a_namespace_is_one_id_space_of_one_layout_known_by_its_fields() {
     let outcome = |m: &Cluster| -> Result<(), String> {
         let mut c = m.connect_ext();
         let mut seen = Err(String::new());
-        poll(
-            Duration::from_secs(30),
-            Duration::from_millis(100),
-            || match c.query_one("SELECT snowflake_next()", &[]) {
+        poll(Duration::from_secs(30), Duration::from_millis(100), || {
+            match c.query_one("SELECT snowflake_next()", &[]) {
                 Ok(_) => {
                     seen = Ok(());
                     Ok(())
                 }
                 Err(err) => {
                     let db = err.as_db_error().ok_or(format!("{err}"))?;
-                    let (message, detail) = (
-                        db.message().to_string(),
-                        db.detail().unwrap_or_default().to_string(),
-                    );
+                    let (message, detail) =
+                        (db.message().to_string(), db.detail().unwrap_or_default().to_string());
                     if detail.contains("makes ids of layout") {
                         seen = Err(detail);
                         Ok(())
@@ -680,8 +538,8 @@ fn a_namespace_is_one_id_space_of_one_layout_known_by_its_fields() {
                         Err(format!("{message}: {detail}"))
                     }
                 }
-            },
-        );
+            }
+        });
         seen
     };
     let results = [outcome(&d), outcome(&e)];
@@ -714,10 +572,7 @@ fn members_take_no_lease_from_an_impostor_and_ask_a_0_3_0_registry_to_update() {
     let (_, detail) = wait_for_refusal(&mut old.connect_ext(), "0.3.0", Duration::from_secs(30));
     assert!(detail.contains("update it there first"), "{detail}");
 
-    mallory
-        .connect()
-        .batch_execute("CREATE SCHEMA snowflake")
-        .unwrap();
+    mallory.connect().batch_execute("CREATE SCHEMA snowflake").unwrap();
     mallory.plant_in("snowflake");
     let members: Vec<Cluster> = (0..2)
         .map(|i| member_in(&format!("reg_impostor_{i}"), hub.port, "fleet", "reg", &[]))
@@ -792,10 +647,7 @@ fn a_member_of_0_3_0_leases_from_a_registry_of_this_release() {
         "makes ids of layout",
         Duration::from_secs(30),
     );
-    assert!(
-        detail.contains("a namespace of their own") || detail.contains("discord"),
-        "{detail}"
-    );
+    assert!(detail.contains("a namespace of their own") || detail.contains("discord"), "{detail}");
 }
 
 /// A holder of the members' role can keep a transaction open in the registry's database after
@@ -815,10 +667,8 @@ fn an_open_transaction_of_the_members_role_holds_no_member_up() {
     let mut attacker = hub.connect_as("fleet_b");
     let mut tx = attacker.transaction().unwrap();
     let now_ms = || {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis() as i64
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()
+            as i64
     };
     let lease = |tx: &mut postgres::Transaction, wanted: Option<i32>| -> (String, Option<i32>) {
         let row = tx
@@ -835,20 +685,14 @@ fn an_open_transaction_of_the_members_role_holds_no_member_up() {
     let (outcome, taken) = lease(&mut tx, None);
     assert_eq!(outcome, "granted");
     // While the transaction stays open: A renews past its first lease (10 s).
-    let renewed = |c: &mut Client| {
-        registry_stats(c)["renewed"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string()
-    };
+    let renewed =
+        |c: &mut Client| registry_stats(c)["renewed"].as_str().unwrap_or_default().to_string();
     let first = renewed(&mut ca);
     let started = std::time::Instant::now();
     let mut seen = std::collections::BTreeSet::from([first]);
     poll(Duration::from_secs(25), Duration::from_millis(200), || {
         seen.insert(renewed(&mut ca));
-        (seen.len() >= 4)
-            .then_some(())
-            .ok_or(format!("A renewed {} times", seen.len() - 1))
+        (seen.len() >= 4).then_some(()).ok_or(format!("A renewed {} times", seen.len() - 1))
     });
     assert!(started.elapsed() > Duration::from_secs(9));
     ca.query_one("SELECT snowflake_next()", &[]).unwrap();
@@ -859,10 +703,7 @@ fn an_open_transaction_of_the_members_role_holds_no_member_up() {
     let mut cc = c.connect_ext();
     let id = first_id(&mut cc, Duration::from_secs(4));
     let wc = worker_id_of(&mut cc, id);
-    eprintln!(
-        "a new member leased worker id {wc} {:?} after its start",
-        t.elapsed()
-    );
+    eprintln!("a new member leased worker id {wc} {:?} after its start", t.elapsed());
     assert_ne!(Some(wc), taken);
     assert_ne!(wc, wa);
     tx.rollback().unwrap();
@@ -887,15 +728,7 @@ fn a_registry_dumped_at_0_3_0_is_restored_at_0_3_0_and_updated() {
     let dump = scratch_dir("reg_dump_0_3_0_file").join("old.sql");
     check(
         as_postgres(&hub.bin("pg_dump"), &[])
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &hub.port.to_string(),
-                "-U",
-                "postgres",
-                "-f",
-            ])
+            .args(["-h", "127.0.0.1", "-p", &hub.port.to_string(), "-U", "postgres", "-f"])
             .arg(&dump)
             .arg("old")
             .output()
@@ -903,8 +736,7 @@ fn a_registry_dumped_at_0_3_0_is_restored_at_0_3_0_and_updated() {
         "pg_dump",
     );
     let mut new = hub.connect_db("postgres", "new");
-    new.batch_execute("CREATE EXTENSION pg_snowflake VERSION '0.3.0'")
-        .unwrap();
+    new.batch_execute("CREATE EXTENSION pg_snowflake VERSION '0.3.0'").unwrap();
     check(
         as_postgres(&hub.bin("psql"), &[])
             .args([
@@ -927,8 +759,7 @@ fn a_registry_dumped_at_0_3_0_is_restored_at_0_3_0_and_updated() {
             .unwrap(),
         "psql -f of the dump",
     );
-    new.batch_execute("ALTER EXTENSION pg_snowflake UPDATE")
-        .unwrap();
+    new.batch_execute("ALTER EXTENSION pg_snowflake UPDATE").unwrap();
     let rows: Vec<String> = new
         .query(
             "SELECT namespace || ' ' || worker_id || ' ' || covered_until_ms

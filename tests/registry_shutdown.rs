@@ -28,10 +28,7 @@ fn listener_that_answers_nothing() -> (u16, (std::os::fd::OwnedFd, std::net::Tcp
         assert_eq!(libc::listen(fd, 0), 0);
         let mut len = size;
         assert_eq!(libc::getsockname(fd, (&raw mut addr).cast(), &mut len), 0);
-        (
-            std::os::fd::OwnedFd::from_raw_fd(fd),
-            u16::from_be(addr.sin_port),
-        )
+        (std::os::fd::OwnedFd::from_raw_fd(fd), u16::from_be(addr.sin_port))
     };
     let filler = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     (port, (fd, filler))

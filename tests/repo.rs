@@ -47,11 +47,7 @@ fn package_repository_installs_by_name_upgrades_with_apt_and_removes() {
     }
     let suite = suite_of(&major).unwrap();
     let new = deb(&major, &version());
-    assert!(
-        new.exists(),
-        "{} is missing: run `make package`",
-        new.display()
-    );
+    assert!(new.exists(), "{} is missing: run `make package`", new.display());
     let (old, old_version) = if major == "17" {
         (package_of_0_3_0(), "0.3.0".to_string())
     } else {
@@ -74,11 +70,8 @@ fn package_repository_installs_by_name_upgrades_with_apt_and_removes() {
 
     // As a user adds it: the key where signed-by names it, and the source.
     fs::create_dir_all(root.path("/etc/apt/keyrings")).unwrap();
-    fs::copy(
-        repo.join("pg_snowflake.asc"),
-        root.path("/etc/apt/keyrings/pg_snowflake.asc"),
-    )
-    .unwrap();
+    fs::copy(repo.join("pg_snowflake.asc"), root.path("/etc/apt/keyrings/pg_snowflake.asc"))
+        .unwrap();
     fs::write(
         root.path("/etc/apt/sources.list.d/pg_snowflake.list"),
         format!(
@@ -90,18 +83,8 @@ fn package_repository_installs_by_name_upgrades_with_apt_and_removes() {
     root.run(&["apt-get", "update", "-qq"]);
     // The tool took effect: apt read the signed index from this server.
     let requests = fs::read_to_string(root.scratch.join("requests.log")).unwrap();
-    assert!(
-        requests.contains("GET /dists/pg-snowflake/InRelease HTTP/1.1\" 200"),
-        "{requests}"
-    );
-    root.run(&[
-        "apt-get",
-        "install",
-        "-y",
-        "-qq",
-        "--no-install-recommends",
-        &package,
-    ]);
+    assert!(requests.contains("GET /dists/pg-snowflake/InRelease HTTP/1.1\" 200"), "{requests}");
+    root.run(&["apt-get", "install", "-y", "-qq", "--no-install-recommends", &package]);
     assert_eq!(root.installed(&package), format!("{old_version}-1"));
 
     let server = RootCluster::init(&root, "repo", &[]);
@@ -134,28 +117,19 @@ fn package_repository_installs_by_name_upgrades_with_apt_and_removes() {
         "apt-get update took a repository signed by another key:\n{said}"
     );
     let upgrade = root.run(&["apt-get", "upgrade", "-y"]);
-    assert_eq!(
-        root.installed(&package),
-        format!("{old_version}-1"),
-        "{upgrade}"
-    );
+    assert_eq!(root.installed(&package), format!("{old_version}-1"), "{upgrade}");
 
     // This release published with the repository's key: apt-get upgrade takes it (on 19 there
     // is nothing newer: the package stays, and the server goes on above its ids after a restart).
     publish(&repo, &key, &all);
     root.run(&["apt-get", "update", "-qq"]);
     let upgrade = root.run(&["apt-get", "upgrade", "-y"]);
-    assert_eq!(
-        root.installed(&package),
-        format!("{}-1", version()),
-        "{upgrade}"
-    );
+    assert_eq!(root.installed(&package), format!("{}-1", version()), "{upgrade}");
     server.stop("fast");
     server.start(0.0);
     let mut c = server.connect();
     if old_version != version() {
-        c.batch_execute("ALTER EXTENSION pg_snowflake UPDATE")
-            .unwrap();
+        c.batch_execute("ALTER EXTENSION pg_snowflake UPDATE").unwrap();
     }
     assert_eq!(extversion(&mut c), version());
     let id: i64 = c.scalar("INSERT INTO orders (item) VALUES ('after') RETURNING id");
@@ -169,10 +143,7 @@ fn package_repository_installs_by_name_upgrades_with_apt_and_removes() {
         .filter(|f| root.path(f).is_file())
         .map(str::to_string)
         .collect();
-    assert!(
-        files.iter().any(|f| f.ends_with("/pg_snowflake.so")),
-        "{files:?}"
-    );
+    assert!(files.iter().any(|f| f.ends_with("/pg_snowflake.so")), "{files:?}");
     root.run(&["apt-get", "remove", "-y", "-qq", &package]);
     let left: Vec<&String> = files.iter().filter(|f| root.path(f).exists()).collect();
     assert!(left.is_empty(), "apt-get remove left {left:?}");

@@ -15,19 +15,15 @@ fn ids_after_restart_exceed_those_before_in(mode: &str, layout: &str) {
     let mut cluster = Cluster::init(&format!("restart_{mode}_{layout}"), &[&layout_line]);
     let clock = cluster.use_fake_clock();
     cluster.start();
-    let before = ids(
-        &mut cluster.connect_ext(),
-        "SELECT snowflake_next() FROM generate_series(1, 100000)",
-    );
+    let before =
+        ids(&mut cluster.connect_ext(), "SELECT snowflake_next() FROM generate_series(1, 100000)");
     cluster.stop(mode);
     // 3 s back: within the default snowflake.max_drift (10 s), so nothing but the mark stops
     // the generator from starting at this clock, below the ids above.
     clock.set(-3.0);
     cluster.start();
-    let after = ids(
-        &mut cluster.connect(),
-        "SELECT snowflake_next() FROM generate_series(1, 1000)",
-    );
+    let after =
+        ids(&mut cluster.connect(), "SELECT snowflake_next() FROM generate_series(1, 1000)");
     assert!(
         after[0] > *before.last().unwrap(),
         "{} after {} is not above {}",

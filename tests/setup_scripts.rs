@@ -41,18 +41,14 @@ impl Mirror {
         let dir = scratch_dir(name);
         fs::create_dir_all(dir.join("pool/main/p/postgresql-17")).unwrap();
         let served = Served::start(&dir, &dir.join("requests.log"));
-        Mirror {
-            dir,
-            url: served.url.clone(),
-            _served: served,
-        }
+        Mirror { dir, url: served.url.clone(), _served: served }
     }
 
     /// Puts `bytes` in the pool as the upstream tarball of `version`; returns its sha256.
     fn serve(&self, version: &str, bytes: &[u8]) -> String {
-        let file = self.dir.join(format!(
-            "pool/main/p/postgresql-17/postgresql-17_{version}.orig.tar.bz2"
-        ));
+        let file = self
+            .dir
+            .join(format!("pool/main/p/postgresql-17/postgresql-17_{version}.orig.tar.bz2"));
         fs::write(&file, bytes).unwrap();
         let out = Command::new("sha256sum").arg(&file).output().unwrap();
         String::from_utf8(out.stdout).unwrap()[..64].to_string()
@@ -141,14 +137,8 @@ fn a_release_gone_from_the_archive_falls_back_but_a_wrong_checksum_stops_everyth
         "{all}"
     );
     assert!(run.err.contains(&format!("sha256:   {bad}")), "{all}");
-    assert!(
-        run.err.contains(&format!("expected: {NO_SUCH_SHA}")),
-        "{all}"
-    );
-    assert!(
-        !all.contains("17.96"),
-        "no fallback past a wrong checksum: {all}"
-    );
+    assert!(run.err.contains(&format!("expected: {NO_SUCH_SHA}")), "{all}");
+    assert!(!all.contains("17.96"), "no fallback past a wrong checksum: {all}");
     assert!(!requests.contains("17.96"), "{requests}");
 }
 
@@ -162,11 +152,7 @@ fn when_no_listed_release_can_be_had_every_address_tried_is_named() {
     );
     let all = format!("{}\n{}", run.out, run.err);
     assert_eq!(run.code, Some(1), "{all}");
-    assert!(
-        run.err
-            .contains("none of the listed PostgreSQL 17 releases could be had"),
-        "{all}"
-    );
+    assert!(run.err.contains("none of the listed PostgreSQL 17 releases could be had"), "{all}");
     for version in ["17.99", "17.98"] {
         assert!(
             run.err.contains(&format!(
@@ -176,18 +162,11 @@ fn when_no_listed_release_can_be_had_every_address_tried_is_named() {
             "{all}"
         );
     }
-    assert!(
-        run.err.contains("Add a release that can be downloaded"),
-        "{all}"
-    );
+    assert!(run.err.contains("Add a release that can be downloaded"), "{all}");
 
     // An archive that does not answer at all: curl's own reason.
     let closed = format!("http://127.0.0.1:{}", free_port());
-    let run = build_17(
-        &mirror.dir,
-        &closed,
-        &format!("17 17.99 {NO_SUCH_SHA} debian\n"),
-    );
+    let run = build_17(&mirror.dir, &closed, &format!("17 17.99 {NO_SUCH_SHA} debian\n"));
     assert_eq!(run.code, Some(1), "{}\n{}", run.out, run.err);
     assert!(
         run.err.contains(&format!(
@@ -200,11 +179,7 @@ fn when_no_listed_release_can_be_had_every_address_tried_is_named() {
 
 /// `stat -c FORMAT PATH` (not following a symlink).
 fn stat(format: &str, path: &Path) -> String {
-    let out = Command::new("stat")
-        .args(["-c", format])
-        .arg(path)
-        .output()
-        .unwrap();
+    let out = Command::new("stat").args(["-c", format]).arg(path).output().unwrap();
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
@@ -216,14 +191,7 @@ fn own_dir_refuses_a_directory_another_user_made_and_a_symlink() {
     );
     let base = scratch_dir("own-dir");
     // A directory like /tmp: anyone may create names in it.
-    check(
-        Command::new("chmod")
-            .arg("1777")
-            .arg(&base)
-            .output()
-            .unwrap(),
-        "chmod",
-    );
+    check(Command::new("chmod").arg("1777").arg(&base).output().unwrap(), "chmod");
     let own_dir = |dir: &Path| {
         Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/own-dir.sh"))
             .arg(dir)
@@ -240,31 +208,17 @@ fn own_dir_refuses_a_directory_another_user_made_and_a_symlink() {
                 .unwrap(),
             "mkdir as nobody",
         );
-        assert_eq!(
-            stat("%U %a", &dir),
-            format!("nobody {mode}"),
-            "the tool took effect"
-        );
+        assert_eq!(stat("%U %a", &dir), format!("nobody {mode}"), "the tool took effect");
         let out = own_dir(&dir);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{name}: {err}");
-        assert!(
-            err.contains("is not safe to use: it belongs to nobody"),
-            "{err}"
-        );
+        assert!(err.contains("is not safe to use: it belongs to nobody"), "{err}");
         assert_eq!(stat("%U", &dir), "nobody", "{name} was not taken over");
     }
     // One of root's that others may write into (as a umask of 0 would leave it): refused.
     let open = base.join("open-to-others");
     fs::create_dir(&open).unwrap();
-    check(
-        Command::new("chmod")
-            .arg("777")
-            .arg(&open)
-            .output()
-            .unwrap(),
-        "chmod",
-    );
+    check(Command::new("chmod").arg("777").arg(&open).output().unwrap(), "chmod");
     let out = own_dir(&open);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
@@ -275,22 +229,13 @@ fn own_dir_refuses_a_directory_another_user_made_and_a_symlink() {
     let link = base.join("link");
     std::os::unix::fs::symlink(&target, &link).unwrap();
     let out = own_dir(&link);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(stat("%U", &target), "root");
     // A new one, and one inside it: postgres's, closed to others.
     let fresh = base.join("fresh");
     for dir in [fresh.clone(), fresh.join("15")] {
         let out = own_dir(&dir);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         assert_eq!(stat("%U %a", &dir), "postgres 755");
     }
     // A second run takes what it made before.
@@ -315,11 +260,7 @@ fn pg_n_never_replaces_a_postgresql_this_project_did_not_install() {
     // A PostgreSQL 18 from a source install: files, no package.
     let bin18 = root.path("/usr/lib/postgresql/18/bin");
     fs::create_dir_all(&bin18).unwrap();
-    fs::copy(
-        root.path("/usr/lib/postgresql/17/bin/postgres"),
-        bin18.join("postgres"),
-    )
-    .unwrap();
+    fs::copy(root.path("/usr/lib/postgresql/17/bin/postgres"), bin18.join("postgres")).unwrap();
     // Any download would go to a port nothing listens on, and fail differently.
     let nowhere = format!("http://127.0.0.1:{}", free_port());
     let debians = root.installed("postgresql-17");
@@ -336,13 +277,8 @@ fn pg_n_never_replaces_a_postgresql_this_project_did_not_install() {
         ),
     ] {
         let mirror = format!("PG_SNOWFLAKE_DEBIAN_MIRROR={nowhere}");
-        let out = root.try_run(&[
-            "env",
-            &mirror,
-            "bash",
-            "/tmp/src/scripts/build-postgres.sh",
-            major,
-        ]);
+        let out =
+            root.try_run(&["env", &mirror, "bash", "/tmp/src/scripts/build-postgres.sh", major]);
         let err = String::from_utf8_lossy(&out.stderr);
         let all = format!("{}{err}", String::from_utf8_lossy(&out.stdout));
         assert_eq!(out.status.code(), Some(1), "{all}");
@@ -385,10 +321,7 @@ fn a_pg_config_that_is_psql_is_refused_naming_the_pg_config_beside_it() {
         )),
         "{err}"
     );
-    assert!(
-        err.contains(&format!("such as {}", bindir.join("pg_config").display())),
-        "{err}"
-    );
+    assert!(err.contains(&format!("such as {}", bindir.join("pg_config").display())), "{err}");
     assert!(!err.contains("installing"), "{err}");
 }
 
@@ -430,10 +363,7 @@ fn suites_in_different_lanes_take_ports_from_different_blocks() {
     let range = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap();
     let ephemeral_low: u32 = range.split_whitespace().next().unwrap().parse().unwrap();
     let high_max = high.iter().max().unwrap();
-    assert!(
-        *high_max < ephemeral_low,
-        "lane 1 took {high_max}, in the ephemeral range {range}"
-    );
+    assert!(*high_max < ephemeral_low, "lane 1 took {high_max}, in the ephemeral range {range}");
 }
 
 /// Run by the test above, as one lane.
@@ -468,14 +398,7 @@ fn build_citus_refuses_an_archive_with_another_sha256_and_installs_nothing() {
         ),
     )
     .unwrap();
-    check(
-        Command::new("chmod")
-            .arg("755")
-            .arg(&pg_config)
-            .output()
-            .unwrap(),
-        "chmod",
-    );
+    check(Command::new("chmod").arg("755").arg(&pg_config).output().unwrap(), "chmod");
     let vendor = dir.join("vendor");
     fs::create_dir_all(&vendor).unwrap();
     fs::write(vendor.join("citus-14.0.1.tar.gz"), b"not the release").unwrap();

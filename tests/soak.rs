@@ -25,10 +25,8 @@ fn is_connection_loss(e: &postgres::Error) -> bool {
 
 #[test]
 fn eight_writers_through_restarts_a_clock_step_and_a_crash() {
-    let seconds: u64 = std::env::var("SOAK_SECONDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(60);
+    let seconds: u64 =
+        std::env::var("SOAK_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
     let mut cluster = Cluster::init("soak", &["max_connections = 40"]);
     let clock = cluster.use_fake_clock();
     cluster.start();
@@ -79,10 +77,7 @@ fn eight_writers_through_restarts_a_clock_step_and_a_crash() {
                             client = None;
                         }
                         Err(e) => {
-                            unexpected
-                                .lock()
-                                .unwrap()
-                                .push(format!("writer {w}: {e:?}"));
+                            unexpected.lock().unwrap().push(format!("writer {w}: {e:?}"));
                             client = None;
                         }
                     }
@@ -121,12 +116,7 @@ fn eight_writers_through_restarts_a_clock_step_and_a_crash() {
         assert_strictly_increasing(mine, &format!("writer {w}"));
     }
     let all: HashSet<i64> = received.iter().flatten().copied().collect();
-    assert_eq!(
-        all.len(),
-        total,
-        "{} ids were received twice",
-        total - all.len()
-    );
+    assert_eq!(all.len(), total, "{} ids were received twice", total - all.len());
 
     let mut c = cluster.connect();
     let in_table: HashSet<i64> = ids(&mut c, "SELECT id FROM t").into_iter().collect();

@@ -49,13 +49,7 @@ impl DiskCluster {
     /// runs until the fsync is released. Returns once that renewal waits in the fsync and the
     /// lease it could not renew has run out, so that every call from then on needs it. Also
     /// returns the last id handed out before, and the id the renewal advances past.
-    fn stall_renewal(
-        &self,
-    ) -> (
-        std::thread::JoinHandle<Result<(), postgres::Error>>,
-        i64,
-        i64,
-    ) {
+    fn stall_renewal(&self) -> (std::thread::JoinHandle<Result<(), postgres::Error>>, i64, i64) {
         let mut c = self.cluster.connect_ext();
         // A lease first: the stalled renewal is then the next one, not the first.
         let last: i64 = c.scalar("SELECT snowflake_next()");
@@ -75,9 +69,7 @@ impl DiskCluster {
                 "SELECT (snowflake_stats() -> 'lease' ->> 'covered_until')::timestamptz
                             < clock_timestamp()",
             );
-            ran_out
-                .then_some(())
-                .ok_or("the lease did not run out".into())
+            ran_out.then_some(()).ok_or("the lease did not run out".into())
         });
         (thread, last, past)
     }
@@ -119,8 +111,7 @@ fn waiters(
     let mut handles = Vec::new();
     for _ in 0..WAITERS {
         let mut c = dc.cluster.connect();
-        c.batch_execute(&format!("SET application_name = 'waiter'; {setup}"))
-            .unwrap();
+        c.batch_execute(&format!("SET application_name = 'waiter'; {setup}")).unwrap();
         let tx = tx.clone();
         handles.push(std::thread::spawn(move || {
             let pid: i32 = c.scalar("SELECT pg_backend_pid()");
@@ -132,12 +123,7 @@ fn waiters(
                 Some(db) => (db.code().code().to_string(), db.message().to_string()),
                 None => (CLOSED.to_string(), e.to_string()),
             });
-            let _ = tx.send(Waited {
-                pid,
-                started,
-                returned,
-                error,
-            });
+            let _ = tx.send(Waited { pid, started, returned, error });
         }));
     }
     drop(tx);
@@ -208,10 +194,8 @@ fn ended_within(
     latencies.sort();
     eprintln!("{what}: the {WAITERS} waits ended after {latencies:?} ms");
     for w in done {
-        let (got, message) = w
-            .error
-            .clone()
-            .unwrap_or_else(|| panic!("{what}: session {} got an id", w.pid));
+        let (got, message) =
+            w.error.clone().unwrap_or_else(|| panic!("{what}: session {} got an id", w.pid));
         assert!(
             got == code || (code == TERMINATED && got == CLOSED),
             "{what}: session {}: {got} {message}, not {code}",
@@ -240,17 +224,11 @@ fn waits_for_a_stalled_renewal_end_on_statement_timeout_cancel_and_terminate() {
 
     // statement_timeout = 500ms: each call ends 0.5 s after it began, a little more at most.
     let (done, _) = waiters(&dc, "SET statement_timeout = '500ms'", false, |_| {});
-    let latencies = ended_within(
-        "statement_timeout",
-        &done,
-        "57014",
-        Duration::from_millis(1500),
-        |w| w.started,
-    );
-    assert!(
-        latencies[0] >= 450,
-        "{latencies:?}: a call ended before its timeout"
-    );
+    let latencies =
+        ended_within("statement_timeout", &done, "57014", Duration::from_millis(1500), |w| {
+            w.started
+        });
+    assert!(latencies[0] >= 450, "{latencies:?}: a call ended before its timeout");
     for w in &done {
         let message = &w.error.as_ref().unwrap().1;
         assert_eq!(
@@ -266,29 +244,16 @@ fn waits_for_a_stalled_renewal_end_on_statement_timeout_cancel_and_terminate() {
             c.query_one("SELECT pg_cancel_backend($1)", &[pid]).unwrap();
         }
     });
-    ended_within(
-        "pg_cancel_backend",
-        &done,
-        "57014",
-        Duration::from_secs(1),
-        |_| began,
-    );
+    ended_within("pg_cancel_backend", &done, "57014", Duration::from_secs(1), |_| began);
 
     // pg_terminate_backend: within 1 s, and the session is gone.
     let (done, began) = waiters(&dc, "", true, |pids| {
         let mut c = dc.cluster.connect();
         for pid in pids {
-            c.query_one("SELECT pg_terminate_backend($1)", &[pid])
-                .unwrap();
+            c.query_one("SELECT pg_terminate_backend($1)", &[pid]).unwrap();
         }
     });
-    ended_within(
-        "pg_terminate_backend",
-        &done,
-        TERMINATED,
-        Duration::from_secs(1),
-        |_| began,
-    );
+    ended_within("pg_terminate_backend", &done, TERMINATED, Duration::from_secs(1), |_| began);
     poll(Duration::from_secs(5), Duration::from_millis(10), || {
         done.iter()
             .all(|w| gone(w.pid))
@@ -320,25 +285,14 @@ fn a_fast_shutdown_is_not_held_up_by_sessions_waiting_for_a_stalled_renewal() {
     };
     let postmaster = dc.cluster.postmaster_pid().unwrap();
     let (done, began) = waiters(&dc, "", true, |_| {
-        check(
-            pg_ctl(&["stop", "-m", "fast", "-W"]),
-            "pg_ctl stop -m fast -W",
-        );
+        check(pg_ctl(&["stop", "-m", "fast", "-W"]), "pg_ctl stop -m fast -W");
     });
     // Each session got the shutdown's error, and its process ended, within 1 s.
-    ended_within(
-        "fast shutdown",
-        &done,
-        TERMINATED,
-        Duration::from_secs(1),
-        |_| began,
-    );
+    ended_within("fast shutdown", &done, TERMINATED, Duration::from_secs(1), |_| began);
     let mut exits = Vec::new();
     for w in &done {
         poll(Duration::from_secs(10), Duration::from_millis(5), || {
-            gone(w.pid)
-                .then_some(())
-                .ok_or(format!("waiting session {} did not exit", w.pid))
+            gone(w.pid).then_some(()).ok_or(format!("waiting session {} did not exit", w.pid))
         });
         exits.push(ms(began.elapsed()));
     }
@@ -350,10 +304,7 @@ fn a_fast_shutdown_is_not_held_up_by_sessions_waiting_for_a_stalled_renewal() {
     );
     // Only the renewal itself, in the fsync, still keeps the server up, as a WAL flush would.
     assert_eq!(dc.fs.ctl("holds"), "ok 1 1");
-    assert!(
-        !gone(postmaster),
-        "the server stopped while an fsync was held"
-    );
+    assert!(!gone(postmaster), "the server stopped while an fsync was held");
     dc.release();
     let _ = renewer.join().unwrap();
     poll(Duration::from_secs(60), Duration::from_millis(20), || {
@@ -364,10 +315,7 @@ fn a_fast_shutdown_is_not_held_up_by_sessions_waiting_for_a_stalled_renewal() {
     // No waiting session got an id: ids after the restart go on above the last one before.
     dc.cluster.start();
     let id: i64 = dc.cluster.connect().scalar("SELECT snowflake_next()");
-    assert!(
-        id > last,
-        "{id} is not above {last}, made before the shutdown"
-    );
+    assert!(id > last, "{id} is not above {last}, made before the shutdown");
 }
 
 #[test]
@@ -407,33 +355,22 @@ fn the_registry_worker_leaves_a_wait_for_a_stalled_renewal_when_told_to_stop() {
     // The registry answered the worker after the change, and the worker has not finished
     // with that answer: it waits for the renewal lock.
     poll(Duration::from_secs(30), Duration::from_millis(10), || {
-        let answered: bool = h
-            .query_one(
-                "SELECT bool_and(renewed > to_timestamp($1)) FROM snowflake.snowflake_registry",
-                &[&raised_at],
-            )
-            .unwrap()
-            .get(0);
-        answered
-            .then_some(())
-            .ok_or("the worker did not ask the registry again".into())
+        let answered: bool = h.scalar_with(
+            "SELECT bool_and(renewed > to_timestamp($1)) FROM snowflake.snowflake_registry",
+            &[&raised_at],
+        );
+        answered.then_some(()).ok_or("the worker did not ask the registry again".into())
     });
     let renewed_s: f64 = m.scalar(
         "SELECT extract(epoch FROM (snowflake_stats() -> 'registry' ->> 'renewed')::timestamptz)
                     ::float8",
     );
-    assert!(
-        renewed_s < raised_at,
-        "the worker got past the stalled renewal"
-    );
+    assert!(renewed_s < raised_at, "the worker got past the stalled renewal");
     let began = Instant::now();
     // SIGTERM, what a shutdown sends it (pg_terminate_backend() takes only processes with a
     // database connection).
     check(
-        std::process::Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .output()
-            .unwrap(),
+        std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).output().unwrap(),
         "kill -TERM",
     );
     let deadline = began + GIVE_UP;
@@ -470,28 +407,20 @@ fn a_state_file_that_cannot_be_replaced_costs_no_wal_per_failing_call_and_ids_re
     // The state file, then its copy, cannot be replaced: a rename over it fails as over a file
     // made immutable with chattr +i (EPERM).
     for (file, rule) in [
-        (
-            "pg_snowflake.state",
-            "fail rename pg_snowflake.state.tmp EPERM",
-        ),
-        (
-            "pg_snowflake/mark",
-            "fail rename pg_snowflake/mark.tmp EPERM",
-        ),
+        ("pg_snowflake.state", "fail rename pg_snowflake.state.tmp EPERM"),
+        ("pg_snowflake/mark", "fail rename pg_snowflake/mark.tmp EPERM"),
     ] {
         dc.fs.ctl(rule);
         // The lease in force runs out within 1.5 s; from then on each call needs the disk.
-        poll(
-            Duration::from_secs(10),
-            Duration::from_millis(10),
-            || match c.query_one("SELECT snowflake_next()", &[]) {
+        poll(Duration::from_secs(10), Duration::from_millis(10), || {
+            match c.query_one("SELECT snowflake_next()", &[]) {
                 Ok(row) => {
                     highest = highest.max(row.get(0));
                     Err("the lease has not run out yet".into())
                 }
                 Err(_) => Ok(()),
-            },
-        );
+            }
+        });
         let (faults, before, began) =
             (dc.fs.stat("faults"), wal_insert_lsn(&mut c), Instant::now());
         for i in 0..2000 {
@@ -506,13 +435,10 @@ fn a_state_file_that_cannot_be_replaced_costs_no_wal_per_failing_call_and_ids_re
             assert!(hint.contains("free space and permissions"), "{hint}");
         }
         let (took, after) = (began.elapsed(), wal_insert_lsn(&mut c));
-        let wal: i64 = c
-            .query_one(
-                "SELECT pg_wal_lsn_diff($1::text::pg_lsn, $2::text::pg_lsn)::int8",
-                &[&after, &before],
-            )
-            .unwrap()
-            .get(0);
+        let wal: i64 = c.scalar_with(
+            "SELECT pg_wal_lsn_diff($1::text::pg_lsn, $2::text::pg_lsn)::int8",
+            &[&after, &before],
+        );
         let tries = dc.fs.stat("faults") - faults;
         eprintln!(
             "{file}: 2000 failing calls in {} ms wrote {wal} bytes of WAL and tried the disk \
@@ -520,10 +446,7 @@ fn a_state_file_that_cannot_be_replaced_costs_no_wal_per_failing_call_and_ids_re
             ms(took)
         );
         // A mark record takes 56 bytes: one per call would be 112,000.
-        assert!(
-            wal < 16384,
-            "{file}: {wal} bytes of WAL for 2000 failing calls"
-        );
+        assert!(wal < 16384, "{file}: {wal} bytes of WAL for 2000 failing calls");
         // The disk is tried at most once a second (and once more at the start).
         assert!(
             tries <= took.as_secs() + 2,
@@ -542,13 +465,7 @@ fn a_state_file_that_cannot_be_replaced_costs_no_wal_per_failing_call_and_ids_re
             highest = id;
             Ok(())
         });
-        eprintln!(
-            "{file}: ids resumed {} ms after the fault was cleared",
-            ms(cleared.elapsed())
-        );
-        assert!(
-            dc.cluster.data().join(file).exists(),
-            "{file} is not in place"
-        );
+        eprintln!("{file}: ids resumed {} ms after the fault was cleared", ms(cleared.elapsed()));
+        assert!(dc.cluster.data().join(file).exists(), "{file} is not in place");
     }
 }

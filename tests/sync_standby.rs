@@ -10,9 +10,7 @@ use std::time::{Duration, Instant};
 
 fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     poll(Duration::from_secs(60), Duration::from_millis(50), || {
-        done()
-            .then_some(())
-            .ok_or_else(|| format!("waiting for {what}"))
+        done().then_some(()).ok_or_else(|| format!("waiting for {what}"))
     });
 }
 
@@ -27,11 +25,7 @@ fn check_flag_format(c: &mut Client) {
         17 => 170_005,
         _ => 0,
     };
-    let format = if version >= bits_since {
-        "bits"
-    } else {
-        "bool"
-    };
+    let format = if version >= bits_since { "bits" } else { "bool" };
     eprintln!("server {version}: the synchronous-standby flag is a {format}");
     if let Ok(wanted) = std::env::var("SNOWFLAKE_FLAG_FORMAT") {
         assert_eq!(format, wanted, "server {version} has the other flag format");
@@ -47,10 +41,7 @@ fn a_promoted_synchronous_standby_continues_above_whatever_sessions_asked() {
     let primary = Cluster::start_new("sync_primary", &["snowflake.max_drift = '5min'"]);
     let mut p = primary.connect_ext();
     check_flag_format(&mut p);
-    let mut old = ids(
-        &mut p,
-        "SELECT snowflake_next() FROM generate_series(1, 10000)",
-    );
+    let mut old = ids(&mut p, "SELECT snowflake_next() FROM generate_series(1, 10000)");
 
     // Far enough behind that only the replicated marks keep it above.
     let (standby, _clock) = primary.basebackup_with_clock("sync_standby", -30.0);
@@ -87,10 +78,7 @@ fn a_promoted_synchronous_standby_continues_above_whatever_sessions_asked() {
                 .unwrap();
         });
         let error = loop {
-            match lax.query(
-                "SELECT snowflake_next() FROM generate_series(1, 20000)",
-                &[],
-            ) {
+            match lax.query("SELECT snowflake_next() FROM generate_series(1, 20000)", &[]) {
                 Ok(rows) => old.extend(rows.iter().map(|r| r.get::<_, i64>(0))),
                 Err(e) => break e,
             }
@@ -106,24 +94,14 @@ fn a_promoted_synchronous_standby_continues_above_whatever_sessions_asked() {
     let db = error.as_db_error().expect("a server error");
     assert_eq!(
         (db.code().code(), db.message()),
-        (
-            "57014",
-            "canceling the wait for the synchronous standbys to flush the snowflake lease"
-        ),
+        ("57014", "canceling the wait for the synchronous standbys to flush the snowflake lease"),
         "{db:?}"
     );
     assert!(
-        db.detail()
-            .unwrap_or("")
-            .starts_with("Canceling statement due to statement timeout."),
+        db.detail().unwrap_or("").starts_with("Canceling statement due to statement timeout."),
         "{db:?}"
     );
-    assert!(
-        db.hint()
-            .unwrap_or("")
-            .contains("synchronous_standby_names"),
-        "{db:?}"
-    );
+    assert!(db.hint().unwrap_or("").contains("synchronous_standby_names"), "{db:?}");
 
     // The cancelled wait published nothing: the next caller waits for the same mark, in the
     // synchronous-replication wait event, and pg_terminate_backend ends that wait too.
@@ -137,8 +115,7 @@ fn a_promoted_synchronous_standby_continues_above_whatever_sessions_asked() {
                 &format!("SELECT coalesce(wait_event, '') FROM pg_stat_activity WHERE pid = {pid}"),
             ) == "SyncRep"
         });
-        p.batch_execute(&format!("SELECT pg_terminate_backend({pid})"))
-            .unwrap();
+        p.batch_execute(&format!("SELECT pg_terminate_backend({pid})")).unwrap();
         let result = waiter.join().unwrap();
         let e = result.expect_err("a terminated wait must not hand out an id");
         if let Some(db) = e.as_db_error() {
@@ -153,15 +130,8 @@ fn a_promoted_synchronous_standby_continues_above_whatever_sessions_asked() {
     primary.crash();
     standby.start();
     standby.promote();
-    let new = ids(
-        &mut standby.connect(),
-        "SELECT snowflake_next() FROM generate_series(1, 1000)",
-    );
+    let new = ids(&mut standby.connect(), "SELECT snowflake_next() FROM generate_series(1, 1000)");
     assert_above_all(&old, &new, "the promotion");
-    assert!(
-        standby
-            .log()
-            .contains("ms behind the ids handed out before the restart"),
-        "the promoted standby's clock was not behind the old primary's ids"
-    );
+    let behind = "the promoted standby's clock was not behind the old primary's ids";
+    standby.assert_logged("ms behind the ids handed out before the restart", behind);
 }

@@ -126,20 +126,16 @@ impl Layout {
     /// ones, each with the lowest and highest worker id and sequence (the first and last ids of
     /// the unit) and a random one.
     fn valid_ids(&self, rng: &mut Rng) -> Vec<i64> {
-        let (max_w, max_s) = (
-            (1u64 << self.worker_bits) - 1,
-            (1u64 << self.sequence_bits) - 1,
-        );
+        let (max_w, max_s) = ((1u64 << self.worker_bits) - 1, (1u64 << self.sequence_bits) - 1);
         // A 64-bit layout's units past the sign bit make negative ids: its whole range.
         let last = self.max_units();
         // The start of this hour stands for now: a seed's ids are the same for an hour, and
         // near enough to what now()-relative values compare with (an hour to a year).
-        let hour_us = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_micros() as i64
-            / 3_600_000_000
-            * 3_600_000_000;
+        let hour_us =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros()
+                as i64
+                / 3_600_000_000
+                * 3_600_000_000;
         let now_units = ((hour_us - self.epoch_us) / self.unit_us) as u64;
         let mut units = vec![0, 1, 2, last, last - 1, now_units, now_units + 1];
         units.extend((0..12).map(|_| rng.below(last + 1)));
@@ -148,11 +144,7 @@ impl Layout {
         units.extend((0..12).map(|_| now_units.saturating_sub(rng.below(1_000_000))));
         let mut ids = Vec::new();
         for u in units {
-            for (w, s) in [
-                (0, 0),
-                (max_w, max_s),
-                (rng.below(max_w + 1), rng.below(max_s + 1)),
-            ] {
+            for (w, s) in [(0, 0), (max_w, max_s), (rng.below(max_w + 1), rng.below(max_s + 1))] {
                 ids.push(self.id(u, w, s));
             }
         }
@@ -170,12 +162,7 @@ impl Layout {
         let mut ids = vec![-1, i64::MIN, -(rng.below(1 << 40) as i64) - 1];
         if self.total_bits() < 63 {
             let above = 1i64 << self.total_bits();
-            ids.extend([
-                above,
-                above + 1,
-                i64::MAX,
-                above + rng.below(1 << 20) as i64,
-            ]);
+            ids.extend([above, above + 1, i64::MAX, above + rng.below(1 << 20) as i64]);
         }
         ids
     }
@@ -199,10 +186,7 @@ impl Layout {
             6 => return rng.pick(&["'infinity'", "'-infinity'", "NULL"]).to_string(),
             7 if extremes && rng.chance(30) => {
                 return rng
-                    .pick(&[
-                        "'4714-11-24 00:00:00+00 BC'",
-                        "'294276-12-31 23:59:59.999999+00'",
-                    ])
+                    .pick(&["'4714-11-24 00:00:00+00 BC'", "'294276-12-31 23:59:59.999999+00'"])
                     .to_string()
             }
             _ => start,
@@ -211,33 +195,9 @@ impl Layout {
     }
 }
 
-/// ISO 8601 with microseconds, in UTC, of Unix microseconds (proleptic Gregorian).
-fn iso_us(us: i64) -> String {
-    let (days, rest) = (us.div_euclid(86_400_000_000), us.rem_euclid(86_400_000_000));
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}.{:06}+00",
-        rest / 3_600_000_000,
-        rest / 60_000_000 % 60,
-        rest / 1_000_000 % 60,
-        rest % 1_000_000
-    )
-}
-
 fn set_hook(c: &mut Client, on: bool) {
-    c.batch_execute(&format!(
-        "SET snowflake.time_ranges = {}",
-        if on { "on" } else { "off" }
-    ))
-    .unwrap();
+    c.batch_execute(&format!("SET snowflake.time_ranges = {}", if on { "on" } else { "off" }))
+        .unwrap();
 }
 
 /// The ids the tables of one seed hold, drawn from few values so that joins on them match.
@@ -281,14 +241,10 @@ fn make_tables(c: &mut Client, layout: &Layout, seed: u64) -> Data {
         }
     };
     // Partition bounds: the times of two ids of the pool, a unit apart at least.
-    let times: Vec<i64> = (0..2)
-        .map(|_| layout.time_us(*rng.pick(&pool)).unwrap())
-        .collect();
+    let times: Vec<i64> = (0..2).map(|_| layout.time_us(*rng.pick(&pool)).unwrap()).collect();
     let (a, b) = (
         times[0].min(times[1]),
-        times[0]
-            .max(times[1])
-            .max(times[0].min(times[1]) + layout.unit_us),
+        times[0].max(times[1]).max(times[0].min(times[1]) + layout.unit_us),
     );
     let mid = (*rng.pick(&pool)).max(1);
     let mut n = 0;
@@ -337,18 +293,13 @@ fn make_tables(c: &mut Client, layout: &Layout, seed: u64) -> Data {
         ("dom", true, false),
     ] {
         let r = rows(&mut rng, nullable, unique);
-        inserts.push(format!(
-            "INSERT INTO fz.{table} VALUES {}",
-            values(&mut rng, &r)
-        ));
+        inserts.push(format!("INSERT INTO fz.{table} VALUES {}", values(&mut rng, &r)));
     }
     // The inherited tables: inh_a takes only what its CHECK lets in.
     let r = rows(&mut rng, true, false);
     let (mut parent, mut child_a, mut child_b) = (vec![], vec![], vec![]);
     for row in r {
-        let fits_a = row
-            .1
-            .is_none_or(|i| layout.time_us(i).is_none_or(|t| t >= a));
+        let fits_a = row.1.is_none_or(|i| layout.time_us(i).is_none_or(|t| t >= a));
         match rng.below(3) {
             0 if fits_a => child_a.push(row),
             1 => child_b.push(row),
@@ -357,10 +308,7 @@ fn make_tables(c: &mut Client, layout: &Layout, seed: u64) -> Data {
     }
     for (table, r) in [("inh", parent), ("inh_a", child_a), ("inh_b", child_b)] {
         if !r.is_empty() {
-            inserts.push(format!(
-                "INSERT INTO fz.{table} VALUES {}",
-                values(&mut rng, &r)
-            ));
+            inserts.push(format!("INSERT INTO fz.{table} VALUES {}", values(&mut rng, &r)));
         }
     }
     let (a, b) = (iso_us(a), iso_us(b));
@@ -614,10 +562,7 @@ impl Gen<'_> {
             1 => format!("COALESCE({x}.ts, {})", self.typed_literal()),
             2 => format!("GREATEST({}, {x}.ts)", self.typed_literal()),
             3 => format!("LEAST({x}.ts, snowflake_timestamp({x}.ref))"),
-            _ => format!(
-                "CASE WHEN {x}.g > 1 THEN {} ELSE {x}.ts END",
-                self.typed_literal()
-            ),
+            _ => format!("CASE WHEN {x}.g > 1 THEN {} ELSE {x}.ts END", self.typed_literal()),
         }
     }
 
@@ -636,9 +581,7 @@ impl Gen<'_> {
     fn comparison(&mut self, scope: &[Src], values: &[Src]) -> String {
         let call = self.ts_call(scope);
         let value = self.value(values);
-        let op = *self
-            .rng
-            .pick(&["<", "<=", ">=", ">", "<", ">", "<=", ">=", "=", "<>"]);
+        let op = *self.rng.pick(&["<", "<=", ">=", ">", "<", ">", "<=", ">=", "=", "<>"]);
         if self.chance(50) {
             format!("{call} {op} {value}")
         } else {
@@ -661,10 +604,7 @@ impl Gen<'_> {
             58..=62 => {
                 let call = self.ts_call(scope);
                 match self.below(7) {
-                    0 => format!(
-                        "{call} IS {}NULL",
-                        if self.chance(50) { "NOT " } else { "" }
-                    ),
+                    0 => format!("{call} IS {}NULL", if self.chance(50) { "NOT " } else { "" }),
                     1 => format!("{call} IS DISTINCT FROM {}", self.value(scope)),
                     2 => format!("{call} IS NOT DISTINCT FROM {}", self.value(scope)),
                     3 => format!("{call} IN ({}, {})", self.value(scope), self.value(scope)),
@@ -692,11 +632,7 @@ impl Gen<'_> {
     fn plain_atom(&mut self, scope: &[Src]) -> String {
         let x = self.src(scope);
         let others: Vec<Src> = scope.iter().filter(|s| s.alias != x).cloned().collect();
-        let y = if others.is_empty() {
-            None
-        } else {
-            Some(self.src(&others))
-        };
+        let y = if others.is_empty() { None } else { Some(self.src(&others)) };
         match (self.below(10), y) {
             (1, Some(y)) => format!("{x}.g <> {y}.g"),
             (4, Some(y)) => format!("{x}.id > {y}.id"),
@@ -704,10 +640,7 @@ impl Gen<'_> {
             (1 | 4 | 5, None) => format!("{x}.ref IS NOT NULL"),
             (0, _) => format!("{x}.g = {}", self.below(4)),
             (2, _) => format!("{x}.n % 3 <> {}", self.below(3)),
-            (3, _) => format!(
-                "{x}.id IS {}NULL",
-                if self.chance(50) { "NOT " } else { "" }
-            ),
+            (3, _) => format!("{x}.id IS {}NULL", if self.chance(50) { "NOT " } else { "" }),
             (6, _) => format!("{x}.id >= 0"),
             (7, _) => format!("{x}.ts IS NOT NULL"),
             (8, _) => format!("{x}.id <> {}", self.id_literal()),
@@ -722,23 +655,14 @@ impl Gen<'_> {
     fn sublink(&mut self, scope: &[Src], depth: u32) -> String {
         let t = self.table();
         let b = self.alias();
-        let mut inner = vec![Src {
-            alias: b.clone(),
-            unique: true,
-        }];
+        let mut inner = vec![Src { alias: b.clone(), unique: true }];
         inner.extend_from_slice(scope);
         let cond = self.condition(&inner, depth);
         match self.below(4) {
             0 => format!("EXISTS (SELECT 1 FROM {t} {b} WHERE {cond})"),
             1 => format!("NOT EXISTS (SELECT 1 FROM {t} {b} WHERE {cond})"),
-            2 => format!(
-                "{}.id IN (SELECT {b}.id FROM {t} {b} WHERE {cond})",
-                self.src(scope)
-            ),
-            _ => format!(
-                "{}.g >= (SELECT count(*) FROM {t} {b} WHERE {cond})",
-                self.src(scope)
-            ),
+            2 => format!("{}.id IN (SELECT {b}.id FROM {t} {b} WHERE {cond})", self.src(scope)),
+            _ => format!("{}.g >= (SELECT count(*) FROM {t} {b} WHERE {cond})", self.src(scope)),
         }
     }
 
@@ -748,16 +672,8 @@ impl Gen<'_> {
         }
         let d = depth - 1;
         match self.below(4) {
-            0 => format!(
-                "({} AND {})",
-                self.condition(scope, d),
-                self.condition(scope, d)
-            ),
-            1 => format!(
-                "({} OR {})",
-                self.condition(scope, d),
-                self.condition(scope, d)
-            ),
+            0 => format!("({} AND {})", self.condition(scope, d), self.condition(scope, d)),
+            1 => format!("({} OR {})", self.condition(scope, d), self.condition(scope, d)),
             2 => format!("NOT ({})", self.condition(scope, d)),
             _ => format!(
                 "({} AND {} AND {})",
@@ -783,11 +699,7 @@ impl Gen<'_> {
     /// compare `snowflake_timestamp`, which the hook must leave there.
     fn join_on(&mut self, left: &[Src], right: &[Src], up: &[Src], full: bool) -> String {
         let (l, r) = (self.src(left), self.src(right));
-        let pick = if full {
-            *self.rng.pick(&[0, 1, 2, 3, 3, 4, 4, 5])
-        } else {
-            self.below(6)
-        };
+        let pick = if full { *self.rng.pick(&[0, 1, 2, 3, 3, 4, 4, 5]) } else { self.below(6) };
         let key = match pick {
             0 => format!("{l}.g = {r}.g"),
             1 => format!("{l}.ref = {r}.id"),
@@ -855,10 +767,7 @@ impl Gen<'_> {
     fn derived(&mut self, up: &[Src], lateral: &[Src]) -> (String, bool) {
         let t = self.table();
         let b = self.alias();
-        let mut scope = vec![Src {
-            alias: b.clone(),
-            unique: true,
-        }];
+        let mut scope = vec![Src { alias: b.clone(), unique: true }];
         scope.extend_from_slice(up);
         let lat = if !lateral.is_empty() && self.chance(60) {
             scope.extend_from_slice(lateral);
@@ -867,11 +776,7 @@ impl Gen<'_> {
             ""
         };
         let cols = format!("{b}.n, {b}.id, {b}.g, {b}.ts, {b}.ref");
-        let w = if self.chance(75) {
-            self.conjunction(&scope)
-        } else {
-            "true".to_string()
-        };
+        let w = if self.chance(75) { self.conjunction(&scope) } else { "true".to_string() };
         match self.below(5) {
             0 | 1 => {
                 // n is unique in a table: ORDER BY n LIMIT k takes determined rows.
@@ -880,10 +785,7 @@ impl Gen<'_> {
                 } else {
                     String::new()
                 };
-                (
-                    format!("{lat}(SELECT {cols} FROM {t} {b} WHERE {w}{limit})"),
-                    true,
-                )
+                (format!("{lat}(SELECT {cols} FROM {t} {b} WHERE {w}{limit})"), true)
             }
             2 => {
                 // Window functions over the rows the WHERE keeps, ordered by a unique key or
@@ -914,10 +816,7 @@ impl Gen<'_> {
                 // differ, would keep nothing or everything.
                 let t2 = if self.chance(70) { t } else { self.table() };
                 let c = self.alias();
-                let mut scope2 = vec![Src {
-                    alias: c.clone(),
-                    unique: true,
-                }];
+                let mut scope2 = vec![Src { alias: c.clone(), unique: true }];
                 scope2.extend_from_slice(&scope[1..]);
                 let w2 = self.conjunction(&scope2);
                 let op = *self.rng.pick(&[
@@ -1026,19 +925,12 @@ impl Gen<'_> {
             self.where_clause(&scope)
         };
         let unique = sources.iter().all(|s| s.unique);
-        let key = sources
-            .iter()
-            .map(|s| format!("{}.n", s.alias))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let key = sources.iter().map(|s| format!("{}.n", s.alias)).collect::<Vec<_>>().join(", ");
         let (x, y) = (self.src(&sources), self.src(&sources));
         match self.below(10) {
             0 => {
                 let having = if self.chance(40) {
-                    format!(
-                        " HAVING max(snowflake_timestamp({y}.id)) > {}",
-                        self.typed_literal()
-                    )
+                    format!(" HAVING max(snowflake_timestamp({y}.id)) > {}", self.typed_literal())
                 } else {
                     String::new()
                 };
@@ -1083,10 +975,7 @@ impl Gen<'_> {
                     } else {
                         String::new()
                     };
-                    (
-                        format!("SELECT {cols} FROM {from}{where_} ORDER BY {key}{limit}"),
-                        true,
-                    )
+                    (format!("SELECT {cols} FROM {from}{where_} ORDER BY {key}{limit}"), true)
                 } else {
                     (format!("SELECT {cols} FROM {from}{where_}"), false)
                 }
@@ -1108,13 +997,7 @@ impl Gen<'_> {
             let (from, sources) = if i > 0 && self.chance(60) {
                 let a = self.alias();
                 let from = format!("{first} {a}");
-                (
-                    from,
-                    vec![Src {
-                        alias: a,
-                        unique: true,
-                    }],
-                )
+                (from, vec![Src { alias: a, unique: true }])
             } else {
                 self.join_list(&[], 2)
             };
@@ -1137,10 +1020,7 @@ impl Gen<'_> {
             let mut materialized = *self.rng.pick(&["", "MATERIALIZED ", "NOT MATERIALIZED "]);
             let t = self.table();
             let b = self.alias();
-            let me = [Src {
-                alias: b.clone(),
-                unique: true,
-            }];
+            let me = [Src { alias: b.clone(), unique: true }];
             let cols = format!("{b}.n, {b}.id, {b}.g, {b}.ts, {b}.ref");
             let (body, unique) = match self.below(6) {
                 0 | 1 => {
@@ -1166,10 +1046,7 @@ impl Gen<'_> {
                     recursive = true;
                     let w = self.conjunction(&me);
                     let c = self.alias();
-                    let w2 = self.conjunction(&[Src {
-                        alias: c.clone(),
-                        unique: true,
-                    }]);
+                    let w2 = self.conjunction(&[Src { alias: c.clone(), unique: true }]);
                     (
                         format!(
                             "SELECT {cols} FROM {t} {b} WHERE {w} UNION SELECT {c}.n, {c}.id, \
@@ -1187,10 +1064,7 @@ impl Gen<'_> {
                     let (target, _) = *self.rng.pick(CHANGE);
                     let w = self.conjunction(&me);
                     if self.chance(50) {
-                        (
-                            format!("DELETE FROM {target} {b} WHERE {w} RETURNING {cols}"),
-                            true,
-                        )
+                        (format!("DELETE FROM {target} {b} WHERE {w} RETURNING {cols}"), true)
                     } else {
                         (
                             format!(
@@ -1208,11 +1082,7 @@ impl Gen<'_> {
             defs.push(format!("{name} AS {materialized}({body})"));
             self.ctes.push((name, unique));
         }
-        format!(
-            "WITH {}{} ",
-            if recursive { "RECURSIVE " } else { "" },
-            defs.join(", ")
-        )
+        format!("WITH {}{} ", if recursive { "RECURSIVE " } else { "" }, defs.join(", "))
     }
 
     fn maybe_with(&mut self, percent: u64, modifying: bool) -> String {
@@ -1229,10 +1099,7 @@ impl Gen<'_> {
         let with = self.maybe_with(15, false);
         let (target, id_free) = *self.rng.pick(CHANGE);
         let t = self.alias();
-        let me = vec![Src {
-            alias: t.clone(),
-            unique: true,
-        }];
+        let me = vec![Src { alias: t.clone(), unique: true }];
         let (from, mut scope) = if self.chance(35) {
             let (f, s) = self.join_list(&[], 2);
             (format!(" FROM {f}"), s)
@@ -1267,10 +1134,7 @@ impl Gen<'_> {
         } else {
             (String::new(), vec![])
         };
-        scope.push(Src {
-            alias: t.clone(),
-            unique: true,
-        });
+        scope.push(Src { alias: t.clone(), unique: true });
         let where_ = format!(" WHERE {}", self.conjunction(&scope));
         format!("{with}DELETE FROM {target} {t}{using}{where_} RETURNING {t}.n, {t}.id")
     }
@@ -1319,11 +1183,7 @@ impl Gen<'_> {
     /// MERGE, and the query of the table it changed. Which WHEN runs, and the 21000 of a row
     /// matched twice, follow from the rows matched, whatever order the plan gives them.
     fn merge(&mut self) -> (String, String) {
-        let with = if self.chance(15) {
-            self.with_clause(false, false)
-        } else {
-            String::new()
-        };
+        let with = if self.chance(15) { self.with_clause(false, false) } else { String::new() };
         let seventeen = self.version >= 170_000;
         let mut targets = vec![
             "fz.pk",
@@ -1344,16 +1204,10 @@ impl Gen<'_> {
             format!("{} {s}", self.table())
         } else {
             let (b, table) = (self.alias(), self.table());
-            let w = self.conjunction(&[Src {
-                alias: b.clone(),
-                unique: true,
-            }]);
+            let w = self.conjunction(&[Src { alias: b.clone(), unique: true }]);
             format!("(SELECT {b}.n, {b}.id, {b}.g, {b}.ts, {b}.ref FROM {table} {b} WHERE {w}) {s}")
         };
-        let src = |alias: &str| Src {
-            alias: alias.to_string(),
-            unique: true,
-        };
+        let src = |alias: &str| Src { alias: alias.to_string(), unique: true };
         let (ts_, ss, both) = ([src(&t)], [src(&s)], [src(&t), src(&s)]);
         let key = match self.below(5) {
             0 => format!("{t}.id = {s}.id"),
@@ -1454,11 +1308,8 @@ impl Gen<'_> {
         }
         if self.chance(8) {
             // Renamed in PostgreSQL 16.
-            let force = if self.version < 160_000 {
-                "force_parallel_mode"
-            } else {
-                "debug_parallel_query"
-            };
+            let force =
+                if self.version < 160_000 { "force_parallel_mode" } else { "debug_parallel_query" };
             settings.extend(
                 [
                     &format!("{force} = on"),
@@ -1497,12 +1348,7 @@ fn case(layout: &Layout, data: &Data, version: i32, seed: u64, n: u64) -> Case {
         }
         45..=54 => {
             let with = g.maybe_with(15, false);
-            (
-                "set operation",
-                format!("{with}{}", g.set_operation()),
-                false,
-                None,
-            )
+            ("set operation", format!("{with}{}", g.set_operation()), false, None)
         }
         55..=66 => ("UPDATE", g.update(), false, None),
         67..=76 => ("DELETE", g.delete(), false, None),
@@ -1518,15 +1364,7 @@ fn case(layout: &Layout, data: &Data, version: i32, seed: u64, n: u64) -> Case {
         && g.params.is_none()
         && !g.modifying_cte
         && g.chance(15);
-    Case {
-        kind,
-        sql,
-        ordered,
-        after,
-        params: g.params,
-        cursor,
-        settings,
-    }
+    Case { kind, sql, ordered, after, params: g.params, cursor, settings }
 }
 
 /// What a statement gave: its rows as text (sorted unless its order is determined) and the
@@ -1633,11 +1471,8 @@ fn run(c: &mut Client, case: &Case, on: bool) -> (Outcome, Option<Outcome>) {
             } else {
                 format!("({})", vec!["timestamptz"; params.len()].join(", "))
             };
-            let args = if params.is_empty() {
-                String::new()
-            } else {
-                format!("({})", params.join(", "))
-            };
+            let args =
+                if params.is_empty() { String::new() } else { format!("({})", params.join(", ")) };
             exec(c, "DEALLOCATE ALL");
             match Outcome::of(c, &format!("PREPARE q{types} AS {}", case.sql), false) {
                 Outcome::Rows(..) => Outcome::of(c, &format!("EXECUTE q{args}"), case.ordered),
@@ -1653,8 +1488,7 @@ fn run(c: &mut Client, case: &Case, on: bool) -> (Outcome, Option<Outcome>) {
 }
 
 fn exec(c: &mut Client, sql: &str) {
-    c.batch_execute(sql)
-        .unwrap_or_else(|e| panic!("{sql}: {}", why(&e)));
+    c.batch_execute(sql).unwrap_or_else(|e| panic!("{sql}: {}", why(&e)));
 }
 
 /// SQLSTATEs a generated statement may fail with, the same way with the hook and without:
@@ -1685,10 +1519,7 @@ fn hook_on_and_off_agree(name: &str) {
     let conf = LAYOUTS.iter().find(|(n, _)| *n == name).unwrap().1;
     let cluster = Cluster::start_new(&format!("ranges_{name}"), conf);
     let mut c = cluster.connect_ext();
-    exec(
-        &mut c,
-        "SET TimeZone = 'UTC'; SET statement_timeout = '60s'; SET lock_timeout = '10s'",
-    );
+    exec(&mut c, "SET TimeZone = 'UTC'; SET statement_timeout = '60s'; SET lock_timeout = '10s'");
     let layout = Layout::of(&mut c);
     let version: i32 = c.scalar("SELECT current_setting('server_version_num')::int");
     let (mut seeds, cases) = seeds();
@@ -1726,11 +1557,8 @@ fn hook_on_and_off_agree(name: &str) {
         );
         for n in 0..cases {
             let case = case(&layout, &data, version, seed, n);
-            let settings: String = case
-                .settings
-                .iter()
-                .map(|s| format!("SET LOCAL {s}; "))
-                .collect();
+            let settings: String =
+                case.settings.iter().map(|s| format!("SET LOCAL {s}; ")).collect();
             let t0 = std::time::Instant::now();
             exec(&mut c, &format!("BEGIN; {settings}SAVEPOINT before"));
             let off = run(&mut c, &case, false);
@@ -1743,11 +1571,7 @@ fn hook_on_and_off_agree(name: &str) {
                      `make fuzz PG={} SEED={seed} LAYOUT={name} CASES={}`\n\
                      settings: {}\nparameters: {:?}\n{}",
                     case.kind,
-                    if case.cursor {
-                        ", through a scroll cursor"
-                    } else {
-                        ""
-                    },
+                    if case.cursor { ", through a scroll cursor" } else { "" },
                     version / 10_000,
                     n + 1,
                     case.settings.join(", "),
@@ -1765,12 +1589,9 @@ fn hook_on_and_off_agree(name: &str) {
                      only with it on: {:?}",
                     context(),
                     off.0.describe(),
-                    off.1
-                        .as_ref()
-                        .map_or(String::new(), |o| format!(", then {}", o.describe())),
+                    off.1.as_ref().map_or(String::new(), |o| format!(", then {}", o.describe())),
                     on.0.describe(),
-                    on.1.as_ref()
-                        .map_or(String::new(), |o| format!(", then {}", o.describe())),
+                    on.1.as_ref().map_or(String::new(), |o| format!(", then {}", o.describe())),
                     missing(a, b),
                     missing(b, a),
                 );
@@ -1868,10 +1689,7 @@ fn pruning_expression_indexes_volatile_arguments_and_views_keep_working() {
         "snowflake_timestamp(id) >= '2025-07-01' AND snowflake_timestamp(id) < '2025-08-01'";
     for on in [false, true] {
         set_hook(&mut c, on);
-        let p = plan(
-            &mut c,
-            &format!("SELECT count(*) FROM t_part WHERE {range}"),
-        );
+        let p = plan(&mut c, &format!("SELECT count(*) FROM t_part WHERE {range}"));
         assert!(
             p.contains("t_part_2025") && !p.contains("t_part_2026"),
             "hook {on}: not pruned:\n{p}"
@@ -1885,10 +1703,7 @@ fn pruning_expression_indexes_volatile_arguments_and_views_keep_working() {
             &mut c,
             "SELECT * FROM t_expr WHERE snowflake_timestamp(id) = '2025-07-01 00:00:00+00'",
         );
-        assert!(
-            p.contains("t_expr_ts"),
-            "hook {on}: the expression index is not used:\n{p}"
-        );
+        assert!(p.contains("t_expr_ts"), "hook {on}: the expression index is not used:\n{p}");
     }
     c.batch_execute("RESET enable_seqscan").unwrap();
     // A volatile argument is called once per row: the hook does not copy it into bounds.
@@ -1903,18 +1718,12 @@ fn pruning_expression_indexes_volatile_arguments_and_views_keep_working() {
             &[],
         )
         .unwrap();
-        assert_eq!(
-            ids(&mut c) - before,
-            100,
-            "{op}: snowflake_next() called more than once a row"
-        );
+        assert_eq!(ids(&mut c) - before, 100, "{op}: snowflake_next() called more than once a row");
     }
     // A view over the extension in a schema its grantee cannot use.
     c.batch_execute("CREATE DATABASE views").unwrap();
     c.batch_execute("CREATE ROLE app LOGIN").unwrap();
-    let conninfo = cluster
-        .conninfo("postgres")
-        .replace("dbname=postgres", "dbname=views");
+    let conninfo = cluster.conninfo("postgres").replace("dbname=postgres", "dbname=views");
     let mut v = Client::connect(&conninfo, NoTls).unwrap();
     v.batch_execute(
         "CREATE SCHEMA ext;
@@ -1927,13 +1736,9 @@ fn pruning_expression_indexes_volatile_arguments_and_views_keep_working() {
          GRANT SELECT ON public.recent TO app",
     )
     .unwrap();
-    let mut app = Client::connect(
-        &cluster
-            .conninfo("app")
-            .replace("dbname=postgres", "dbname=views"),
-        NoTls,
-    )
-    .unwrap();
+    let mut app =
+        Client::connect(&cluster.conninfo("app").replace("dbname=postgres", "dbname=views"), NoTls)
+            .unwrap();
     let (state, ..) = expect_error(&mut app, "SELECT ext.snowflake_timestamp(1)");
     assert_eq!(state, "42501", "app must not have USAGE on ext");
     let n = app.query("SELECT * FROM public.recent", &[]).unwrap().len();

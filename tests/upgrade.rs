@@ -126,22 +126,16 @@ fn pg_upgrade_carries_the_mark_and_ids_continue_above_with_the_clock_set_back() 
     let mut c = new.connect();
     let carried: i64 = c.scalar("SELECT max(id) FROM t");
     assert_eq!(carried, old_max, "the rows did not come along");
-    let new_ids = ids(
-        &mut c,
-        "INSERT INTO t (v) SELECT g FROM generate_series(1, 1000) g RETURNING id",
-    );
+    let new_ids =
+        ids(&mut c, "INSERT INTO t (v) SELECT g FROM generate_series(1, 1000) g RETURNING id");
     assert!(
         new_ids[0] > old_max,
         "first id after pg_upgrade {} is not above the old cluster's {old_max}",
         new_ids[0]
     );
     assert_strictly_increasing(&new_ids, "after pg_upgrade");
-    assert!(
-        new.log()
-            .contains("ms behind the ids handed out before the restart"),
-        "the new cluster's clock was not behind the old ids:\n{}",
-        new.log()
-    );
+    let behind = "the new cluster's clock was not behind the old ids";
+    new.assert_logged("ms behind the ids handed out before the restart", behind);
 }
 
 #[test]
@@ -160,24 +154,18 @@ fn pg_upgrade_from_a_server_that_did_not_pass_a_mark_on_refuses_until_settled() 
 
     let new = new_cluster("upgrade_new_bare");
     let logs = pg_upgrade(&old, &new);
-    assert!(
-        logs.contains("no mark arrived from the old cluster"),
-        "{logs}"
-    );
+    assert!(logs.contains("no mark arrived from the old cluster"), "{logs}");
     new.start();
     let mut c = new.connect();
-    let hint = expect_error_is(
+    expect_refusal(
         &mut c,
         "SELECT snowflake_next()",
-        "55000",
-        "the snowflake mark of the cluster this one was upgraded from is missing",
+        "55000: the snowflake mark of the cluster this one was upgraded from is missing",
+        "pg_snowflake.state",
     );
-    assert!(hint.contains("pg_snowflake.state"), "{hint}");
     // Settled as the hint says: this old cluster never generated an id.
     new.stop("fast");
     std::fs::remove_file(new.data().join("pg_snowflake.state")).unwrap();
     new.start();
-    new.connect()
-        .query_one("SELECT snowflake_next()", &[])
-        .unwrap();
+    new.connect().query_one("SELECT snowflake_next()", &[]).unwrap();
 }

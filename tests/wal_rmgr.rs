@@ -24,10 +24,7 @@ fn marks_are_written_under_the_built_id_and_a_standby_replays_them() {
     let id = built_id();
     let primary = Cluster::start_new("rmgr_primary", &["snowflake.max_drift = '5min'"]);
     let mut p = primary.connect_ext();
-    let mut old = ids(
-        &mut p,
-        "SELECT snowflake_next() FROM generate_series(1, 10000)",
-    );
+    let mut old = ids(&mut p, "SELECT snowflake_next() FROM generate_series(1, 10000)");
     let (standby, _clock) = primary.basebackup_with_clock("rmgr_standby", -30.0);
     standby.start();
     let mut s = standby.connect();
@@ -54,10 +51,8 @@ fn marks_are_written_under_the_built_id_and_a_standby_replays_them() {
         marks >= 2,
         "{marks} records of {name:?} between {start} and {end} (two renewals):\n{wal}"
     );
-    let others: Vec<&str> = wal
-        .lines()
-        .filter(|l| l.contains("rmgr: custom") && !l.contains(&name))
-        .collect();
+    let others: Vec<&str> =
+        wal.lines().filter(|l| l.contains("rmgr: custom") && !l.contains(&name)).collect();
     assert!(
         others.is_empty(),
         "records of another custom resource manager (a build with another id? set \
@@ -72,19 +67,12 @@ fn marks_are_written_under_the_built_id_and_a_standby_replays_them() {
     primary.stop("immediate");
     drop(s);
     standby.promote();
-    let new = ids(
-        &mut standby.connect(),
-        "SELECT snowflake_next() FROM generate_series(1, 1000)",
-    );
-    assert_above_all(
-        &old,
-        &new,
-        "the promotion (did the standby replay the marks?)",
-    );
+    let new = ids(&mut standby.connect(), "SELECT snowflake_next() FROM generate_series(1, 1000)");
+    assert_above_all(&old, &new, "the promotion (did the standby replay the marks?)");
     assert!(
-        standby.log().contains(&format!(
-            "registered custom resource manager \"pg_snowflake\" with ID {id}"
-        )),
+        standby
+            .log()
+            .contains(&format!("registered custom resource manager \"pg_snowflake\" with ID {id}")),
         "the standby's log does not show the rmgr registered with ID {id}:\n{}",
         standby.log()
     );

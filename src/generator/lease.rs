@@ -64,10 +64,8 @@ impl Generator {
         if self.layout_differs.load(Ordering::Acquire) {
             self.settle_layout(layout, now);
         }
-        let (ahead, headroom) = (
-            layout.units_covering(LEASE_AHEAD_MS),
-            layout.units_covering(HEADROOM_MS),
-        );
+        let (ahead, headroom) =
+            (layout.units_covering(LEASE_AHEAD_MS), layout.units_covering(HEADROOM_MS));
         let required = units >= self.lease.load(Ordering::Acquire);
         let held = if required {
             RenewalLock::wait().unwrap_or_else(|_| problems::renewal_wait_stopped())
@@ -86,19 +84,13 @@ impl Generator {
         let written = self.mark.load(Ordering::Acquire);
         let wrote = written <= need.saturating_add(headroom) && written < ceiling;
         let failed = if wrote {
-            let mark = need
-                .max(now)
-                .saturating_add(ahead)
-                .min(layout.end_mark())
-                .min(ceiling);
+            let mark = need.max(now).saturating_add(ahead).min(layout.end_mark()).min(ceiling);
             self.write_mark(layout, mark).err()
         } else {
             None
         };
-        let (mark, lsn) = (
-            self.mark.load(Ordering::Acquire),
-            self.mark_lsn.load(Ordering::Acquire),
-        );
+        let (mark, lsn) =
+            (self.mark.load(Ordering::Acquire), self.mark_lsn.load(Ordering::Acquire));
         // Nothing is reported while the lock is held, not even the failure: a client that does
         // not read its socket would block the report, and with it every renewal of the cluster.
         drop(held);
@@ -128,8 +120,7 @@ impl Generator {
     /// them: a slower renewer never takes back what a faster one published.
     fn publish(&self, mark: u64, headroom: u64) {
         self.lease.fetch_max(mark, Ordering::AcqRel);
-        self.renew_at
-            .fetch_max(mark.saturating_sub(headroom), Ordering::AcqRel);
+        self.renew_at.fetch_max(mark.saturating_sub(headroom), Ordering::AcqRel);
     }
 
     /// The recovered mark was made with another layout. The floor, converted, keeps every new id
@@ -160,10 +151,7 @@ impl Generator {
             return false;
         }
         let units = now.min(layout.end_mark());
-        let mark = Mark {
-            units,
-            layout: *layout,
-        };
+        let mark = Mark { units, layout: *layout };
         // The state file first, where it can still fail without having changed anything (a full
         // disk, permissions: 58030). Then the reset goes to WAL, and from there to every
         // standby, so the primary must follow: putting the file in place and forgetting the old
@@ -193,9 +181,7 @@ impl Generator {
     /// synchronous standbys) before the tick moves.
     // mutant: floor_durable
     pub fn advance_past(&self, layout: &Layout, id: i64) {
-        let Ok(unsigned) = u64::try_from(id) else {
-            decode::negative_id(id)
-        };
+        let Ok(unsigned) = u64::try_from(id) else { decode::negative_id(id) };
         // From the next time unit on: an id of another worker in the same unit could sort
         // either side of ours. Read through the id's value, not its fields, so that an id of any
         // layout (one made before a layout change, or by another system) is passed.
@@ -219,8 +205,7 @@ impl Generator {
         // next id would be there anyway; the tick then stays a recent id, as stats show it): the
         // next id lands in `units` or later, also if the clock steps back right after this.
         let start = units.max(now).min(layout.max_units());
-        self.tick
-            .fetch_max(layout.tick_at(start).0.saturating_sub(1), Ordering::AcqRel);
+        self.tick.fetch_max(layout.tick_at(start).0.saturating_sub(1), Ordering::AcqRel);
     }
 
     /// The ids made before the last start are unknown (the state file was lost, see
@@ -244,8 +229,7 @@ impl Generator {
         if layout.units(Tick(self.tick.load(Ordering::Acquire))) >= floor {
             return None;
         }
-        self.tick
-            .fetch_max(layout.tick_at(floor).0, Ordering::AcqRel);
+        self.tick.fetch_max(layout.tick_at(floor).0, Ordering::AcqRel);
         if floor > now.saturating_add(layout.units_covering(LEASE_AHEAD_MS)) {
             let by_ms = (floor - now) * layout.unit_ms;
             let events = self.counters.step_back(by_ms);
@@ -266,10 +250,7 @@ impl Generator {
     /// covers does not fail). Returns the failure, and in how many ms the next try comes.
     // mutant: publish_early
     fn write_mark(&self, layout: &Layout, units: u64) -> Result<(), (WriteError, u64)> {
-        let mark = Mark {
-            units,
-            layout: *layout,
-        };
+        let mark = Mark { units, layout: *layout };
         self.write_failure.may_write()?;
         let result = write_durably(mark);
         self.write_failure.note(&result);
@@ -333,8 +314,7 @@ impl Generator {
         let floor = units_above(layout, start_above_ms);
         self.floor.fetch_max(floor, Ordering::AcqRel);
         self.mark.fetch_max(floor, Ordering::AcqRel);
-        self.ceiling
-            .store(units_below(layout, until_ms), Ordering::Release);
+        self.ceiling.store(units_below(layout, until_ms), Ordering::Release);
     }
 
     /// A lease from the registry: ids above `start_above_ms` (the coverage of the worker id's
@@ -351,15 +331,11 @@ impl Generator {
             };
             self.floor.fetch_max(floor, Ordering::AcqRel);
             self.mark.fetch_max(floor, Ordering::AcqRel);
-            self.tick.fetch_max(
-                layout.tick_at(floor.min(layout.end_mark())).0,
-                Ordering::AcqRel,
-            );
+            self.tick.fetch_max(layout.tick_at(floor.min(layout.end_mark())).0, Ordering::AcqRel);
         }
         // Only raised: after a backward clock step a renewal asks for less than the registry
         // already recorded, which stays usable.
-        self.ceiling
-            .fetch_max(units_below(layout, until_ms), Ordering::AcqRel);
+        self.ceiling.fetch_max(units_below(layout, until_ms), Ordering::AcqRel);
         true
     }
 
@@ -374,10 +350,7 @@ impl Generator {
 
 /// The first time unit all of whose ids lie above Unix ms `ms`.
 fn units_above(layout: &Layout, ms: i64) -> u64 {
-    layout
-        .units_at(ms)
-        .map_or(0, |units| units.saturating_add(1))
-        .min(layout.end_mark())
+    layout.units_at(ms).map_or(0, |units| units.saturating_add(1)).min(layout.end_mark())
 }
 
 /// The last time unit all of whose ids lie below Unix ms `ms` (0 before the epoch).
@@ -440,9 +413,7 @@ fn refuse_on_standby() {
 /// Once per process, when a new mark lies within a year of the layout's end.
 fn warn_if_ending(layout: &Layout, mark: u64) {
     static WARNED: AtomicBool = AtomicBool::new(false);
-    let left = layout
-        .end_unix_ms()
-        .map_or(i64::MAX, |end| end - layout.unix_ms(mark));
+    let left = layout.end_unix_ms().map_or(i64::MAX, |end| end - layout.unix_ms(mark));
     if left < ENDING_WARNING_MS && !WARNED.swap(true, Ordering::Relaxed) {
         problems::layout_ending(layout);
     }

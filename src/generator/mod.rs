@@ -169,11 +169,7 @@ impl Generator {
             layout_differs: AtomicBool::new(false),
             recorded_layout: [AtomicU64::new(0), AtomicU64::new(0)],
             // With a registry, no id until it (or the lease cached from it) opens the ceiling.
-            ceiling: AtomicU64::new(if gucs::registry().is_some() {
-                0
-            } else {
-                u64::MAX
-            }),
+            ceiling: AtomicU64::new(if gucs::registry().is_some() { 0 } else { u64::MAX }),
             write_failure: write_failure::WriteFailure::new(),
             counters: Counters {
                 renewals: AtomicU64::new(0),
@@ -281,9 +277,7 @@ impl Generator {
         let mut next = self.pace.load(Ordering::Relaxed);
         loop {
             let (after, unit) = pacing::take_slot(layout, next, now, waiting);
-            match self
-                .pace
-                .compare_exchange_weak(next, after, Ordering::AcqRel, Ordering::Relaxed)
+            match self.pace.compare_exchange_weak(next, after, Ordering::AcqRel, Ordering::Relaxed)
             {
                 Ok(_) => return unit,
                 Err(current) => next = current,
@@ -374,10 +368,7 @@ impl Generator {
     fn note_recorded_layout(&self, recorded: &Layout) {
         let bytes = mark::layout_to_bytes(recorded);
         for (word, half) in self.recorded_layout.iter().zip(bytes.chunks(8)) {
-            word.store(
-                u64::from_le_bytes(half.try_into().unwrap()),
-                Ordering::Release,
-            );
+            word.store(u64::from_le_bytes(half.try_into().unwrap()), Ordering::Release);
         }
         self.layout_differs.store(true, Ordering::Release);
     }
@@ -421,8 +412,7 @@ impl Generator {
 impl Counters {
     /// Counts a backward clock step of `by_ms`; returns how many there were since start.
     fn step_back(&self, by_ms: u64) -> u64 {
-        self.largest_step_back_ms
-            .fetch_max(by_ms, Ordering::Relaxed);
+        self.largest_step_back_ms.fetch_max(by_ms, Ordering::Relaxed);
         self.clock_steps_back.fetch_add(1, Ordering::Relaxed) + 1
     }
 }

@@ -195,11 +195,7 @@ pub fn upgrade_mark_not_carried() -> ! {
 #[cold]
 pub fn state_file_unreadable(why: &str, corrupt: bool) -> ! {
     errors::report(
-        if corrupt {
-            Code::ERRCODE_DATA_CORRUPTED
-        } else {
-            Code::ERRCODE_IO_ERROR
-        },
+        if corrupt { Code::ERRCODE_DATA_CORRUPTED } else { Code::ERRCODE_IO_ERROR },
         format!("could not read the snowflake state file \"{FILE_NAME}\": {why}"),
         format!(
             "Restore the file from a backup of this data directory, or delete it: the server then \
@@ -227,13 +223,9 @@ pub fn starting_state(account: Account) {
                 None => note.log(),
             }
         }
-        Account::Warning {
-            message,
-            detail,
-            hint,
-        } => errors::report(Code::ERRCODE_WARNING, message, hint)
-            .detail(detail)
-            .warn(),
+        Account::Warning { message, detail, hint } => {
+            errors::report(Code::ERRCODE_WARNING, message, hint).detail(detail).warn()
+        }
     }
 }
 
@@ -262,11 +254,7 @@ pub fn state_file_lost() -> ! {
 pub fn state_file_write_failed(e: &WriteError, retry_in_ms: Option<u64>) -> ! {
     let report = errors::report(
         Code::ERRCODE_IO_ERROR,
-        format!(
-            "could not write the snowflake state file \"{}\": {}",
-            e.place.path(),
-            e.error
-        ),
+        format!("could not write the snowflake state file \"{}\": {}", e.place.path(), e.error),
         "Check the free space and permissions of the data directory, and that neither \
          pg_snowflake.state nor pg_snowflake/mark is immutable (lsattr).",
     );

@@ -64,8 +64,7 @@ impl WriteFailure {
                 let errno = e.error.raw_os_error().unwrap_or(libc::EIO);
                 self.errno.store(errno, Ordering::Relaxed);
                 self.place.store(e.place as u32, Ordering::Relaxed);
-                self.retry_at_ms
-                    .store(clock::monotonic_ms() + RETRY_MS, Ordering::Relaxed);
+                self.retry_at_ms.store(clock::monotonic_ms() + RETRY_MS, Ordering::Relaxed);
             }
         }
     }

@@ -112,15 +112,8 @@ fn layout_from_settings() -> Result<Layout, String> {
         Some(text) => parse_epoch(&text.to_string_lossy())?,
     };
     let [unit, time, worker, sequence] = custom.map(|setting| setting.get() as u32);
-    Layout::custom(
-        epoch_unix_ms,
-        unit as u64,
-        time,
-        worker,
-        sequence,
-        crate::clock::now_unix_ms(),
-    )
-    .map_err(|e| format!("the custom layout is invalid: {}", e.0))
+    Layout::custom(epoch_unix_ms, unit as u64, time, worker, sequence, crate::clock::now_unix_ms())
+        .map_err(|e| format!("the custom layout is invalid: {}", e.0))
 }
 
 // mutant: citus_unchecked
@@ -128,11 +121,7 @@ fn resolve(layout: Result<Layout, String>) -> Resolved {
     let layout = match layout {
         Ok(layout) => layout,
         Err(problem) => {
-            return Resolved {
-                layout: layout::TWITTER,
-                worker_id: None,
-                problem: Some(problem),
-            }
+            return Resolved { layout: layout::TWITTER, worker_id: None, problem: Some(problem) }
         }
     };
     // On a Citus node, a worker id set by hand that nothing compares with the other nodes' is

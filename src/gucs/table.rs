@@ -279,10 +279,7 @@ impl Str {
 
     /// Its value; `None` when empty.
     pub(super) fn get(&self) -> Option<String> {
-        self.value
-            .get()
-            .map(|s| s.to_string_lossy().into_owned())
-            .filter(|s| !s.is_empty())
+        self.value.get().map(|s| s.to_string_lossy().into_owned()).filter(|s| !s.is_empty())
     }
 }
 
@@ -380,10 +377,7 @@ unsafe extern "C-unwind" fn check_epoch(
 // mutant: epoch_parser
 pub(super) fn parse_epoch(text: &str) -> Result<i64, String> {
     let lower = text.to_ascii_lowercase();
-    if ["now", "today", "tomorrow", "yesterday"]
-        .iter()
-        .any(|word| lower.contains(word))
-    {
+    if ["now", "today", "tomorrow", "yesterday"].iter().any(|word| lower.contains(word)) {
         return Err(format!(
             "snowflake.epoch \"{text}\" is not a fixed moment: give a date and time"
         ));
@@ -399,9 +393,7 @@ pub(super) fn parse_epoch(text: &str) -> Result<i64, String> {
         .execute()
         .map_err(|()| not_a_timestamp())?;
     if ts.is_infinity() || ts.is_neg_infinity() {
-        return Err(format!(
-            "snowflake.epoch \"{text}\" is not a finite timestamp"
-        ));
+        return Err(format!("snowflake.epoch \"{text}\" is not a finite timestamp"));
     }
     let pg_us: i64 = ts.into_inner();
     Ok(crate::clock::unix_ms_of(pg_us))

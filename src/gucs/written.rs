@@ -56,10 +56,7 @@ impl Written {
     }
 
     fn text(&self, name: &CStr) -> Option<&str> {
-        self.0
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, t)| t.as_str())
+        self.0.iter().find(|(n, _)| *n == name).map(|(_, t)| t.as_str())
     }
 
     /// `Err` names the first setting PostgreSQL would refuse, and why.
@@ -73,10 +70,7 @@ impl Written {
             match kind {
                 // PostgreSQL compares the whole text, ignoring case only: nothing is trimmed.
                 Kind::Layout => {
-                    if !layout::Preset::ALL
-                        .iter()
-                        .any(|p| p.name().eq_ignore_ascii_case(text))
-                    {
+                    if !layout::Preset::ALL.iter().any(|p| p.name().eq_ignore_ascii_case(text)) {
                         let names = layout::Preset::ALL.map(layout::Preset::name).join(", ");
                         return Err(format!("{name} = '{text}' is not one of {names}"));
                     }
@@ -114,12 +108,7 @@ fn parse_in_range(int: &Int, lowest: i32, highest: i32, text: &str) -> Result<i3
     let mut parsed = 0;
     // SAFETY: PostgreSQL's own integer parser (units included), on a NUL-terminated string.
     let ok = unsafe {
-        pg_sys::parse_int(
-            value.as_ptr(),
-            &mut parsed,
-            int.flags.bits(),
-            std::ptr::null_mut(),
-        )
+        pg_sys::parse_int(value.as_ptr(), &mut parsed, int.flags.bits(), std::ptr::null_mut())
     };
     if !ok {
         let units = if int.flags.contains(GucFlags::UNIT_MS) {
@@ -132,9 +121,7 @@ fn parse_in_range(int: &Int, lowest: i32, highest: i32, text: &str) -> Result<i3
         return Err(format!("{name} = '{text}' is not an integer{units}"));
     }
     if !(lowest..=highest).contains(&parsed) {
-        return Err(format!(
-            "{name} = '{text}' is outside its range, {lowest} to {highest}"
-        ));
+        return Err(format!("{name} = '{text}' is outside its range, {lowest} to {highest}"));
     }
     Ok(parsed)
 }

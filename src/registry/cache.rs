@@ -54,16 +54,12 @@ impl Lease {
     }
 
     pub fn decode(text: &str) -> Result<Lease, String> {
-        let at = text
-            .rfind("crc32c=")
-            .ok_or("the file has no checksum line")?;
+        let at = text.rfind("crc32c=").ok_or("the file has no checksum line")?;
         let (body, crc) = text.split_at(at);
         let stored = crc["crc32c=".len()..].trim_end();
         let computed = format!("{:08x}", crc32c(body.as_bytes()));
         if stored != computed {
-            return Err(format!(
-                "checksum mismatch (stored {stored}, computed {computed})"
-            ));
+            return Err(format!("checksum mismatch (stored {stored}, computed {computed})"));
         }
         let mut lines = body.lines();
         if lines.next() != Some(HEADER) {
@@ -77,8 +73,7 @@ impl Lease {
                 .ok_or_else(|| format!("line \"{line}\" is not {key}=..."))
         };
         let number = |key: &str, text: String| -> Result<i64, String> {
-            text.parse()
-                .map_err(|_| format!("{key} \"{text}\" is not a number"))
+            text.parse().map_err(|_| format!("{key} \"{text}\" is not a number"))
         };
         let system_identifier = value("system_identifier")?;
         let system_identifier = system_identifier
@@ -87,9 +82,8 @@ impl Lease {
         let namespace = value("namespace")?;
         let layout = value("layout")?;
         let worker_id = value("worker_id")?;
-        let worker_id = worker_id
-            .parse()
-            .map_err(|_| format!("worker_id \"{worker_id}\" is not a number"))?;
+        let worker_id =
+            worker_id.parse().map_err(|_| format!("worker_id \"{worker_id}\" is not a number"))?;
         let covered_until_ms = number("covered_until_ms", value("covered_until_ms")?)?;
         let start_above_ms = number("start_above_ms", value("start_above_ms")?)?;
         let expires_ms = number("expires_ms", value("expires_ms")?)?;

@@ -102,16 +102,11 @@ static API: std::sync::OnceLock<Result<Api, String>> = std::sync::OnceLock::new(
 /// a PostgreSQL built from source keeps it), else the system's. Later calls return the first
 /// result.
 pub fn load(server_lib: Option<&std::path::Path>) -> Result<(), String> {
-    API.get_or_init(|| load_api(server_lib))
-        .as_ref()
-        .map(|_| ())
-        .map_err(Clone::clone)
+    API.get_or_init(|| load_api(server_lib)).as_ref().map(|_| ()).map_err(Clone::clone)
 }
 
 fn api() -> Result<&'static Api, Error> {
-    API.get_or_init(|| load_api(None))
-        .as_ref()
-        .map_err(|why| plain(why.clone()))
+    API.get_or_init(|| load_api(None)).as_ref().map_err(|why| plain(why.clone()))
 }
 
 // The transmutes' target is each field's type, which the macro below cannot name.
@@ -135,9 +130,7 @@ fn load_api(server_lib: Option<&std::path::Path>) -> Result<Api, String> {
             let why = if why.is_null() {
                 "not found".to_string()
             } else {
-                unsafe { CStr::from_ptr(why) }
-                    .to_string_lossy()
-                    .into_owned()
+                unsafe { CStr::from_ptr(why) }.to_string_lossy().into_owned()
             };
             tried.push(why);
             continue;
@@ -203,13 +196,11 @@ static MEMORY_LIMIT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64
 /// the limit, which is put back after each call: libpq checks every allocation and fails
 /// cleanly, where Rust code would abort the process, and with it every session of the server.
 pub fn bound_memory() {
-    let data = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            let line = status.lines().find(|l| l.starts_with("VmData:"))?;
-            let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-            Some(kb * 1024)
-        });
+    let data = std::fs::read_to_string("/proc/self/status").ok().and_then(|status| {
+        let line = status.lines().find(|l| l.starts_with("VmData:"))?;
+        let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kb * 1024)
+    });
     if let Some(data) = data {
         MEMORY_LIMIT.store(data + MEMORY_HEADROOM, std::sync::atomic::Ordering::Relaxed);
     }
@@ -218,10 +209,7 @@ pub fn bound_memory() {
 /// Runs a libpq call under the memory limit (see `bound_memory`).
 fn bounded_memory<T>(call: impl FnOnce() -> T) -> T {
     let limit = MEMORY_LIMIT.load(std::sync::atomic::Ordering::Relaxed);
-    let mut old = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
+    let mut old = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit and setrlimit of this process's own data limit, with valid pointers.
     let lowered = limit > 0
         && unsafe { libc::getrlimit(libc::RLIMIT_DATA, &mut old) } == 0
@@ -229,10 +217,7 @@ fn bounded_memory<T>(call: impl FnOnce() -> T) -> T {
         && unsafe {
             libc::setrlimit(
                 libc::RLIMIT_DATA,
-                &libc::rlimit {
-                    rlim_cur: limit,
-                    rlim_max: old.rlim_max,
-                },
+                &libc::rlimit { rlim_cur: limit, rlim_max: old.rlim_max },
             )
         } == 0;
     let result = call();
@@ -295,10 +280,7 @@ fn plain(message: String) -> Error {
 
 /// An answer refused for its shape.
 fn unexpected(message: String) -> Error {
-    Error {
-        unexpected_answer: true,
-        ..plain(message)
-    }
+    Error { unexpected_answer: true, ..plain(message) }
 }
 
 /// Whether libpq can read `conninfo` (key/value pairs or a URI); the error says why not.
@@ -376,10 +358,7 @@ pub fn connect_timeout(conninfo: &str) -> Option<Duration> {
 /// Whether `conninfo` makes libpq authenticate the server (`sslmode` require or verify-*):
 /// only then can no one else answer in its place.
 pub fn requires_tls(conninfo: &str) -> bool {
-    matches!(
-        option(conninfo, c"sslmode").as_deref(),
-        Some("require" | "verify-ca" | "verify-full")
-    )
+    matches!(option(conninfo, c"sslmode").as_deref(), Some("require" | "verify-ca" | "verify-full"))
 }
 
 /// The registry's host names resolved by this process, not by libpq: libpq resolves them inside
@@ -408,11 +387,8 @@ fn resolved(
     if !hosts.iter().any(|h| is_name(h)) {
         return Ok(vec![]);
     }
-    let ports: Vec<String> = option(conninfo, c"port")
-        .unwrap_or_default()
-        .split(',')
-        .map(str::to_string)
-        .collect();
+    let ports: Vec<String> =
+        option(conninfo, c"port").unwrap_or_default().split(',').map(str::to_string).collect();
     let port_of = |i: usize| -> String {
         match ports.len() {
             0 => String::new(),
@@ -429,10 +405,7 @@ fn resolved(
     }
     // SAFETY: descriptors pipe2 just made, each owned once.
     let (read_end, write_end) = unsafe {
-        (
-            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
-            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
-        )
+        (std::os::fd::OwnedFd::from_raw_fd(fds[0]), std::os::fd::OwnedFd::from_raw_fd(fds[1]))
     };
     let names: Vec<String> = hosts.iter().filter(|h| is_name(h)).cloned().collect();
     let (tx, rx) = std::sync::mpsc::channel();
@@ -463,9 +436,7 @@ fn resolved(
         let mut old: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut all);
         libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-        let spawned = std::thread::Builder::new()
-            .name("registry resolver".into())
-            .spawn(resolver);
+        let spawned = std::thread::Builder::new().name("registry resolver".into()).spawn(resolver);
         libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
         spawned
     };
@@ -506,10 +477,7 @@ fn resolved(
             out_ports.push(port_of(i));
         }
     }
-    let mut pairs = vec![
-        ("host", out_hosts.join(",")),
-        ("hostaddr", out_addrs.join(",")),
-    ];
+    let mut pairs = vec![("host", out_hosts.join(",")), ("hostaddr", out_addrs.join(","))];
     if !ports.is_empty() && ports.iter().any(|p| !p.is_empty()) {
         pairs.push(("port", out_ports.join(",")));
     }
@@ -533,10 +501,7 @@ impl Connection {
         let nul = |_| plain("the connection string holds a NUL byte".into());
         let mut pairs = Vec::new();
         for (key, value) in defaults {
-            pairs.push((
-                CString::new(*key).map_err(nul)?,
-                CString::new(*value).map_err(nul)?,
-            ));
+            pairs.push((CString::new(*key).map_err(nul)?, CString::new(*value).map_err(nul)?));
         }
         // libpq expands a `dbname` that is a connection string; its settings take precedence
         // over the entries before it, and the entries after it over its own.
@@ -544,10 +509,7 @@ impl Connection {
         let deadline = Instant::now() + timeout;
         // mutant: registry_resolve
         for (key, value) in resolved(conninfo, deadline, wait)? {
-            pairs.push((
-                CString::new(key).map_err(nul)?,
-                CString::new(value).map_err(nul)?,
-            ));
+            pairs.push((CString::new(key).map_err(nul)?, CString::new(value).map_err(nul)?));
         }
         let mut keywords: Vec<*const c_char> = pairs.iter().map(|(k, _)| k.as_ptr()).collect();
         let mut values: Vec<*const c_char> = pairs.iter().map(|(_, v)| v.as_ptr()).collect();
@@ -615,17 +577,15 @@ impl Connection {
         }
         match wait(fd, write, left) {
             Waited::Ready => Ok(()),
-            Waited::TimedOut => Err(plain(format!(
-                "timeout while {doing} (no answer within the time allowed)"
-            ))),
+            Waited::TimedOut => {
+                Err(plain(format!("timeout while {doing} (no answer within the time allowed)")))
+            }
         }
     }
 
     fn error_message(&self) -> String {
         // SAFETY: libpq returns a NUL-terminated string owned by the connection.
-        unsafe { CStr::from_ptr((self.1.PQerrorMessage)(self.0)) }
-            .to_string_lossy()
-            .into_owned()
+        unsafe { CStr::from_ptr((self.1.PQerrorMessage)(self.0)) }.to_string_lossy().into_owned()
     }
 
     /// Runs one statement with text parameters (NULL for `None`) and returns its rows, every
@@ -646,10 +606,8 @@ impl Connection {
             .iter()
             .map(|p| p.as_deref().map(|s| CString::new(s).unwrap_or_default()))
             .collect();
-        let pointers: Vec<*const c_char> = owned
-            .iter()
-            .map(|p| p.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()))
-            .collect();
+        let pointers: Vec<*const c_char> =
+            owned.iter().map(|p| p.as_ref().map_or(std::ptr::null(), |s| s.as_ptr())).collect();
         let api = self.1;
         // SAFETY: every pointer is NUL-terminated and outlives the call. The connection stays
         // blocking for sending: a statement of a few kB fits the socket's buffer.
@@ -714,16 +672,12 @@ impl Connection {
                 _ => error = error.or_else(|| Some(self.error_of(&res))),
             }
         }
-        Err(unexpected(
-            "the registry answered with more results than one statement makes".into(),
-        ))
+        Err(unexpected("the registry answered with more results than one statement makes".into()))
     }
 
     /// The error a result reports, cut to a length a log line can hold.
     fn error_of(&self, res: &PqResult) -> Error {
-        let message = res
-            .field(DIAG_MESSAGE)
-            .unwrap_or_else(|| self.error_message());
+        let message = res.field(DIAG_MESSAGE).unwrap_or_else(|| self.error_message());
         Error {
             sqlstate: res.field(DIAG_SQLSTATE).map(|code| bounded(&code, 5)),
             message: bounded(message.trim_end(), MAX_MESSAGE),
@@ -835,10 +789,7 @@ mod tests {
 
     #[test]
     fn conninfo_is_checked_by_libpq() {
-        assert_eq!(
-            check_conninfo("host=hub dbname=registry connect_timeout=5"),
-            Ok(())
-        );
+        assert_eq!(check_conninfo("host=hub dbname=registry connect_timeout=5"), Ok(()));
         assert_eq!(check_conninfo("postgresql://hub/registry"), Ok(()));
         let why = check_conninfo("host=hub nonsense=1").unwrap_err();
         assert!(why.contains("nonsense"), "{why}");

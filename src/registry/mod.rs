@@ -226,8 +226,7 @@ impl Registry {
     /// A lease in force: the worker id, its coverage and where it came from. The source is
     /// written last and read first (`in_force`): whoever sees it sees the worker id.
     fn hold(&self, lease: &cache::Lease, expires_ms: i64, source: Source) {
-        self.covered_until_ms
-            .fetch_max(lease.covered_until_ms, Ordering::AcqRel);
+        self.covered_until_ms.fetch_max(lease.covered_until_ms, Ordering::AcqRel);
         self.expires_ms.store(expires_ms, Ordering::Release);
         self.worker_id.store(lease.worker_id, Ordering::Release);
         self.source.store(source as u32, Ordering::Release);
@@ -252,12 +251,8 @@ impl Registry {
         self.problem_kind.store(kind as u32, Ordering::Release);
         self.set_problem(problem);
         if kind != Problem::None {
-            errors::report(
-                Code::ERRCODE_WARNING,
-                format!("pg_snowflake: {problem}"),
-                kind.hint(),
-            )
-            .warn();
+            errors::report(Code::ERRCODE_WARNING, format!("pg_snowflake: {problem}"), kind.hint())
+                .warn();
         }
     }
 
@@ -272,10 +267,7 @@ impl Registry {
         bytes[..end].copy_from_slice(&problem.as_bytes()[..end]);
         self.status_seq.fetch_add(1, Ordering::AcqRel);
         for (word, chunk) in self.status.iter().zip(bytes.chunks(8)) {
-            word.store(
-                u64::from_le_bytes(chunk.try_into().unwrap()),
-                Ordering::Release,
-            );
+            word.store(u64::from_le_bytes(chunk.try_into().unwrap()), Ordering::Release);
         }
         self.status_seq.fetch_add(1, Ordering::AcqRel);
     }
@@ -422,15 +414,11 @@ pub fn snapshot() -> Option<Snapshot> {
 fn refuse() -> ! {
     let registry = get();
     let snapshot = registry.map(Registry::snapshot);
-    let kind = registry.map_or(Problem::None, |r| {
-        Problem::from_u32(r.problem_kind.load(Ordering::Acquire))
-    });
+    let kind = registry
+        .map_or(Problem::None, |r| Problem::from_u32(r.problem_kind.load(Ordering::Acquire)));
     let (problem, hint) = match PROBLEM.get() {
         Some(settings) => (Some(settings.clone()), gucs::settings_hint()),
-        None => (
-            snapshot.as_ref().and_then(|s| s.problem.clone()),
-            kind.hint(),
-        ),
+        None => (snapshot.as_ref().and_then(|s| s.problem.clone()), kind.hint()),
     };
     let (problem, hint) = if may_see_problems() {
         (problem, hint)
@@ -447,20 +435,13 @@ fn refuse() -> ! {
     match snapshot {
         Some(s) if s.source == Source::Lost => lease_lost(
             s.worker_id.unwrap_or(0),
-            problem
-                .as_deref()
-                .unwrap_or("the registry leased it to another cluster"),
+            problem.as_deref().unwrap_or("the registry leased it to another cluster"),
         ),
-        Some(s) if s.worker_id.is_some() => lease_ran_out(
-            s.worker_id.unwrap_or(0),
-            s.covered_until_ms,
-            problem.as_deref(),
-            hint,
-        ),
+        Some(s) if s.worker_id.is_some() => {
+            lease_ran_out(s.worker_id.unwrap_or(0), s.covered_until_ms, problem.as_deref(), hint)
+        }
         _ => no_lease(
-            problem
-                .as_deref()
-                .unwrap_or("the registry's worker has not leased a worker id yet"),
+            problem.as_deref().unwrap_or("the registry's worker has not leased a worker id yet"),
             hint,
         ),
     }
@@ -489,9 +470,7 @@ fn lease_ran_out(worker_id: u32, covered_until_ms: i64, problem: Option<&str>, h
     .detail(format!(
         "It covered ids until {}, and could not be renewed since.{}",
         iso_unix(covered_until_ms),
-        problem
-            .map(|p| format!(" {}", sentence(p)))
-            .unwrap_or_default()
+        problem.map(|p| format!(" {}", sentence(p))).unwrap_or_default()
     ))
     .raise()
 }
@@ -533,11 +512,8 @@ pub fn node_name() -> String {
     // SAFETY: gethostname writes at most buf.len() bytes into buf.
     let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
     let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    let host = if ok {
-        String::from_utf8_lossy(&buf[..end]).into_owned()
-    } else {
-        "localhost".into()
-    };
+    let host =
+        if ok { String::from_utf8_lossy(&buf[..end]).into_owned() } else { "localhost".into() };
     // SAFETY: a plain read of a setting fixed at server start.
     format!("{host}:{}", unsafe { pg_sys::PostPortNumber })
 }

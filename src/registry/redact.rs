@@ -160,9 +160,8 @@ fn mask_uri_passwords(text: &str) -> String {
         let after = &from_scheme[scheme_len..];
         // The user info ends at the last '@' before the host part (a password may hold '@'
         // only percent-encoded, but be generous), and never past whitespace or a quote.
-        let authority_end = after
-            .find(|c: char| c.is_whitespace() || c == '"' || c == '\'')
-            .unwrap_or(after.len());
+        let authority_end =
+            after.find(|c: char| c.is_whitespace() || c == '"' || c == '\'').unwrap_or(after.len());
         let authority = &after[..authority_end];
         let cut = authority.find(['/', '?']).unwrap_or(authority.len());
         match authority[..cut].rfind('@') {
@@ -187,10 +186,7 @@ fn mask_uri_passwords(text: &str) -> String {
 
 fn find_scheme(text: &str) -> Option<usize> {
     let lower = text.to_ascii_lowercase();
-    ["postgresql://", "postgres://"]
-        .iter()
-        .filter_map(|s| lower.find(s))
-        .min()
+    ["postgresql://", "postgres://"].iter().filter_map(|s| lower.find(s)).min()
 }
 
 /// `password=value`, `password = 'v a l'` (with `\'` and `\\` inside quotes), and `password=v`
@@ -251,24 +247,12 @@ mod tests {
     fn the_secrets_of_a_connection_string_are_found_in_every_form() {
         let has = |conninfo: &str, secret: &str| {
             let found = secrets_of(conninfo);
-            assert!(
-                found.iter().any(|s| s == secret),
-                "{conninfo}: {secret} not among {found:?}"
-            );
+            assert!(found.iter().any(|s| s == secret), "{conninfo}: {secret} not among {found:?}");
         };
-        has(
-            "postgresql://fleet:Pa%ssw0rd@127.0.0.1/registry",
-            "Pa%ssw0rd",
-        );
+        has("postgresql://fleet:Pa%ssw0rd@127.0.0.1/registry", "Pa%ssw0rd");
         has("postgresql://fleet:p%40ss@hub/db", "p@ss");
-        has(
-            "postgresql://fleet@[::1/registry?sslpassword=KeyPassphrase",
-            "KeyPassphrase",
-        );
-        has(
-            "postgresql://fleet@[::1/registry?pass%77ord=S3cretPW",
-            "S3cretPW",
-        );
+        has("postgresql://fleet@[::1/registry?sslpassword=KeyPassphrase", "KeyPassphrase");
+        has("postgresql://fleet@[::1/registry?pass%77ord=S3cretPW", "S3cretPW");
         has("postgresql://fleet:S3c r3t@[::1", "S3c r3t");
         has("postgresql://fleet:S3c r3t@[::1", "r3t");
         has("host=hub password='a b\\' c' user=x", "a b' c");
@@ -279,54 +263,44 @@ mod tests {
 
     #[test]
     fn uri_passwords_are_masked() {
-        assert_eq!(
-            redact("postgresql://fleet:S3cretPW@[::1"),
-            "postgresql://fleet:********@[::1"
-        );
-        assert_eq!(
-            redact("invalid URI \"postgres://u:p%40ss@h1:5432,h2/db?sslmode=require\": x"),
-            "invalid URI \"postgres://u:********@h1:5432,h2/db?sslmode=require\": x"
-        );
-        assert_eq!(
-            redact("POSTGRESQL://a:b@c and postgresql://d:e@f"),
-            "POSTGRESQL://a:********@c and postgresql://d:********@f"
-        );
-        // No password, or no user info: nothing to mask.
-        assert_eq!(
-            redact("postgresql://fleet@hub/db"),
-            "postgresql://fleet@hub/db"
-        );
-        assert_eq!(
-            redact("postgresql://hub:5432/db"),
-            "postgresql://hub:5432/db"
-        );
-        assert_eq!(
-            redact("postgresql://hub/db?user=u&password=pw&sslmode=verify-full"),
-            "postgresql://hub/db?user=u&password=********&sslmode=verify-full"
-        );
+        for (text, masked) in [
+            ("postgresql://fleet:S3cretPW@[::1", "postgresql://fleet:********@[::1"),
+            (
+                "invalid URI \"postgres://u:p%40ss@h1:5432,h2/db?sslmode=require\": x",
+                "invalid URI \"postgres://u:********@h1:5432,h2/db?sslmode=require\": x",
+            ),
+            (
+                "POSTGRESQL://a:b@c and postgresql://d:e@f",
+                "POSTGRESQL://a:********@c and postgresql://d:********@f",
+            ),
+            // No password, or no user info: nothing to mask.
+            ("postgresql://fleet@hub/db", "postgresql://fleet@hub/db"),
+            ("postgresql://hub:5432/db", "postgresql://hub:5432/db"),
+            (
+                "postgresql://hub/db?user=u&password=pw&sslmode=verify-full",
+                "postgresql://hub/db?user=u&password=********&sslmode=verify-full",
+            ),
+        ] {
+            assert_eq!(redact(text), masked, "{text}");
+        }
     }
 
     #[test]
     fn keyword_passwords_are_masked() {
-        assert_eq!(
-            redact("host=hub password=S3cret dbname=r"),
-            "host=hub password=******** dbname=r"
-        );
-        assert_eq!(
-            redact("host=hub password = 'a b\\' c' dbname=r"),
-            "host=hub password = ******** dbname=r"
-        );
-        assert_eq!(redact("PASSWORD=x"), "PASSWORD=********");
-        assert_eq!(redact("password='unterminated"), "password=********");
-        // Words that only contain the keyword, and the word alone, stay.
-        assert_eq!(
-            redact("passfile=/p mypassword=1"),
-            "passfile=/p mypassword=1"
-        );
-        assert_eq!(
-            redact("password authentication failed for user \"fleet\""),
-            "password authentication failed for user \"fleet\""
-        );
-        assert_eq!(redact("password="), "password=");
+        for (text, masked) in [
+            ("host=hub password=S3cret dbname=r", "host=hub password=******** dbname=r"),
+            ("host=hub password = 'a b\\' c' dbname=r", "host=hub password = ******** dbname=r"),
+            ("PASSWORD=x", "PASSWORD=********"),
+            ("password='unterminated", "password=********"),
+            // Words that only contain the keyword, and the word alone, stay.
+            ("passfile=/p mypassword=1", "passfile=/p mypassword=1"),
+            (
+                "password authentication failed for user \"fleet\"",
+                "password authentication failed for user \"fleet\"",
+            ),
+            ("password=", "password="),
+        ] {
+            assert_eq!(redact(text), masked, "{text}");
+        }
     }
 }

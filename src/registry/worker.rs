@@ -90,11 +90,7 @@ const QUERY_TIMEOUT: Duration = Duration::from_secs(15);
 /// postmaster that died ends it too.
 // mutant: registry_wait_latch
 fn wait(fd: std::ffi::c_int, write: bool, timeout: Duration) -> libpq::Waited {
-    let socket = if write {
-        pg_sys::WL_SOCKET_WRITEABLE
-    } else {
-        pg_sys::WL_SOCKET_READABLE
-    };
+    let socket = if write { pg_sys::WL_SOCKET_WRITEABLE } else { pg_sys::WL_SOCKET_READABLE };
     let events = pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH | socket;
     // SAFETY: this process's own latch and a socket libpq owns, as libpqwalreceiver waits.
     let fired = unsafe {
@@ -158,10 +154,8 @@ pub extern "C-unwind" fn pg_snowflake_registry_main(_arg: pg_sys::Datum) {
     let conninfo = gucs::registry().unwrap_or_default();
     let loaded = libpq::load(Some(Path::new(&server_lib)));
     // Before anything can quote the string: its secrets, as written and as libpq reads them.
-    let decoded: Vec<String> = [c"password", c"sslpassword"]
-        .iter()
-        .filter_map(|k| libpq::option(&conninfo, k))
-        .collect();
+    let decoded: Vec<String> =
+        [c"password", c"sslpassword"].iter().filter_map(|k| libpq::option(&conninfo, k)).collect();
     super::redact::know_secrets(&conninfo, &decoded);
     let checked = loaded.and_then(|()| {
         libpq::check_conninfo(&conninfo)
@@ -176,9 +170,7 @@ pub extern "C-unwind" fn pg_snowflake_registry_main(_arg: pg_sys::Datum) {
         unsafe { pg_sys::proc_exit(1) };
     }
     libpq::bound_memory();
-    registry
-        .libpq_version
-        .store(libpq::version().max(0) as u32, Ordering::Release);
+    registry.libpq_version.store(libpq::version().max(0) as u32, Ordering::Release);
     warn_of_cleartext(&gucs::registry().unwrap_or_default());
     loop {
         let wait = renew(registry);
@@ -241,9 +233,7 @@ fn renew(registry: &Registry) -> Duration {
                 ));
             }
             registry.hold(&lease_now, granted.expires_ms, Source::Leased);
-            registry
-                .renewed_ms
-                .store(clock::now_unix_ms(), Ordering::Release);
+            registry.renewed_ms.store(clock::now_unix_ms(), Ordering::Release);
             registry.report(Problem::None, "");
             every
         }
@@ -275,9 +265,7 @@ fn lose(registry: &Registry, why: &str) {
         .warn();
     }
     registry.set_problem(why);
-    registry
-        .source
-        .store(Source::Lost as u32, Ordering::Release);
+    registry.source.store(Source::Lost as u32, Ordering::Release);
     errors::report(
         Code::ERRCODE_WARNING,
         format!(
@@ -310,22 +298,14 @@ fn failure(e: libpq::Error) -> (Problem, String) {
         return (Problem::Answer, e.to_string());
     }
     let kind = match e.sqlstate.as_deref() {
-        None => {
-            return (
-                Problem::Unreachable,
-                format!("the registry is unreachable: {e}"),
-            )
-        }
+        None => return (Problem::Unreachable, format!("the registry is unreachable: {e}")),
         Some("42704" | "42883" | "3F000") => Problem::NotInstalled,
         // A lock or statement timeout: another transaction there held what the call needed.
         Some("55P03" | "57014") => Problem::Busy,
         Some(_) => Problem::Refused,
     };
     let code = e.sqlstate.clone().unwrap_or_default();
-    (
-        kind,
-        format!("the registry refused the lease ({code}): {e}"),
-    )
+    (kind, format!("the registry refused the lease ({code}): {e}"))
 }
 
 fn refused(message: String) -> (Problem, String) {
@@ -380,21 +360,9 @@ const LEASE: &str = "
 /// The answers the registry may give, and nothing else (see `libpq::Shape`): the session's six
 /// settings, one lease of seven columns (the longest value is a namespace's layout, about 100
 /// bytes), and the version of pg_snowflake there.
-const SESSION_ANSWER: libpq::Shape = libpq::Shape {
-    rows: 1,
-    columns: 6,
-    value_bytes: 64,
-};
-const LEASE_ANSWER: libpq::Shape = libpq::Shape {
-    rows: 1,
-    columns: 7,
-    value_bytes: 512,
-};
-const VERSION_ANSWER: libpq::Shape = libpq::Shape {
-    rows: 1,
-    columns: 1,
-    value_bytes: 64,
-};
+const SESSION_ANSWER: libpq::Shape = libpq::Shape { rows: 1, columns: 6, value_bytes: 64 };
+const LEASE_ANSWER: libpq::Shape = libpq::Shape { rows: 1, columns: 7, value_bytes: 512 };
+const VERSION_ANSWER: libpq::Shape = libpq::Shape { rows: 1, columns: 1, value_bytes: 64 };
 /// Unix ms of the year 10000: no lease runs out later.
 const LAST_MS: i64 = 253_402_300_800_000;
 
@@ -411,8 +379,7 @@ fn call(
     let connect_timeout = libpq::connect_timeout(&conninfo).unwrap_or(CONNECT_TIMEOUT);
     let conn = libpq::Connection::open(&conninfo, &connection_defaults(), connect_timeout, &wait)
         .map_err(failure)?;
-    conn.query(SESSION, &[], QUERY_TIMEOUT, &wait, SESSION_ANSWER)
-        .map_err(failure)?;
+    conn.query(SESSION, &[], QUERY_TIMEOUT, &wait, SESSION_ANSWER).map_err(failure)?;
     let layout = gucs::layout();
     let rows = conn
         .query(
@@ -517,12 +484,7 @@ fn call(
             }
         )));
     }
-    Ok(Granted {
-        worker_id,
-        expires_ms,
-        start_above_ms,
-        recorded_until_ms,
-    })
+    Ok(Granted { worker_id, expires_ms, start_above_ms, recorded_until_ms })
 }
 
 /// Why the lease function is missing: no pg_snowflake in the registry's database, or one older

@@ -21,13 +21,11 @@ pub fn load() -> Value {
 }
 
 fn f(v: &Value) -> f64 {
-    v.as_f64()
-        .unwrap_or_else(|| panic!("docs/benchmarks.json: {v} is not a number"))
+    v.as_f64().unwrap_or_else(|| panic!("docs/benchmarks.json: {v} is not a number"))
 }
 
 fn s(v: &Value) -> &str {
-    v.as_str()
-        .unwrap_or_else(|| panic!("docs/benchmarks.json: {v} is not a string"))
+    v.as_str().unwrap_or_else(|| panic!("docs/benchmarks.json: {v} is not a string"))
 }
 
 /// A ratio cell: "-" where there is none (the candidate against itself).
@@ -42,9 +40,7 @@ pub fn table(run: &Value, which: &str) -> String {
         "bulk" => {
             t += "| f | median s | min..max s | per id | snowflake / f |\n|---|---|---|---|---|\n";
             for c in run["bulk"]["candidates"].as_array().unwrap() {
-                let per_id = c["per_id_ns"]
-                    .as_f64()
-                    .map_or("-".into(), |ns| format!("{ns:.1} ns"));
+                let per_id = c["per_id_ns"].as_f64().map_or("-".into(), |ns| format!("{ns:.1} ns"));
                 t += &format!(
                     "| {} | {:.3} | {:.3}..{:.3} | {per_id} | {} |\n",
                     s(&c["label"]),
@@ -204,51 +200,25 @@ pub fn figures(data: &Value) -> Vec<Figure> {
             f(&b["layout_ids_per_s"]) / 1e6,
             "the twitter layout's ids/s (not measured)".into(),
         );
-        for c in run["time_range"]["candidates"]
-            .as_array()
-            .into_iter()
-            .flatten()
-        {
+        for c in run["time_range"]["candidates"].as_array().into_iter().flatten() {
             let name = s(&c["label"]);
-            add(
-                "x",
-                f(&c["over_id_range"]),
-                format!("pg{major} time range {name} / id range"),
-            );
+            add("x", f(&c["over_id_range"]), format!("pg{major} time range {name} / id range"));
             if let Some(r) = c["over_expression_index"].as_f64() {
-                add(
-                    "x",
-                    r,
-                    format!("pg{major} time range {name} / expression index"),
-                );
+                add("x", r, format!("pg{major} time range {name} / expression index"));
             }
         }
         for c in run["insert"]["candidates"].as_array().into_iter().flatten() {
             let name = s(&c["key"]);
-            add(
-                "MB",
-                f(&c["pkey_bytes"]) / 1048576.0,
-                format!("pg{major} insert {name} pkey"),
-            );
+            add("MB", f(&c["pkey_bytes"]) / 1048576.0, format!("pg{major} insert {name} pkey"));
             for (k, what) in [
                 ("snowflake_over", "snowflake / {name}"),
                 ("over_snowflake", "{name} / snowflake"),
-                (
-                    "snowflake_over_second",
-                    "snowflake / {name}, second million",
-                ),
-                (
-                    "over_snowflake_second",
-                    "{name} / snowflake, second million",
-                ),
+                ("snowflake_over_second", "snowflake / {name}, second million"),
+                ("over_snowflake_second", "{name} / snowflake, second million"),
                 ("pkey_over_snowflake", "{name} pkey / snowflake pkey"),
             ] {
                 if let Some(r) = c[k].as_f64() {
-                    add(
-                        "x",
-                        r,
-                        format!("pg{major} insert {}", what.replace("{name}", name)),
-                    );
+                    add("x", r, format!("pg{major} insert {}", what.replace("{name}", name)));
                 }
             }
         }
@@ -268,11 +238,7 @@ pub fn figures(data: &Value) -> Vec<Figure> {
     }
     let hot = &data["hotpath"];
     for (label, value) in hot["instructions_per_id"].as_object().into_iter().flatten() {
-        add(
-            "instructions",
-            f(value),
-            format!("callgrind, {label}, per id"),
-        );
+        add("instructions", f(value), format!("callgrind, {label}, per id"));
     }
     if let Some(budget) = budget() {
         add("instructions", budget, "the cost budget".into());

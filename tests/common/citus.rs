@@ -109,10 +109,8 @@ impl Citus {
         if registry {
             lines.push(registry_conf(coordinator.port));
         }
-        lines.extend(
-            conf.iter()
-                .map(|l| l.replace("{coordinator}", &coordinator.port.to_string())),
-        );
+        lines
+            .extend(conf.iter().map(|l| l.replace("{coordinator}", &coordinator.port.to_string())));
         coordinator.append_conf(&lines.iter().map(String::as_str).collect::<Vec<_>>());
         coordinator.start();
         let mut c = coordinator.connect();
@@ -136,12 +134,8 @@ impl Citus {
             built.starts_with(loaded.split('-').next().unwrap_or_default()),
             "the server runs Citus {loaded}, not the {built} of scripts/build-citus.sh"
         );
-        let mut citus = Citus {
-            coordinator,
-            workers: Vec::new(),
-            name: name.to_string(),
-            conf: lines,
-        };
+        let mut citus =
+            Citus { coordinator, workers: Vec::new(), name: name.to_string(), conf: lines };
         for _ in 0..workers {
             citus.add_worker();
         }
@@ -155,9 +149,7 @@ impl Citus {
 
     /// Every node, the coordinator first.
     pub fn nodes(&self) -> Vec<&Cluster> {
-        std::iter::once(&self.coordinator)
-            .chain(self.workers.iter())
-            .collect()
+        std::iter::once(&self.coordinator).chain(self.workers.iter()).collect()
     }
 
     /// A new worker, configured as the others, started, and added to the cluster from the
@@ -190,16 +182,9 @@ impl Citus {
             .unwrap_or_else(|e| panic!("CREATE EXTENSION citus on {}: {e}", worker.name));
         self.coordinator
             .connect()
-            .batch_execute(&format!(
-                "SELECT citus_add_node('127.0.0.1', {})",
-                worker.port
-            ))
+            .batch_execute(&format!("SELECT citus_add_node('127.0.0.1', {})", worker.port))
             .unwrap_or_else(|e| {
-                panic!(
-                    "citus_add_node of {}: {e}\n--- its log ---\n{}",
-                    worker.name,
-                    worker.log()
-                )
+                panic!("citus_add_node of {}: {e}\n--- its log ---\n{}", worker.name, worker.log())
             });
     }
 }

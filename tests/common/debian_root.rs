@@ -76,21 +76,13 @@ impl DebianRoot {
                 .unwrap(),
             "cp -a of the Debian root",
         );
-        DebianRoot {
-            suite: suite.into(),
-            major,
-            scratch,
-            dir,
-        }
+        DebianRoot { suite: suite.into(), major, scratch, dir }
     }
 
     /// `args` run inside the root as root; fails the test unless it succeeds.
     pub fn run(&self, args: &[&str]) -> String {
         let out = self.try_run(args);
-        let out = check(
-            out,
-            &format!("{} (in the {} root)", args.join(" "), self.suite),
-        );
+        let out = check(out, &format!("{} (in the {} root)", args.join(" "), self.suite));
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
@@ -120,9 +112,7 @@ impl DebianRoot {
     pub fn installed(&self, package: &str) -> String {
         let out = self.try_run(&["dpkg-query", "-W", "-f=${Status} ${Version}", package]);
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        text.strip_prefix("install ok installed ")
-            .unwrap_or("")
-            .to_string()
+        text.strip_prefix("install ok installed ").unwrap_or("").to_string()
     }
 
     /// The root's Debian PostgreSQL's programs.
@@ -134,10 +124,7 @@ impl DebianRoot {
 impl Drop for DebianRoot {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            eprintln!(
-                "the Debian root of the failed test is in {}",
-                self.dir.display()
-            );
+            eprintln!("the Debian root of the failed test is in {}", self.dir.display());
         } else {
             let _ = fs::remove_dir_all(&self.scratch);
         }
@@ -160,11 +147,8 @@ impl<'a> RootCluster<'a> {
     }
 
     fn log(&self) -> String {
-        fs::read_to_string(
-            self.root
-                .path(&format!("/var/lib/postgresql/{}.log", self.name)),
-        )
-        .unwrap_or_default()
+        fs::read_to_string(self.root.path(&format!("/var/lib/postgresql/{}.log", self.name)))
+            .unwrap_or_default()
     }
 
     /// A command as the root's postgres user, with the fake clock in its environment.
@@ -219,12 +203,7 @@ impl<'a> RootCluster<'a> {
 
     fn unmade(root: &'a DebianRoot, name: &str) -> RootCluster<'a> {
         let clock_file = format!("/var/lib/postgresql/{name}.faketime");
-        let cluster = RootCluster {
-            root,
-            name: name.into(),
-            port: free_port(),
-            clock_file,
-        };
+        let cluster = RootCluster { root, name: name.into(), port: free_port(), clock_file };
         cluster.set_clock_file(0.0);
         cluster
     }
@@ -284,10 +263,7 @@ impl<'a> RootCluster<'a> {
         self.set_clock_file(clock_offset_s);
         let data = self.data();
         let log = format!("/var/lib/postgresql/{}.log", self.name);
-        let out = self.as_postgres(
-            "pg_ctl",
-            &["start", "-w", "-t", "60", "-D", &data, "-l", &log],
-        );
+        let out = self.as_postgres("pg_ctl", &["start", "-w", "-t", "60", "-D", &data, "-l", &log]);
         assert!(
             out.status.success(),
             "pg_ctl start in the Debian root failed:\n{}\n--- server log ---\n{}",
@@ -301,10 +277,7 @@ impl<'a> RootCluster<'a> {
     pub fn stop(&self, mode: &str) {
         let data = self.data();
         check(
-            self.as_postgres(
-                "pg_ctl",
-                &["stop", "-w", "-t", "60", "-m", mode, "-D", &data],
-            ),
+            self.as_postgres("pg_ctl", &["stop", "-w", "-t", "60", "-m", mode, "-D", &data]),
             "pg_ctl stop in the Debian root",
         );
     }

@@ -23,11 +23,7 @@ pub struct Writes {
 
 impl Writes {
     pub fn ids_of(&self, port: u16) -> Vec<i64> {
-        self.acked
-            .iter()
-            .filter(|(p, _)| *p == port)
-            .map(|(_, id)| *id)
-            .collect()
+        self.acked.iter().filter(|(p, _)| *p == port).map(|(_, id)| *id).collect()
     }
 }
 
@@ -57,10 +53,7 @@ pub fn write_through_failover(
                 let (mut done, mut on_new) = (0, 0);
                 let mut client: Option<(Client, u16)> = None;
                 while on_new < after {
-                    assert!(
-                        Instant::now() < deadline,
-                        "writer {w} never got going again"
-                    );
+                    assert!(Instant::now() < deadline, "writer {w} never got going again");
                     let Some((c, port)) = client.as_mut() else {
                         client = connect_to_primary(conninfo);
                         if client.is_none() {
@@ -68,10 +61,8 @@ pub fn write_through_failover(
                         }
                         continue;
                     };
-                    match c.query_one(
-                        "INSERT INTO orders (writer) VALUES ($1) RETURNING id",
-                        &[&w],
-                    ) {
+                    match c.query_one("INSERT INTO orders (writer) VALUES ($1) RETURNING id", &[&w])
+                    {
                         Ok(row) => {
                             acked.lock().unwrap().push((*port, row.get(0)));
                             done += 1;
@@ -137,10 +128,8 @@ pub fn check_failover(writes: &Writes, old_port: u16, new_port: u16, new: &mut C
         "the new primary handed out {new_min}, below the old primary's {old_max}"
     );
     let worker_ids = {
-        let row = new.query_one(
-            "SELECT count(DISTINCT (snowflake_decode(id)).worker_id) FROM orders",
-            &[],
-        );
+        let row = new
+            .query_one("SELECT count(DISTINCT (snowflake_decode(id)).worker_id) FROM orders", &[]);
         row.unwrap().get::<_, i64>(0)
     };
     let (rows, distinct, lost): (i64, i64, i64) = {
@@ -156,10 +145,7 @@ pub fn check_failover(writes: &Writes, old_port: u16, new_port: u16, new: &mut C
         (r.get(0), r.get(1), r.get(2))
     };
     assert_eq!(lost, 0, "acknowledged rows are missing on the new primary");
-    assert_eq!(
-        worker_ids, 1,
-        "the old and the new primary share one worker id"
-    );
+    assert_eq!(worker_ids, 1, "the old and the new primary share one worker id");
     assert_eq!(rows, distinct);
     assert!(rows >= writes.acked.len() as i64);
     *fresh.iter().max().unwrap()
@@ -171,17 +157,10 @@ pub fn check_failover(writes: &Writes, old_port: u16, new_port: u16, new: &mut C
 pub fn check_rejoined(old: &str, uri: &str, new_port: u16, above: i64) {
     let mut old = Client::connect(old, NoTls).unwrap();
     let err = old.query_one("SELECT snowflake_next()", &[]).unwrap_err();
-    assert_eq!(
-        err.code(),
-        Some(&postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION),
-        "{err}"
-    );
+    assert_eq!(err.code(), Some(&postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION), "{err}");
     let mut app = Client::connect(uri, NoTls).unwrap();
     let port: i32 = app.scalar("SELECT inet_server_port()");
     assert_eq!(port as u16, new_port);
     let id: i64 = app.scalar("INSERT INTO orders (writer) VALUES (9) RETURNING id");
-    assert!(
-        id > above,
-        "the first id after the rejoin, {id}, is not above {above}"
-    );
+    assert!(id > above, "the first id after the rejoin, {id}, is not above {above}");
 }

@@ -96,10 +96,9 @@ impl LeaseCall {
     /// registry's `snowflake_registry_lease()` answers a new holder: no previous coverage to
     /// start above, the whole coverage asked for recorded, expiring one lease from now.
     pub fn grant(&self, worker_id: i64) -> Vec<Option<Vec<u8>>> {
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis() as i64;
+        let now_ms =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()
+                as i64;
         [
             Some("t".to_string()),
             Some("granted".into()),
@@ -177,12 +176,7 @@ pub mod msg {
     /// An `ErrorResponse` of `severity` (ERROR, FATAL) with a SQLSTATE and a message.
     pub fn error(severity: &str, code: &str, text: &str) -> Vec<u8> {
         let mut body = vec![];
-        for (field, value) in [
-            (b'S', severity),
-            (b'V', severity),
-            (b'C', code),
-            (b'M', text),
-        ] {
+        for (field, value) in [(b'S', severity), (b'V', severity), (b'C', code), (b'M', text)] {
             body.push(field);
             body.extend_from_slice(value.as_bytes());
             body.push(0);
@@ -303,8 +297,10 @@ pub type Answer = Arc<dyn Fn(&mut Reply) -> std::io::Result<()> + Send + Sync>;
 #[derive(Default)]
 struct Seen {
     connections: AtomicUsize,
+    /// Connections that came through the startup (authenticated or not).
     startups: AtomicUsize,
     session_statements: AtomicUsize,
+    /// Lease statements received (answered or not yet).
     lease_statements: AtomicUsize,
     /// Lease answers begun and ended (the member hung up, or the answer was whole).
     answers_begun: AtomicUsize,
@@ -314,6 +310,15 @@ struct Seen {
     calls: Mutex<Vec<LeaseCall>>,
     passwords: Mutex<Vec<String>>,
     startup_params: Mutex<Vec<(String, String)>>,
+}
+
+/// A getter of each of `Seen`'s counters, named as the counter.
+macro_rules! counters {
+    ($($name:ident),*) => {
+        $(pub fn $name(&self) -> usize {
+            self.seen.$name.load(Ordering::Relaxed)
+        })*
+    };
 }
 
 /// A fake registry listening on 127.0.0.1:`port` until dropped.
@@ -339,13 +344,8 @@ impl FakeRegistry {
         let stop = Arc::new(AtomicBool::new(false));
         let seen = Arc::new(Seen::default());
         let acceptor = {
-            let (answer, auth, held, stop, seen) = (
-                answer.clone(),
-                auth.clone(),
-                held.clone(),
-                stop.clone(),
-                seen.clone(),
-            );
+            let (answer, auth, held, stop, seen) =
+                (answer.clone(), auth.clone(), held.clone(), stop.clone(), seen.clone());
             std::thread::spawn(move || {
                 for stream in listener.incoming() {
                     if stop.load(Ordering::Relaxed) {
@@ -364,15 +364,7 @@ impl FakeRegistry {
                 }
             })
         };
-        FakeRegistry {
-            port,
-            answer,
-            auth,
-            held,
-            stop,
-            seen,
-            acceptor: Some(acceptor),
-        }
+        FakeRegistry { port, answer, auth, held, stop, seen, acceptor: Some(acceptor) }
     }
 
     /// A correct registry: every lease statement is granted `worker_id` (or the one asked for).
@@ -413,38 +405,12 @@ impl FakeRegistry {
     pub fn member(&self, name: &str, extra: &str) -> Cluster {
         Cluster::init(
             name,
-            &[
-                "snowflake.worker_id = -1",
-                &self.conninfo_setting(extra),
-                SHORTEST_LEASE,
-            ],
+            &["snowflake.worker_id = -1", &self.conninfo_setting(extra), SHORTEST_LEASE],
         )
     }
 
-    pub fn connections(&self) -> usize {
-        self.seen.connections.load(Ordering::Relaxed)
-    }
-
-    /// Connections that came through the startup (authenticated or not).
-    pub fn startups(&self) -> usize {
-        self.seen.startups.load(Ordering::Relaxed)
-    }
-
-    pub fn session_statements(&self) -> usize {
-        self.seen.session_statements.load(Ordering::Relaxed)
-    }
-
-    /// Lease statements received (answered or not yet).
-    pub fn lease_statements(&self) -> usize {
-        self.seen.lease_statements.load(Ordering::Relaxed)
-    }
-
-    pub fn answers_begun(&self) -> usize {
-        self.seen.answers_begun.load(Ordering::Relaxed)
-    }
-
-    pub fn answers_ended(&self) -> usize {
-        self.seen.answers_ended.load(Ordering::Relaxed)
+    counters! {
+        connections, startups, session_statements, lease_statements, answers_begun, answers_ended
     }
 
     /// Bytes of the lease answer in progress, or of the last one.
@@ -561,10 +527,7 @@ impl Connection {
             let length = self.read_u32(stream)?;
             let body = self.read_body(stream, length)?;
             let code = u32::from_be_bytes(
-                body.get(..4)
-                    .ok_or(std::io::ErrorKind::InvalidData)?
-                    .try_into()
-                    .unwrap(),
+                body.get(..4).ok_or(std::io::ErrorKind::InvalidData)?.try_into().unwrap(),
             );
             match code {
                 SSL_REQUEST | GSSENC_REQUEST => stream.write_all(b"N")?,
@@ -573,10 +536,8 @@ impl Connection {
             }
         };
         self.seen.startups.fetch_add(1, Ordering::Relaxed);
-        let strings: Vec<String> = startup
-            .split(|&b| b == 0)
-            .map(|s| String::from_utf8_lossy(s).into_owned())
-            .collect();
+        let strings: Vec<String> =
+            startup.split(|&b| b == 0).map(|s| String::from_utf8_lossy(s).into_owned()).collect();
         *self.seen.startup_params.lock().unwrap() = strings
             .chunks(2)
             .filter(|kv| kv.len() == 2 && !kv[0].is_empty())
@@ -686,12 +647,8 @@ impl Connection {
         let answer = self.answer.lock().unwrap().clone();
         self.seen.answer_bytes.store(0, Ordering::Relaxed);
         self.seen.answers_begun.fetch_add(1, Ordering::Relaxed);
-        let mut reply = Reply {
-            stream,
-            stop: &self.stop,
-            sent: &self.seen.answer_bytes,
-            call: &call,
-        };
+        let mut reply =
+            Reply { stream, stop: &self.stop, sent: &self.seen.answer_bytes, call: &call };
         let answered = answer(&mut reply);
         self.seen.answers_ended.fetch_add(1, Ordering::Relaxed);
         answered

@@ -16,13 +16,7 @@ impl Served {
     pub fn start(dir: &Path, log: &Path) -> Served {
         let port = free_port();
         let server = Command::new("python3")
-            .args([
-                "-m",
-                "http.server",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-            ])
+            .args(["-m", "http.server", &port.to_string(), "--bind", "127.0.0.1"])
             .arg("--directory")
             .arg(dir)
             .stdout(Stdio::null())
@@ -30,19 +24,11 @@ impl Served {
             .spawn()
             .expect("python3 runs");
         poll(Duration::from_secs(20), Duration::from_millis(50), || {
-            std::net::TcpStream::connect(("127.0.0.1", port))
-                .map(|_| ())
-                .map_err(|e| {
-                    format!(
-                        "the server of {} on port {port} does not answer: {e}",
-                        dir.display()
-                    )
-                })
+            std::net::TcpStream::connect(("127.0.0.1", port)).map(|_| ()).map_err(|e| {
+                format!("the server of {} on port {port} does not answer: {e}", dir.display())
+            })
         });
-        Served {
-            server,
-            url: format!("http://127.0.0.1:{port}"),
-        }
+        Served { server, url: format!("http://127.0.0.1:{port}") }
     }
 }
 

@@ -109,16 +109,12 @@ impl Mallory {
                  END $$",
             )
             .unwrap();
-        admin
-            .batch_execute(&format!("CREATE DATABASE {db} OWNER mallory"))
-            .unwrap();
+        admin.batch_execute(&format!("CREATE DATABASE {db} OWNER mallory")).unwrap();
         let mallory = Mallory {
             conninfo: cluster
                 .conninfo("mallory")
                 .replace("dbname=postgres", &format!("dbname={db}")),
-            admin: cluster
-                .conninfo("postgres")
-                .replace("dbname=postgres", &format!("dbname={db}")),
+            admin: cluster.conninfo("postgres").replace("dbname=postgres", &format!("dbname={db}")),
             db: db.into(),
         };
         let mut c = mallory.connect();
@@ -259,8 +255,7 @@ impl Mallory {
         let conninfo = self.conninfo.clone();
         std::thread::spawn(move || {
             let mut c = Client::connect(&conninfo, NoTls).unwrap();
-            c.batch_execute(&format!("CALL m.swap({seconds}, {at_least})"))
-                .unwrap();
+            c.batch_execute(&format!("CALL m.swap({seconds}, {at_least})")).unwrap();
             c.scalar("SELECT max(n) FROM m.swaps")
         })
     }
@@ -272,30 +267,14 @@ impl Mallory {
         let conninfo = self.conninfo.clone();
         std::thread::spawn(move || {
             let mut c = Client::connect(&conninfo, NoTls).unwrap();
-            c.batch_execute(&format!("CALL m.pulse({seconds}, {gap}, {at_least})"))
-                .unwrap();
+            c.batch_execute(&format!("CALL m.pulse({seconds}, {gap}, {at_least})")).unwrap();
             c.scalar("SELECT max(n) FROM m.swaps")
         })
     }
 
     /// What her traps caught (what, by whom), and whether she is a superuser now.
     pub fn caught(&self) -> (Vec<String>, bool) {
-        let mut c = Client::connect(
-            &format!("{} options='-c search_path=pg_catalog'", self.admin),
-            NoTls,
-        )
-        .unwrap();
-        let what = c
-            .query(
-                "SELECT what || ' run by ' || by_whom FROM m.captured ORDER BY at",
-                &[],
-            )
-            .unwrap()
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
-        let superuser: bool = c.scalar("SELECT rolsuper FROM pg_roles WHERE rolname = 'mallory'");
-        (what, superuser)
+        caught_in(&self.admin, "m.captured", "run by")
     }
 
     /// Asserts that the race ran (at least `min_swaps`) and that no trap ran; then that the traps
@@ -309,15 +288,23 @@ impl Mallory {
         let (what, superuser) = self.caught();
         assert_eq!(what, Vec::<String>::new(), "Mallory's traps ran");
         assert!(!superuser, "Mallory became a superuser");
-        let mut c = Client::connect(
-            &format!("{} options='-c search_path=pg_catalog'", self.admin),
-            NoTls,
-        )
-        .unwrap();
-        c.batch_execute("SELECT * FROM evil.snowflake_clashes")
-            .unwrap();
+        let mut c =
+            Client::connect(&format!("{} options='-c search_path=pg_catalog'", self.admin), NoTls)
+                .unwrap();
+        c.batch_execute("SELECT * FROM evil.snowflake_clashes").unwrap();
         let (what, superuser) = self.caught();
         assert_eq!(what, vec!["view snowflake_clashes run by postgres"]);
         assert!(superuser, "the trap could not make Mallory a superuser");
     }
+}
+
+/// What a trap recorded in `table` (`what`, `by_whom`, `at`), as "WHAT VERB ROLE" in order,
+/// read with a search_path that holds pg_catalog alone; and whether Mallory became a superuser.
+pub fn caught_in(conninfo: &str, table: &str, verb: &str) -> (Vec<String>, bool) {
+    let options = format!("{conninfo} options='-c search_path=pg_catalog'");
+    let mut c = Client::connect(&options, NoTls).unwrap();
+    let sql = format!("SELECT what || ' {verb} ' || by_whom FROM {table} ORDER BY at");
+    let what = c.query(&sql, &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    let superuser: bool = c.scalar("SELECT rolsuper FROM pg_roles WHERE rolname = 'mallory'");
+    (what, superuser)
 }

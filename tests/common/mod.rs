@@ -34,10 +34,7 @@ pub use rng::{seed, Rng};
 /// architecture works. A test that needs it fails when it is missing instead of running on the
 /// real clock.
 pub fn faketime_lib() -> String {
-    let out = Command::new("dpkg")
-        .args(["-L", "libfaketime"])
-        .output()
-        .expect("dpkg runs");
+    let out = Command::new("dpkg").args(["-L", "libfaketime"]).output().expect("dpkg runs");
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .find(|l| l.ends_with("/libfaketimeMT.so.1"))
@@ -75,10 +72,7 @@ pub fn default_pg_config() -> String {
 /// The major of the server `PG_CONFIG` names ("15" of "PostgreSQL 15.20 (Debian ...)", "19" of
 /// "PostgreSQL 19rc1 (Debian 19~rc1-1)": its leading digits, as a release candidate has no dot).
 pub fn major_under_test() -> String {
-    let out = Command::new(default_pg_config())
-        .arg("--version")
-        .output()
-        .expect("pg_config runs");
+    let out = Command::new(default_pg_config()).arg("--version").output().expect("pg_config runs");
     String::from_utf8_lossy(&out.stdout)
         .trim()
         .trim_start_matches("PostgreSQL ")
@@ -93,17 +87,12 @@ pub fn root_dir() -> &'static Path {
 }
 
 pub fn pg_config(pg_config: &str, arg: &str) -> PathBuf {
-    let out = Command::new(pg_config)
-        .arg(arg)
-        .output()
-        .expect("pg_config runs");
+    let out = Command::new(pg_config).arg(arg).output().expect("pg_config runs");
     PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 
 pub fn running_as_root() -> bool {
-    fs::metadata("/proc/self")
-        .map(|m| m.uid() == 0)
-        .unwrap_or(false)
+    fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false)
 }
 
 /// A command run as `postgres` when the tests run as root, else as the current user.
@@ -194,9 +183,7 @@ fn test_lane() -> (u32, u32) {
     let Ok(given) = std::env::var("PG_SNOWFLAKE_TEST_LANE") else {
         return (0, 1);
     };
-    let parsed = given
-        .split_once('/')
-        .and_then(|(k, n)| Some((k.parse().ok()?, n.parse().ok()?)));
+    let parsed = given.split_once('/').and_then(|(k, n)| Some((k.parse().ok()?, n.parse().ok()?)));
     match parsed {
         Some((k, n)) if k < n => (k, n),
         _ => panic!("PG_SNOWFLAKE_TEST_LANE is {given:?}, not k/n with k < n"),
@@ -212,10 +199,7 @@ fn test_lane() -> (u32, u32) {
 fn base_dir() -> PathBuf {
     let base = std::env::temp_dir().join("pg_snowflake-tests");
     let own_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/own-dir.sh");
-    check(
-        Command::new(own_dir).arg(&base).output().unwrap(),
-        "scripts/own-dir.sh",
-    );
+    check(Command::new(own_dir).arg(&base).output().unwrap(), "scripts/own-dir.sh");
     base
 }
 
@@ -242,11 +226,8 @@ pub fn scratch_dir(name: &str) -> PathBuf {
 fn owned_by_postgres(dir: &Path) {
     if running_as_root() {
         // -h: a symlink swapped in for the name would be changed itself, not its target.
-        let out = Command::new("chown")
-            .args(["-h", "postgres:postgres"])
-            .arg(dir)
-            .output()
-            .unwrap();
+        let out =
+            Command::new("chown").args(["-h", "postgres:postgres"]).arg(dir).output().unwrap();
         check(out, "chown");
     }
 }
@@ -262,11 +243,7 @@ impl Cluster {
     pub fn init_with(name: &str, pg_config_path: &str, initdb: &[&str], conf: &[&str]) -> Cluster {
         let bindir = pg_config(pg_config_path, "--bindir");
         let so = pg_config(pg_config_path, "--pkglibdir").join("pg_snowflake.so");
-        assert!(
-            so.exists(),
-            "{} is missing: run `make install` first",
-            so.display()
-        );
+        assert!(so.exists(), "{} is missing: run `make install` first", so.display());
         let dir = fresh_dir(name);
         let cluster = Cluster {
             name: name.into(),
@@ -314,16 +291,37 @@ impl Cluster {
         self.dir.join("server.log")
     }
 
+    /// `n` sessions of the superuser in `postgres`.
+    pub fn sessions(&self, n: usize) -> Vec<Client> {
+        (0..n).map(|_| self.connect()).collect()
+    }
+
     pub fn log(&self) -> String {
         fs::read_to_string(self.log_path()).unwrap_or_default()
     }
 
+    /// Its log says `text`; else the test fails, saying `why` and showing the log.
+    #[track_caller]
+    pub fn assert_logged(&self, text: &str, why: &str) {
+        let log = self.log();
+        assert!(log.contains(text), "{}: {why}: the log lacks {text:?}:\n{log}", self.name);
+    }
+
+    /// Ids are refused because a snowflake.* setting was refused at start (55000, with the
+    /// hint that says to correct them).
+    #[track_caller]
+    pub fn assert_ids_refused_at_start(&self) {
+        let mut c = self.connect_ext();
+        let (state, message, hint) = expect_error(&mut c, "SELECT snowflake_next()");
+        assert_eq!(state, "55000", "{}: {message}", self.name);
+        assert!(message.contains("refused at server start"), "{message}");
+        assert!(hint.contains("snowflake.* settings"), "{hint}");
+    }
+
     pub fn append_conf(&self, lines: &[&str]) {
         use std::io::Write;
-        let mut f = fs::OpenOptions::new()
-            .append(true)
-            .open(self.data().join("postgresql.conf"))
-            .unwrap();
+        let mut f =
+            fs::OpenOptions::new().append(true).open(self.data().join("postgresql.conf")).unwrap();
         for l in lines {
             writeln!(f, "{l}").unwrap();
         }
@@ -331,10 +329,7 @@ impl Cluster {
 
     /// Environment for the server processes from the next start on (for instance libfaketime).
     fn set_env(&mut self, env: &[(&str, &str)]) {
-        self.env = env
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        self.env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     }
 
     /// Stops the server if it runs, without waiting for anything (for teardown).
@@ -354,9 +349,7 @@ impl Cluster {
         let pid = self.postmaster_pid().expect("the server is running");
         fs::read(format!("/proc/{pid}/environ"))
             .map(|b| {
-                b.split(|&c| c == 0)
-                    .map(|v| String::from_utf8_lossy(v).into_owned())
-                    .collect()
+                b.split(|&c| c == 0).map(|v| String::from_utf8_lossy(v).into_owned()).collect()
             })
             .unwrap_or_default()
     }
@@ -390,19 +383,13 @@ impl Cluster {
     pub fn start_fails(&self) -> String {
         let log = self.log_path();
         let out = self.pg_ctl(&["start", "-w", "-t", "30", "-l", log.to_str().unwrap()]);
-        assert!(
-            !out.status.success(),
-            "the server started but should not have"
-        );
+        assert!(!out.status.success(), "the server started but should not have");
         self.log()
     }
 
     /// `mode`: smart, fast or immediate.
     pub fn stop(&self, mode: &str) {
-        check(
-            self.pg_ctl(&["stop", "-w", "-t", "60", "-m", mode]),
-            "pg_ctl stop",
-        );
+        check(self.pg_ctl(&["stop", "-w", "-t", "60", "-m", mode]), "pg_ctl stop");
     }
 
     pub fn restart(&self, mode: &str) {
@@ -412,10 +399,7 @@ impl Cluster {
 
     /// Ends recovery of a standby and waits until it accepts writes.
     pub fn promote(&self) {
-        check(
-            self.pg_ctl(&["promote", "-w", "-t", "60"]),
-            "pg_ctl promote",
-        );
+        check(self.pg_ctl(&["promote", "-w", "-t", "60"]), "pg_ctl promote");
     }
 
     pub fn reload(&self) {
@@ -442,10 +426,7 @@ impl Cluster {
         signal(pid, "STOP");
         let mut pids = vec![pid];
         pids.extend(children_of(pid));
-        let _ = Command::new("kill")
-            .arg("-KILL")
-            .args(pids.iter().map(i32::to_string))
-            .status();
+        let _ = Command::new("kill").arg("-KILL").args(pids.iter().map(i32::to_string)).status();
         Killed { pids }
     }
 
@@ -465,10 +446,7 @@ impl Cluster {
     }
 
     pub fn conninfo(&self, user: &str) -> String {
-        format!(
-            "host=127.0.0.1 port={} user={user} dbname=postgres connect_timeout=10",
-            self.port
-        )
+        format!("host=127.0.0.1 port={} user={user} dbname=postgres connect_timeout=10", self.port)
     }
 
     pub fn connect(&self) -> Client {
@@ -477,9 +455,7 @@ impl Cluster {
 
     /// A connection as `user` to database `db`.
     pub fn connect_db(&self, user: &str, db: &str) -> Client {
-        let conninfo = self
-            .conninfo(user)
-            .replace("dbname=postgres", &format!("dbname={db}"));
+        let conninfo = self.conninfo(user).replace("dbname=postgres", &format!("dbname={db}"));
         Client::connect(&conninfo, NoTls)
             .unwrap_or_else(|e| panic!("connect to {db} of {}: {e}\n{}", self.name, self.log()))
     }
@@ -492,8 +468,7 @@ impl Cluster {
     /// A connection with the extension created (idempotent).
     pub fn connect_ext(&self) -> Client {
         let mut c = self.connect();
-        c.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_snowflake")
-            .unwrap();
+        c.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_snowflake").unwrap();
         c
     }
 
@@ -545,14 +520,7 @@ impl Cluster {
         };
         check(
             as_postgres(&self.bin("pg_basebackup"), &[])
-                .args([
-                    "-h",
-                    "127.0.0.1",
-                    "-p",
-                    &self.port.to_string(),
-                    "-U",
-                    "postgres",
-                ])
+                .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-U", "postgres"])
                 .args(["-R", "-X", "stream", "-c", "fast", "-D"])
                 .arg(standby.data())
                 .output()
@@ -661,10 +629,8 @@ impl FakeClock {
 /// clock. `who` names the server in the failure.
 pub fn assert_clock_offset(c: &mut Client, wanted_s: f64, who: &str) {
     let server: f64 = c.scalar("SELECT extract(epoch FROM clock_timestamp())::float8");
-    let real = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64();
+    let real =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
     let offset = server - real;
     assert!(
         (offset - wanted_s).abs() < 1.0,
@@ -691,41 +657,26 @@ pub fn live_postmaster_pid(data: &Path) -> Option<i32> {
     // pid_max, 32768 here: a killed server's pid file once named a thread of the test itself),
     // and a postgres one.
     let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .map(str::trim)
-    };
+    let field = |name: &str| status.lines().find_map(|l| l.strip_prefix(name)).map(str::trim);
     (field("Tgid:") == Some(&pid.to_string()) && field("Name:") == Some("postgres")).then_some(pid)
 }
 
 fn signal(pid: i32, sig: &str) {
-    let out = Command::new("kill")
-        .args([format!("-{sig}"), pid.to_string()])
-        .output()
-        .unwrap();
+    let out = Command::new("kill").args([format!("-{sig}"), pid.to_string()]).output().unwrap();
     check(out, &format!("kill -{sig} {pid}"));
 }
 
 fn children_of(pid: i32) -> Vec<i32> {
-    let out = Command::new("pgrep")
-        .args(["-P", &pid.to_string()])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| l.trim().parse().unwrap())
-        .collect()
+    let out = Command::new("pgrep").args(["-P", &pid.to_string()]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).lines().map(|l| l.trim().parse().unwrap()).collect()
 }
 
 /// A field of `/proc/PID/status` in kB (`VmHWM`, `VmRSS`, `VmData`, `RssAnon`); `None` once the
 /// process is gone.
 pub fn proc_status_kb(pid: i32, field: &str) -> Option<u64> {
     let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status
-        .lines()
-        .find(|l| l.strip_prefix(field).is_some_and(|r| r.starts_with(':')))?;
+    let line =
+        status.lines().find(|l| l.strip_prefix(field).is_some_and(|r| r.starts_with(':')))?;
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
@@ -733,11 +684,7 @@ pub fn proc_status_kb(pid: i32, field: &str) -> Option<u64> {
 /// in PostgreSQL 16; the suites run against any supported major).
 pub fn force_parallel(c: &mut Client) {
     let version: i32 = c.scalar("SELECT current_setting('server_version_num')::int");
-    let name = if version < 160000 {
-        "force_parallel_mode"
-    } else {
-        "debug_parallel_query"
-    };
+    let name = if version < 160000 { "force_parallel_mode" } else { "debug_parallel_query" };
     c.batch_execute(&format!(
         "SET {name} = on; SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0"
     ))
@@ -754,14 +701,8 @@ pub fn why(e: &postgres::Error) -> String {
 
 /// The SQLSTATE, message and hint of a failed statement.
 pub fn db_error(e: &postgres::Error) -> (String, String, String) {
-    let db = e
-        .as_db_error()
-        .unwrap_or_else(|| panic!("not a server error: {e}"));
-    (
-        db.code().code().to_string(),
-        db.message().to_string(),
-        db.hint().unwrap_or("").to_string(),
-    )
+    let db = e.as_db_error().unwrap_or_else(|| panic!("not a server error: {e}"));
+    (db.code().code().to_string(), db.message().to_string(), db.hint().unwrap_or("").to_string())
 }
 
 /// Runs `sql` expecting an error; returns (sqlstate, message, hint).
@@ -772,32 +713,30 @@ pub fn expect_error(client: &mut Client, sql: &str) -> (String, String, String) 
     }
 }
 
-/// `sql` fails with SQLSTATE `code` and exactly `message`; returns the hint.
+/// `sql` fails with `error`, its SQLSTATE and exact message as "CODE: message"; returns the
+/// hint.
 #[track_caller]
-pub fn expect_error_is(client: &mut Client, sql: &str, code: &str, message: &str) -> String {
+pub fn expect_error_is(client: &mut Client, sql: &str, error: &str) -> String {
     let (state, got, hint) = expect_error(client, sql);
-    assert_eq!((state.as_str(), got.as_str()), (code, message), "{sql}");
+    assert_eq!(format!("{state}: {got}"), error, "{sql}");
     hint
 }
 
+/// `sql` fails with `error` ("CODE: message", as `expect_error_is`), and a hint that says
+/// `hint_part`.
+#[track_caller]
+pub fn expect_refusal(client: &mut Client, sql: &str, error: &str, hint_part: &str) {
+    let hint = expect_error_is(client, sql, error);
+    assert!(hint.contains(hint_part), "{sql}: the hint does not say {hint_part:?}: {hint}");
+}
+
 pub fn ids(client: &mut Client, sql: &str) -> Vec<i64> {
-    client
-        .query(sql, &[])
-        .unwrap()
-        .iter()
-        .map(|r| r.get::<_, i64>(0))
-        .collect()
+    client.query(sql, &[]).unwrap().iter().map(|r| r.get::<_, i64>(0)).collect()
 }
 
 pub fn assert_strictly_increasing(ids: &[i64], what: &str) {
     for (i, pair) in ids.windows(2).enumerate() {
-        assert!(
-            pair[1] > pair[0],
-            "{what}: id #{} {} is not above {}",
-            i + 1,
-            pair[1],
-            pair[0]
-        );
+        assert!(pair[1] > pair[0], "{what}: id #{} {} is not above {}", i + 1, pair[1], pair[0]);
     }
 }
 
@@ -817,14 +756,34 @@ pub fn assert_above_all(before: &[i64], after: &[i64], event: &str) {
 /// `query_one(sql, &[]).unwrap().get(0)` the suites write hundreds of times. Panics, as the
 /// suites want, on an error or on a row count other than one.
 pub trait Scalar {
+    /// The one value of the one row `sql` returns.
     fn scalar<T: for<'a> postgres::types::FromSql<'a>>(&mut self, sql: &str) -> T;
+    /// The same, with parameters.
+    fn scalar_with<T: for<'a> postgres::types::FromSql<'a>>(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> T;
+    /// The first column of every row `sql` returns.
+    fn column<T: for<'a> postgres::types::FromSql<'a>>(&mut self, sql: &str) -> Vec<T>;
 }
 
 impl Scalar for Client {
     fn scalar<T: for<'a> postgres::types::FromSql<'a>>(&mut self, sql: &str) -> T {
-        self.query_one(sql, &[])
-            .unwrap_or_else(|e| panic!("{sql}: {}", why(&e)))
-            .get(0)
+        self.scalar_with(sql, &[])
+    }
+
+    fn scalar_with<T: for<'a> postgres::types::FromSql<'a>>(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> T {
+        self.query_one(sql, params).unwrap_or_else(|e| panic!("{sql}: {}", why(&e))).get(0)
+    }
+
+    fn column<T: for<'a> postgres::types::FromSql<'a>>(&mut self, sql: &str) -> Vec<T> {
+        let rows = self.query(sql, &[]).unwrap_or_else(|e| panic!("{sql}: {}", why(&e)));
+        rows.iter().map(|r| r.get(0)).collect()
     }
 }
 
@@ -837,23 +796,19 @@ pub fn stats(c: &mut Client) -> serde_json::Value {
 /// Polls until `snowflake_next()` works and returns the id (a registry member's first).
 pub fn first_id(c: &mut Client, within: Duration) -> i64 {
     let mut id = 0;
-    poll(within, Duration::from_millis(50), || {
-        match c.query_one("SELECT snowflake_next()", &[]) {
-            Ok(row) => {
-                id = row.get(0);
-                Ok(())
-            }
-            Err(e) => Err(format!("snowflake_next(): {:?}", db_error(&e))),
+    poll(within, Duration::from_millis(50), || match c.query_one("SELECT snowflake_next()", &[]) {
+        Ok(row) => {
+            id = row.get(0);
+            Ok(())
         }
+        Err(e) => Err(format!("snowflake_next(): {:?}", db_error(&e))),
     });
     id
 }
 
 /// The worker id inside `id`, in the server's layout.
 pub fn worker_id_of(c: &mut Client, id: i64) -> i32 {
-    c.query_one("SELECT (snowflake_decode($1)).worker_id", &[&id])
-        .unwrap()
-        .get(0)
+    c.query_one("SELECT (snowflake_decode($1)).worker_id", &[&id]).unwrap().get(0)
 }
 
 /// `snowflake_stats() -> 'registry'` of a registry member.
@@ -863,9 +818,7 @@ pub fn registry_stats(c: &mut Client) -> serde_json::Value {
 
 /// The error `snowflake_next()` gives now, as (sqlstate, message, detail).
 pub fn next_error(c: &mut Client) -> (String, String, String) {
-    let e = c
-        .query_one("SELECT snowflake_next()", &[])
-        .expect_err("snowflake_next() should fail");
+    let e = c.query_one("SELECT snowflake_next()", &[]).expect_err("snowflake_next() should fail");
     let db = e.as_db_error().unwrap_or_else(|| panic!("{e}"));
     (
         db.code().code().to_string(),
@@ -915,10 +868,7 @@ pub fn ids_through_renewals(c: &mut Client, n: u64) -> Vec<i64> {
     let deadline = Instant::now() + Duration::from_secs(60);
     while renewals(c) < until {
         assert!(Instant::now() < deadline, "no {n} renewals within 60 s");
-        all.extend(ids(
-            c,
-            "SELECT snowflake_next() FROM generate_series(1, 20000)",
-        ));
+        all.extend(ids(c, "SELECT snowflake_next() FROM generate_series(1, 20000)"));
     }
     all
 }
@@ -933,21 +883,12 @@ pub struct Killed {
 
 impl Killed {
     pub fn wait(self) {
-        poll(
-            Duration::from_secs(30),
-            Duration::from_millis(20),
-            || match self
-                .pids
-                .iter()
-                .find(|p| Path::new(&format!("/proc/{p}")).exists())
-            {
+        poll(Duration::from_secs(30), Duration::from_millis(20), || {
+            match self.pids.iter().find(|p| Path::new(&format!("/proc/{p}")).exists()) {
                 None => Ok(()),
-                Some(p) => Err(format!(
-                    "process {p} of postmaster {} did not die",
-                    self.pids[0]
-                )),
-            },
-        );
+                Some(p) => Err(format!("process {p} of postmaster {} did not die", self.pids[0])),
+            }
+        });
     }
 }
 
@@ -968,9 +909,7 @@ pub fn poll(within: Duration, every: Duration, mut step: impl FnMut() -> Result<
 /// Makes the primary wait for a synchronous standby (`synchronous_standby_names = '*'`) and
 /// waits until its one standby is synchronous.
 pub fn make_synchronous(primary: &mut Client) {
-    primary
-        .batch_execute("ALTER SYSTEM SET synchronous_standby_names = '*'")
-        .unwrap();
+    primary.batch_execute("ALTER SYSTEM SET synchronous_standby_names = '*'").unwrap();
     primary.batch_execute("SELECT pg_reload_conf()").unwrap();
     wait_for_one_synchronous_standby(primary);
 }
@@ -980,9 +919,7 @@ pub fn wait_for_one_synchronous_standby(primary: &mut Client) {
     poll(Duration::from_secs(60), Duration::from_millis(50), || {
         let sync: i64 =
             primary.scalar("SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'");
-        (sync == 1)
-            .then_some(())
-            .ok_or(format!("{sync} synchronous standbys, not one"))
+        (sync == 1).then_some(()).ok_or(format!("{sync} synchronous standbys, not one"))
     });
 }
 
@@ -991,14 +928,30 @@ pub fn wait_for_replay(primary: &mut Client, standby: &mut Client) {
     let target: String = primary.scalar("SELECT pg_current_wal_flush_lsn()::text");
     poll(Duration::from_secs(60), Duration::from_millis(50), || {
         let caught_up: bool = standby
-            .query_one(
-                "SELECT pg_last_wal_replay_lsn() >= $1::text::pg_lsn",
-                &[&target],
-            )
+            .query_one("SELECT pg_last_wal_replay_lsn() >= $1::text::pg_lsn", &[&target])
             .unwrap()
             .get(0);
-        caught_up
-            .then_some(())
-            .ok_or_else(|| format!("the standby did not replay up to {target}"))
+        caught_up.then_some(()).ok_or_else(|| format!("the standby did not replay up to {target}"))
     });
+}
+
+/// ISO 8601 with microseconds, in UTC, of Unix microseconds (proleptic Gregorian).
+pub fn iso_us(us: i64) -> String {
+    let (days, rest) = (us.div_euclid(86_400_000_000), us.rem_euclid(86_400_000_000));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}.{:06}+00",
+        rest / 3_600_000_000,
+        rest / 60_000_000 % 60,
+        rest / 1_000_000 % 60,
+        rest % 1_000_000
+    )
 }

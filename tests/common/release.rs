@@ -21,9 +21,7 @@ pub fn version() -> String {
 }
 
 pub fn deb(major: &str, version: &str) -> PathBuf {
-    root_dir().join(format!(
-        "target/package/postgresql-{major}-pg-snowflake_{version}-1_amd64.deb"
-    ))
+    root_dir().join(format!("target/package/postgresql-{major}-pg-snowflake_{version}-1_amd64.deb"))
 }
 
 /// The package of the earlier release `version`, made at `commit`, for the major of
@@ -76,46 +74,19 @@ pub fn server_with_0_3_0(name: &str) -> String {
     // relative to the binaries, so the copy keeps the same relative places.
     let lib_tree = bindir.parent().unwrap();
     for (from, to) in [
-        (
-            lib_tree.to_path_buf(),
-            prefix.join(lib_tree.strip_prefix("/").unwrap()),
-        ),
-        (
-            sharedir.clone(),
-            prefix.join(sharedir.strip_prefix("/").unwrap()),
-        ),
+        (lib_tree.to_path_buf(), prefix.join(lib_tree.strip_prefix("/").unwrap())),
+        (sharedir.clone(), prefix.join(sharedir.strip_prefix("/").unwrap())),
     ] {
         fs::create_dir_all(to.parent().unwrap()).unwrap();
         check(
-            Command::new("cp")
-                .arg("-a")
-                .arg(&from)
-                .arg(&to)
-                .output()
-                .unwrap(),
+            Command::new("cp").arg("-a").arg(&from).arg(&to).output().unwrap(),
             "cp -a of the server",
         );
     }
     check(
-        Command::new("dpkg")
-            .arg("-x")
-            .arg(&deb)
-            .arg(&prefix)
-            .output()
-            .unwrap(),
+        Command::new("dpkg").arg("-x").arg(&deb).arg(&prefix).output().unwrap(),
         "dpkg -x of the 0.3.0 package",
     );
-    check(
-        Command::new("chmod")
-            .args(["-R", "a+rX"])
-            .arg(&prefix)
-            .output()
-            .unwrap(),
-        "chmod",
-    );
-    prefix
-        .join(lib_tree.strip_prefix("/").unwrap())
-        .join("bin/pg_config")
-        .display()
-        .to_string()
+    check(Command::new("chmod").args(["-R", "a+rX"]).arg(&prefix).output().unwrap(), "chmod");
+    prefix.join(lib_tree.strip_prefix("/").unwrap()).join("bin/pg_config").display().to_string()
 }

@@ -1,4 +1,7 @@
-//! Seeded random numbers for the randomized suites: a printed seed replays a run.
+//! Seeded random numbers for the randomized suites, faultfs's own included (it includes this
+//! file by path): a printed seed replays a run.
+
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A small deterministic generator (xorshift64*).
 pub struct Rng(pub u64);
@@ -20,6 +23,10 @@ impl Rng {
         &items[self.below(items.len() as u64) as usize]
     }
 
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next() as u8).collect()
+    }
+
     /// True `percent` times in a hundred.
     pub fn chance(&mut self, percent: u64) -> bool {
         self.below(100) < percent
@@ -39,16 +46,9 @@ impl Rng {
 /// The seed in the environment variable `var`, or one from the clock (never 0, which xorshift
 /// would keep at 0); printed with how to replay it.
 pub fn seed(var: &str, suite: &str) -> u64 {
-    let seed = std::env::var(var)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-                | 1
-        });
+    let now = || SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    let seed = std::env::var(var).ok().and_then(|s| s.parse().ok());
+    let seed = seed.unwrap_or_else(|| now().as_nanos() as u64 | 1);
     eprintln!("{suite}: seed {seed} ({var}={seed} replays it)");
     seed
 }

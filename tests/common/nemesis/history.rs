@@ -26,10 +26,7 @@ pub enum Outcome {
     /// An id, acknowledged: a committed INSERT's (`inserted`) or a `SELECT snowflake_next()`'s.
     Id { id: i64, inserted: bool },
     /// An error of the server (its SQLSTATE), or of the connection (none).
-    Refused {
-        code: Option<String>,
-        message: String,
-    },
+    Refused { code: Option<String>, message: String },
 }
 
 /// A promotion: from then on the member's ids come from `new_port`, and all must be above every
@@ -46,9 +43,8 @@ pub struct Promotion {
 /// turn; 58030 the state file cannot be written; 25006 a standby; 57014 a cancelled wait), and
 /// PostgreSQL's own for a server that stops, crashes or is starting (57P01-57P03) and for a
 /// broken connection (08xxx). Anything else, above all XX000 or 23505 (a repeated id), fails.
-pub const ALLOWED: &[&str] = &[
-    "55000", "58030", "25006", "57014", "57P01", "57P02", "57P03", "08000", "08003", "08006",
-];
+pub const ALLOWED: &[&str] =
+    &["55000", "58030", "25006", "57014", "57P01", "57P02", "57P03", "08000", "08003", "08006"];
 
 /// What the checker found.
 #[derive(Default, Debug)]
@@ -65,10 +61,7 @@ pub struct Findings {
 /// its standby); after a promotion every id is above every id the old primary acknowledged;
 /// every refusal carries an allowed SQLSTATE.
 pub fn check(calls: &[Call], promotions: &[Promotion]) -> Findings {
-    let mut f = Findings {
-        calls: calls.len(),
-        ..Default::default()
-    };
+    let mut f = Findings { calls: calls.len(), ..Default::default() };
     let mut seen: HashMap<i64, &Call> = HashMap::new();
     let mut by_session: BTreeMap<(usize, u64), Vec<&Call>> = BTreeMap::new();
     for c in calls {
@@ -92,10 +85,7 @@ pub fn check(calls: &[Call], promotions: &[Promotion]) -> Findings {
                 }
                 by_session.entry((c.member, c.session)).or_default().push(c);
             }
-            Outcome::Refused {
-                code: Some(code),
-                message,
-            } => {
+            Outcome::Refused { code: Some(code), message } => {
                 if !ALLOWED.contains(&code.as_str()) {
                     f.violations.push(format!(
                         "m{} refused with {code} at {:.3} s: {message}",
@@ -113,10 +103,8 @@ pub fn check(calls: &[Call], promotions: &[Promotion]) -> Findings {
                 (&w[0].outcome, &w[1].outcome)
             {
                 if b <= a {
-                    f.violations.push(format!(
-                        "m{}'s session {session} got {b} after {a}",
-                        member + 1
-                    ));
+                    f.violations
+                        .push(format!("m{}'s session {session} got {b} after {a}", member + 1));
                 }
             }
         }
@@ -168,12 +156,7 @@ pub fn check(calls: &[Call], promotions: &[Promotion]) -> Findings {
     let mut by_worker: BTreeMap<i64, BTreeMap<usize, Vec<&Call>>> = BTreeMap::new();
     for c in calls {
         if let Outcome::Id { id, .. } = c.outcome {
-            by_worker
-                .entry(worker_id(id))
-                .or_default()
-                .entry(c.member)
-                .or_default()
-                .push(c);
+            by_worker.entry(worker_id(id)).or_default().entry(c.member).or_default().push(c);
         }
     }
     for (w, holders) in &by_worker {
@@ -284,10 +267,7 @@ pub fn availability(
             })
         })
         .fold((0, 0), |(n, ok), c| {
-            (
-                n + 1,
-                ok + usize::from(matches!(c.outcome, Outcome::Id { .. })),
-            )
+            (n + 1, ok + usize::from(matches!(c.outcome, Outcome::Id { .. })))
         });
     let mut out: Vec<(String, usize, usize)> =
         by_kind.into_iter().map(|(k, (n, ok))| (k, n, ok)).collect();

@@ -111,10 +111,7 @@ impl Pair {
         // updates only at its next checkpoint: without one it says "no rewind required", and the
         // old primary, its WAL ahead of the fork, can never follow.
         new.cluster.connect().batch_execute("CHECKPOINT").unwrap();
-        let source = format!(
-            "host=127.0.0.1 port={} user=postgres dbname=postgres",
-            new.port()
-        );
+        let source = format!("host=127.0.0.1 port={} user=postgres dbname=postgres", new.port());
         let out = old
             .cluster
             .server_cmd("pg_rewind", &old.cluster.dir)
@@ -125,8 +122,7 @@ impl Pair {
             .output()
             .unwrap();
         check(out, &format!("pg_rewind of {}", old.cluster.name));
-        old.cluster
-            .append_conf(&[&format!("port = {}", old.port())]);
+        old.cluster.append_conf(&[&format!("port = {}", old.port())]);
         old.cluster.start();
     }
 }
@@ -168,10 +164,7 @@ impl Fleet {
         .unwrap();
         let reg_b = standby_of(&reg_a, &format!("{name}_reg_b"), offset());
         synchronous(&reg_a, &reg_b);
-        let registry = Pair {
-            servers: [reg_a, reg_b],
-            primary: 0,
-        };
+        let registry = Pair { servers: [reg_a, reg_b], primary: 0 };
         let mut proxies = vec![];
         let mut members: Vec<Option<Server>> = vec![];
         let mut client_conninfo = vec![];
@@ -227,10 +220,7 @@ impl Fleet {
                     server.port(),
                     standby.port()
                 ));
-                standby_member = Some(Pair {
-                    servers: [server, standby],
-                    primary: 0,
-                });
+                standby_member = Some(Pair { servers: [server, standby], primary: 0 });
                 members.push(None);
             } else {
                 client_conninfo.push(format!(
@@ -293,16 +283,10 @@ impl Fleet {
         let all: Vec<usize> = (0..MEMBERS).collect();
         match fault {
             Fault::Kill(Target::Registry | Target::RegistryStandby)
-            | Fault::Clock {
-                target: Target::Registry | Target::RegistryStandby,
-                ..
-            }
+            | Fault::Clock { target: Target::Registry | Target::RegistryStandby, .. }
             | Fault::Promote(Target::Registry) => all,
             Fault::Kill(Target::MemberStandby)
-            | Fault::Clock {
-                target: Target::MemberStandby,
-                ..
-            } => {
+            | Fault::Clock { target: Target::MemberStandby, .. } => {
                 vec![STANDBY_MEMBER]
             }
             Fault::Promote(_) => vec![STANDBY_MEMBER],
@@ -321,18 +305,13 @@ impl Fleet {
     pub fn inject(&mut self, fault: &Fault, at: f64) -> Option<Promotion> {
         match fault {
             Fault::Kill(t) => self.server(*t).kill(),
-            Fault::Freeze {
-                member,
-                thief_clock_s,
-            } => {
+            Fault::Freeze { member, thief_clock_s } => {
                 let worker_id = worker_id_of(&self.member(*member).cluster);
                 self.member(*member).signal_all("STOP");
                 // The thief asks for the worker id once its lease ran out (it is refused
                 // until then: the registry never takes a held worker id).
                 self.thief.cluster.stop_if_running();
-                self.thief
-                    .cluster
-                    .append_conf(&[&format!("snowflake.worker_id = {worker_id}")]);
+                self.thief.cluster.append_conf(&[&format!("snowflake.worker_id = {worker_id}")]);
                 self.thief.clock.set(*thief_clock_s);
                 self.thief_wants = Some(worker_id);
                 self.thief.cluster.start();
@@ -366,12 +345,7 @@ impl Fleet {
             }
             Fault::Promote(_) => {
                 let (old_port, new_port) = self.standby_member.fail_over();
-                return Some(Promotion {
-                    at,
-                    member: STANDBY_MEMBER,
-                    old_port,
-                    new_port,
-                });
+                return Some(Promotion { at, member: STANDBY_MEMBER, old_port, new_port });
             }
             Fault::Lose { member, lost } => {
                 let server = self.member(*member);
@@ -449,32 +423,19 @@ impl Fleet {
     }
 
     fn targets(&self) -> Vec<Target> {
-        let mut t = vec![
-            Target::Registry,
-            Target::RegistryStandby,
-            Target::MemberStandby,
-        ];
+        let mut t = vec![Target::Registry, Target::RegistryStandby, Target::MemberStandby];
         t.extend((0..MEMBERS).map(Target::Member));
         t
     }
 
     fn disk(&self) -> &FaultFs {
-        self.members[DISK_MEMBER]
-            .as_ref()
-            .unwrap()
-            .fs
-            .as_ref()
-            .unwrap()
+        self.members[DISK_MEMBER].as_ref().unwrap().fs.as_ref().unwrap()
     }
 
     /// The ids in each member's table now, from its primary.
     pub fn stored(&self, m: usize) -> Vec<i64> {
         let mut c = self.member(m).cluster.connect();
-        c.query("SELECT id FROM t", &[])
-            .unwrap()
-            .iter()
-            .map(|r| r.get(0))
-            .collect()
+        c.query("SELECT id FROM t", &[]).unwrap().iter().map(|r| r.get(0)).collect()
     }
 
     /// The server logs, for a failure's report.
@@ -502,12 +463,7 @@ fn fake_clock_server(name: &str, conf: &[&str], offset_s: f64) -> Server {
     let mut cluster = Cluster::init(name, conf);
     let clock = cluster.use_fake_clock();
     clock.set(offset_s);
-    Server {
-        cluster,
-        clock,
-        offset_s,
-        fs: None,
-    }
+    Server { cluster, clock, offset_s, fs: None }
 }
 
 /// A started synchronous standby of `primary`, with a fake clock of its own.
@@ -516,12 +472,7 @@ fn standby_of(primary: &Server, name: &str, offset_s: f64) -> Server {
     let clock = cluster.use_fake_clock();
     clock.set(offset_s);
     cluster.start();
-    Server {
-        cluster,
-        clock,
-        offset_s,
-        fs: None,
-    }
+    Server { cluster, clock, offset_s, fs: None }
 }
 
 /// Makes `standby` synchronous to `primary`, and `primary` to `standby` once they swap: both
@@ -539,9 +490,7 @@ fn synchronous(primary: &Server, standby: &Server) {
 /// The worker id a member uses now, from its stats.
 fn worker_id_of(cluster: &Cluster) -> i32 {
     let mut c = cluster.connect();
-    stats(&mut c)["worker_id"]
-        .as_i64()
-        .expect("the member has a worker id") as i32
+    stats(&mut c)["worker_id"].as_i64().expect("the member has a worker id") as i32
 }
 
 /// The clients: per member one that inserts through `DEFAULT snowflake_next()` and one that
@@ -564,30 +513,16 @@ impl Clients {
         targets.push((THIEF, fleet.thief_conninfo.clone()));
         for (member, conninfo) in targets {
             // The thief only draws ids: its rows would leave with it.
-            let kinds: &[bool] = if member == THIEF {
-                &[false]
-            } else {
-                &[true, false]
-            };
+            let kinds: &[bool] = if member == THIEF { &[false] } else { &[true, false] };
             for &inserting in kinds {
-                let (calls, stop, sessions, conninfo) = (
-                    calls.clone(),
-                    stop.clone(),
-                    sessions.clone(),
-                    conninfo.clone(),
-                );
+                let (calls, stop, sessions, conninfo) =
+                    (calls.clone(), stop.clone(), sessions.clone(), conninfo.clone());
                 handles.push(std::thread::spawn(move || {
-                    client(
-                        member, &conninfo, inserting, epoch, &calls, &stop, &sessions,
-                    )
+                    client(member, &conninfo, inserting, epoch, &calls, &stop, &sessions)
                 }));
             }
         }
-        Clients {
-            calls,
-            stop,
-            handles,
-        }
+        Clients { calls, stop, handles }
     }
 
     pub fn stop(self) -> Vec<Call> {
@@ -624,18 +559,12 @@ fn client(
         };
         let sent = now();
         let result = if inserting {
-            c.query_one(
-                "INSERT INTO t (session) VALUES ($1) RETURNING id",
-                &[&(*session as i64)],
-            )
+            c.query_one("INSERT INTO t (session) VALUES ($1) RETURNING id", &[&(*session as i64)])
         } else {
             c.query_one("SELECT snowflake_next()", &[])
         };
         let outcome = match &result {
-            Ok(row) => Outcome::Id {
-                id: row.get(0),
-                inserted: inserting,
-            },
+            Ok(row) => Outcome::Id { id: row.get(0), inserted: inserting },
             Err(e) => Outcome::Refused {
                 code: e.code().map(|c| c.code().to_string()),
                 message: e.to_string(),

@@ -181,18 +181,12 @@ pub fn schedule(seed: u64, seconds: f64) -> Vec<Scheduled> {
         let at_s = 2.0 + (rng.below(((latest - 2.0) * 10.0) as u64) as f64) / 10.0;
         let end = at_s + for_s + SETTLE_S;
         let clashes = |s: &Scheduled| s.at_s < end && at_s < s.at_s + s.for_s + SETTLE_S;
-        let busy = out.iter().any(|s| {
-            clashes(s)
-                && s.fault
-                    .servers()
-                    .iter()
-                    .any(|t| fault.servers().contains(t))
-        });
+        let busy = out
+            .iter()
+            .any(|s| clashes(s) && s.fault.servers().iter().any(|t| fault.servers().contains(t)));
         let crowded = (0..=((end - at_s) * 10.0) as usize).any(|i| {
             let t = at_s + i as f64 / 10.0;
-            out.iter()
-                .filter(|s| s.at_s <= t && t < s.at_s + s.for_s + SETTLE_S)
-                .count()
+            out.iter().filter(|s| s.at_s <= t && t < s.at_s + s.for_s + SETTLE_S).count()
                 >= MAX_AT_ONCE
         });
         if busy || crowded {
@@ -234,53 +228,25 @@ fn draw(kind: usize, rng: &mut Rng) -> (Fault, f64) {
             // Members leasing from the registry (not the fixed one, whose id nobody may take).
             let member = rng.below(FIXED_MEMBER as u64) as usize;
             let thief_clock_s = -(secs(rng, 0.0, 30.0));
-            (
-                Fault::Freeze {
-                    member,
-                    thief_clock_s,
-                },
-                LEASE_S + secs(rng, 4.0, 8.0),
-            )
+            (Fault::Freeze { member, thief_clock_s }, LEASE_S + secs(rng, 4.0, 8.0))
         }
         2 => {
             // Within max_drift (absorbed), or beyond it (refused until the clock is back), or
             // forward (the ids follow, and are ahead once it is back).
             let step_s = *rng.pick(&[-3.0, -6.0, -15.0, 4.0, 8.0]);
-            (
-                Fault::Clock {
-                    target: server(rng),
-                    step_s,
-                },
-                secs(rng, 2.0, 6.0),
-            )
+            (Fault::Clock { target: server(rng), step_s }, secs(rng, 2.0, 6.0))
         }
         // Shorter and longer than the lease.
-        3 => (
-            Fault::Partition {
-                member: any_member(rng),
-            },
-            secs(rng, 3.0, 2.0 * LEASE_S),
-        ),
+        3 => (Fault::Partition { member: any_member(rng) }, secs(rng, 3.0, 2.0 * LEASE_S)),
         4 => (
-            Fault::Delay {
-                member: any_member(rng),
-                ms: *rng.pick(&[200, 800, 2_500]),
-            },
+            Fault::Delay { member: any_member(rng), ms: *rng.pick(&[200, 800, 2_500]) },
             secs(rng, 3.0, 8.0),
         ),
         5 => (Fault::DiskStall, secs(rng, 1.0, 4.0)),
         6 => (Fault::DiskFail, secs(rng, 1.0, 4.0)),
-        7 => (
-            Fault::PowerCut {
-                back_s: *rng.pick(&[3.0, 15.0]),
-            },
-            secs(rng, 0.5, 2.0),
-        ),
+        7 => (Fault::PowerCut { back_s: *rng.pick(&[3.0, 15.0]) }, secs(rng, 0.5, 2.0)),
         8 => (Fault::Promote(Target::Registry), secs(rng, 1.0, 3.0)),
-        9 => (
-            Fault::Promote(Target::Member(STANDBY_MEMBER)),
-            secs(rng, 1.0, 3.0),
-        ),
+        9 => (Fault::Promote(Target::Member(STANDBY_MEMBER)), secs(rng, 1.0, 3.0)),
         _ => (
             Fault::Lose {
                 member: *rng.pick(&[0, DISK_MEMBER, FIXED_MEMBER]),

@@ -36,16 +36,14 @@ impl Control {
             _ => {}
         }
         let listener = UnixListener::bind(path)?;
-        thread::Builder::new()
-            .name("control".into())
-            .spawn(move || {
-                for conn in listener.incoming().flatten() {
-                    let me = self.clone();
-                    let _ = thread::Builder::new()
-                        .name("control-conn".into())
-                        .spawn(move || me.serve(conn));
-                }
-            })?;
+        thread::Builder::new().name("control".into()).spawn(move || {
+            for conn in listener.incoming().flatten() {
+                let me = self.clone();
+                let _ = thread::Builder::new()
+                    .name("control-conn".into())
+                    .spawn(move || me.serve(conn));
+            }
+        })?;
         Ok(())
     }
 

@@ -52,11 +52,7 @@ impl Op {
 
 impl fmt::Display for Op {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let name = OPS
-            .iter()
-            .find(|(op, _)| op == self)
-            .map(|(_, n)| *n)
-            .unwrap_or("?");
+        let name = OPS.iter().find(|(op, _)| op == self).map(|(_, n)| *n).unwrap_or("?");
         f.write_str(name)
     }
 }
@@ -109,10 +105,7 @@ pub struct Faults {
 
 impl Faults {
     pub fn new(stats: Arc<Stats>) -> Faults {
-        Faults {
-            rules: Mutex::new((1, Vec::new())),
-            stats,
-        }
+        Faults { rules: Mutex::new((1, Vec::new())), stats }
     }
 
     /// Adds a rule; returns its id.
@@ -120,14 +113,7 @@ impl Faults {
         let mut g = self.rules.lock().unwrap();
         let id = g.0;
         g.0 += 1;
-        g.1.push(Rule {
-            id,
-            op,
-            glob: glob.to_string(),
-            errno,
-            remaining: count,
-            hits: 0,
-        });
+        g.1.push(Rule { id, op, glob: glob.to_string(), errno, remaining: count, hits: 0 });
         id
     }
 
@@ -141,10 +127,7 @@ impl Faults {
         let g = self.rules.lock().unwrap();
         let mut out = format!("{}", g.1.len());
         for r in &g.1 {
-            let remaining = r
-                .remaining
-                .map(|n| n.to_string())
-                .unwrap_or_else(|| "-".into());
+            let remaining = r.remaining.map(|n| n.to_string()).unwrap_or_else(|| "-".into());
             out.push_str(&format!(
                 " {}:{}:{}:{}:{}:{}",
                 r.id,
@@ -169,9 +152,7 @@ impl Faults {
         let rule = g.1.iter_mut().find(|r| {
             r.op == op
                 && r.remaining != Some(0)
-                && paths
-                    .iter()
-                    .any(|p| glob_match(r.glob.as_bytes(), p.as_bytes()))
+                && paths.iter().any(|p| glob_match(r.glob.as_bytes(), p.as_bytes()))
         })?;
         rule.hits += 1;
         if let Some(n) = rule.remaining.as_mut() {
@@ -236,21 +217,12 @@ mod tests {
     fn rules_count_down_and_clear() {
         let stats = Arc::new(Stats::default());
         let f = Faults::new(stats.clone());
-        assert_eq!(
-            f.check(Op::Write, || panic!("paths computed without rules")),
-            None
-        );
+        assert_eq!(f.check(Op::Write, || panic!("paths computed without rules")), None);
         f.add(Op::Write, "f*", libc::ENOSPC, Some(2));
-        assert_eq!(
-            f.check(Op::Read, || panic!("paths computed for another op")),
-            None
-        );
+        assert_eq!(f.check(Op::Read, || panic!("paths computed for another op")), None);
         assert_eq!(f.check(Op::Write, || vec!["g".into()]), None);
         assert_eq!(f.check(Op::Write, || vec!["f1".into()]), Some(libc::ENOSPC));
-        assert_eq!(
-            f.check(Op::Write, || vec!["g".into(), "f2".into()]),
-            Some(libc::ENOSPC)
-        );
+        assert_eq!(f.check(Op::Write, || vec!["g".into(), "f2".into()]), Some(libc::ENOSPC));
         assert_eq!(f.check(Op::Write, || vec!["f1".into()]), None);
         assert_eq!(f.describe(), "1 1:write:f*:ENOSPC:0:2");
         f.add(Op::Fsync, "*", libc::EIO, None);

@@ -97,9 +97,7 @@ impl FaultFs {
 
     /// The errno of a fault rule matching `op` on `name` in `parent`, if any.
     fn fault_in(&self, st: &State, op: Op, parent: INodeNo, name: &OsStr) -> Option<Errno> {
-        self.faults
-            .check(op, || st.path_in(parent.0, name).into_iter().collect())
-            .map(err)
+        self.faults.check(op, || st.path_in(parent.0, name).into_iter().collect()).map(err)
     }
 }
 
@@ -182,10 +180,7 @@ impl Filesystem for FaultFs {
         if let Some(e) = self.fault_in(&st, Op::Create, parent, name) {
             return reply.error(e);
         }
-        entry(
-            reply,
-            st.create(parent.0, name, mode & !umask, req.uid(), req.gid()),
-        );
+        entry(reply, st.create(parent.0, name, mode & !umask, req.uid(), req.gid()));
     }
 
     fn mkdir(
@@ -201,10 +196,7 @@ impl Filesystem for FaultFs {
         if let Some(e) = self.fault_in(&st, Op::Create, parent, name) {
             return reply.error(e);
         }
-        entry(
-            reply,
-            st.mkdir(parent.0, name, mode & !umask, req.uid(), req.gid()),
-        );
+        entry(reply, st.mkdir(parent.0, name, mode & !umask, req.uid(), req.gid()));
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -235,16 +227,7 @@ impl Filesystem for FaultFs {
         if let Some(e) = self.fault_in(&st, Op::Create, parent, link_name) {
             return reply.error(e);
         }
-        entry(
-            reply,
-            st.symlink(
-                parent.0,
-                link_name,
-                target.as_os_str(),
-                req.uid(),
-                req.gid(),
-            ),
-        );
+        entry(reply, st.symlink(parent.0, link_name, target.as_os_str(), req.uid(), req.gid()));
     }
 
     fn rename(
@@ -262,19 +245,13 @@ impl Filesystem for FaultFs {
         }
         let mut st = self.lock();
         let fault = self.faults.check(Op::Rename, || {
-            st.path_in(parent.0, name)
-                .into_iter()
-                .chain(st.path_in(newparent.0, newname))
-                .collect()
+            st.path_in(parent.0, name).into_iter().chain(st.path_in(newparent.0, newname)).collect()
         });
         if let Some(e) = fault {
             return reply.error(err(e));
         }
         let noreplace = flags.contains(RenameFlags::RENAME_NOREPLACE);
-        empty(
-            reply,
-            st.rename(parent.0, name, newparent.0, newname, noreplace),
-        );
+        empty(reply, st.rename(parent.0, name, newparent.0, newname, noreplace));
     }
 
     fn link(
@@ -425,12 +402,7 @@ impl Filesystem for FaultFs {
         match st.readdir(fh.0, ino.0, offset) {
             Ok(list) => {
                 for (i, (child, kind, name)) in list.iter().enumerate() {
-                    if reply.add(
-                        INodeNo(*child),
-                        offset + i as u64 + 1,
-                        file_type(*kind),
-                        name,
-                    ) {
+                    if reply.add(INodeNo(*child), offset + i as u64 + 1, file_type(*kind), name) {
                         break;
                     }
                 }

@@ -28,11 +28,7 @@ pub struct Holds {
 impl Holds {
     /// Holds the next `count` fsyncs of a path matching `glob`.
     pub fn add(&self, glob: &str, count: u64) {
-        self.inner
-            .lock()
-            .unwrap()
-            .rules
-            .push((glob.to_string(), count));
+        self.inner.lock().unwrap().rules.push((glob.to_string(), count));
     }
 
     /// Lets every waiting call go on, and drops the rules.
@@ -53,10 +49,7 @@ impl Holds {
     pub fn wait_if_held(&self, paths: &[String]) {
         let mut g = self.inner.lock().unwrap();
         let Some(rule) = g.rules.iter_mut().find(|(glob, left)| {
-            *left > 0
-                && paths
-                    .iter()
-                    .any(|p| glob_match(glob.as_bytes(), p.as_bytes()))
+            *left > 0 && paths.iter().any(|p| glob_match(glob.as_bytes(), p.as_bytes()))
         }) else {
             return;
         };

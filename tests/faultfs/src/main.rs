@@ -82,9 +82,7 @@ fn init(args: &[OsString]) -> io::Result<()> {
     // SAFETY: geteuid and getegid cannot fail.
     let (mut uid, mut gid) = unsafe { (libc::geteuid(), libc::getegid()) };
     let mut perm = 0o755;
-    let mut rest = args[1..]
-        .iter()
-        .map(|a| a.to_str().unwrap_or_else(|| usage()));
+    let mut rest = args[1..].iter().map(|a| a.to_str().unwrap_or_else(|| usage()));
     while let Some(flag) = rest.next() {
         let value = rest.next().unwrap_or_else(|| usage());
         match flag {
@@ -98,15 +96,8 @@ fn init(args: &[OsString]) -> io::Result<()> {
         }
     }
     let t = SystemTime::now();
-    let root = Meta {
-        kind: Kind::Dir,
-        perm: perm & 0o7777,
-        uid,
-        gid,
-        atime: t,
-        mtime: t,
-        ctime: t,
-    };
+    let root =
+        Meta { kind: Kind::Dir, perm: perm & 0o7777, uid, gid, atime: t, mtime: t, ctime: t };
     Store::init(Path::new(backing), root).map(|_| ())
 }
 
@@ -179,17 +170,9 @@ fn serve(args: &[OsString]) -> io::Result<()> {
     // allow_other: the daemon runs as root, PostgreSQL as `postgres`.
     config.acl = SessionACL::All;
     config.n_threads = Some(threads);
-    let fs = FaultFs {
-        state,
-        faults,
-        holds,
-        stats,
-    };
+    let fs = FaultFs { state, faults, holds, stats };
     let mut session = Session::new(fs, &mountpoint, &config).map_err(|e| {
-        io::Error::new(
-            e.kind(),
-            format!("cannot mount {}: {e}", mountpoint.display()),
-        )
+        io::Error::new(e.kind(), format!("cannot mount {}: {e}", mountpoint.display()))
     })?;
     let unmounter = session.unmount_callable();
     let mp = mountpoint.clone();

@@ -32,12 +32,7 @@ pub struct FileData {
 
 impl FileData {
     pub fn new(durable_size: u64) -> FileData {
-        FileData {
-            durable_size,
-            size: durable_size,
-            floor: u64::MAX,
-            dirty: BTreeMap::new(),
-        }
+        FileData { durable_size, size: durable_size, floor: u64::MAX, dirty: BTreeMap::new() }
     }
 
     pub fn size(&self) -> u64 {
@@ -196,10 +191,7 @@ impl FileData {
     /// dropping it keeps a zero-filled 16 MiB WAL segment from holding 16 MiB of memory.
     fn forget_if_zero(&mut self, idx: u64) {
         if idx * PAGE64 >= self.durable_end()
-            && self
-                .dirty
-                .get(&idx)
-                .is_some_and(|p| p.iter().all(|&b| b == 0))
+            && self.dirty.get(&idx).is_some_and(|p| p.iter().all(|&b| b == 0))
         {
             self.dirty.remove(&idx);
         }
@@ -254,10 +246,7 @@ mod tests {
                 .open(&path)
                 .unwrap();
             let mut data = FileData::new(0);
-            let mut m = Model {
-                durable: Vec::new(),
-                volatile: Vec::new(),
-            };
+            let mut m = Model { durable: Vec::new(), volatile: Vec::new() };
             for step in 0..300 {
                 let max = 5 * PAGE as u64;
                 match rng(&mut seed) % 6 {
@@ -302,20 +291,12 @@ mod tests {
                         m.volatile = m.durable.clone();
                     }
                 }
-                assert_eq!(
-                    data.size(),
-                    m.volatile.len() as u64,
-                    "seed {seed0} step {step}"
-                );
+                assert_eq!(data.size(), m.volatile.len() as u64, "seed {seed0} step {step}");
                 let off = rng(&mut seed) % (max + 10);
                 let got = data.read(off, 3 * PAGE as u32, Some(&f)).unwrap();
                 let lo = (off as usize).min(m.volatile.len());
                 let hi = (lo + 3 * PAGE).min(m.volatile.len());
-                assert_eq!(
-                    got,
-                    &m.volatile[lo..hi],
-                    "seed {seed0} step {step} read at {off}"
-                );
+                assert_eq!(got, &m.volatile[lo..hi], "seed {seed0} step {step} read at {off}");
                 let whole = data.read(0, u32::MAX, Some(&f)).unwrap();
                 assert_eq!(whole, m.volatile, "seed {seed0} step {step}");
                 assert_eq!(

@@ -157,10 +157,9 @@ impl State {
         let mut inodes = HashMap::new();
         for (ino, rec) in ns.inodes {
             let body = match rec.meta.kind {
-                Kind::File => Body::File {
-                    data: FileData::new(store.data_len(ino)?),
-                    backing: None,
-                },
+                Kind::File => {
+                    Body::File { data: FileData::new(store.data_len(ino)?), backing: None }
+                }
                 Kind::Dir => Body::Dir(Dir::default()),
                 Kind::Symlink => Body::Symlink(rec.target.unwrap_or_default()),
             };
@@ -194,10 +193,7 @@ impl State {
             if let Body::Dir(d) = &mut child_inode.body {
                 d.durable_at = Some((parent, name.clone()));
             }
-            st.dir_mut(parent)
-                .expect("store checked the parent")
-                .durable
-                .insert(name, child);
+            st.dir_mut(parent).expect("store checked the parent").durable.insert(name, child);
         }
         st.pending_dirs.clear();
         Ok(st)
@@ -267,12 +263,7 @@ impl State {
 
     fn parent_of(&self, dir: u64) -> Res<u64> {
         self.dir(dir)?;
-        Ok(self
-            .inode(dir)?
-            .links
-            .first()
-            .map(|(p, _)| *p)
-            .unwrap_or(ROOT))
+        Ok(self.inode(dir)?.links.first().map(|(p, _)| *p).unwrap_or(ROOT))
     }
 
     pub fn forget(&mut self, ino: u64, n: u64) {
@@ -305,11 +296,7 @@ impl State {
             d.subdirs += 1;
         }
         self.pending_dirs.insert(parent);
-        self.inodes
-            .get_mut(&child)
-            .expect("child exists")
-            .links
-            .push((parent, name));
+        self.inodes.get_mut(&child).expect("child exists").links.push((parent, name));
     }
 
     fn remove_entry(&mut self, parent: u64, name: &OsStr) -> u64 {
@@ -349,14 +336,7 @@ impl State {
         self.next_ino += 1;
         self.inodes.insert(
             ino,
-            Inode {
-                meta,
-                links: Vec::new(),
-                lookups: 1,
-                opens: 0,
-                durable_refs: 0,
-                body,
-            },
+            Inode { meta, links: Vec::new(), lookups: 1, opens: 0, durable_refs: 0, body },
         );
         self.add_entry(parent, name.to_os_string(), ino);
         self.touch_dir(parent);
@@ -365,15 +345,7 @@ impl State {
 
     fn new_meta(kind: Kind, perm: u32, uid: u32, gid: u32) -> Meta {
         let t = now();
-        Meta {
-            kind,
-            perm: perm & 0o7777,
-            uid,
-            gid,
-            atime: t,
-            mtime: t,
-            ctime: t,
-        }
+        Meta { kind, perm: perm & 0o7777, uid, gid, atime: t, mtime: t, ctime: t }
     }
 
     /// Creates an empty regular file (create and mknod).
@@ -385,16 +357,8 @@ impl State {
         uid: u32,
         gid: u32,
     ) -> Res<Attr> {
-        let body = Body::File {
-            data: FileData::new(0),
-            backing: None,
-        };
-        self.new_node(
-            parent,
-            name,
-            Self::new_meta(Kind::File, perm, uid, gid),
-            body,
-        )
+        let body = Body::File { data: FileData::new(0), backing: None };
+        self.new_node(parent, name, Self::new_meta(Kind::File, perm, uid, gid), body)
     }
 
     pub fn mkdir(&mut self, parent: u64, name: &OsStr, perm: u32, uid: u32, gid: u32) -> Res<Attr> {
@@ -415,12 +379,7 @@ impl State {
         gid: u32,
     ) -> Res<Attr> {
         let body = Body::Symlink(target.to_os_string());
-        self.new_node(
-            parent,
-            name,
-            Self::new_meta(Kind::Symlink, 0o777, uid, gid),
-            body,
-        )
+        self.new_node(parent, name, Self::new_meta(Kind::Symlink, 0o777, uid, gid), body)
     }
 
     pub fn readlink(&self, ino: u64) -> Res<Vec<u8>> {
@@ -639,10 +598,7 @@ impl State {
     }
 
     pub fn write(&mut self, ino: u64, off: u64, buf: &[u8]) -> Res<u32> {
-        if off
-            .checked_add(buf.len() as u64)
-            .is_none_or(|end| end > MAX_FILE_SIZE)
-        {
+        if off.checked_add(buf.len() as u64).is_none_or(|end| end > MAX_FILE_SIZE) {
             return Err(libc::EFBIG);
         }
         let (data, backing, meta) = self.file(ino, |d| d.needs_backing(), false)?;
@@ -658,10 +614,7 @@ impl State {
     /// `fallocate(2)`: mode 0 (allocate, growing the size), KEEP_SIZE, PUNCH_HOLE and
     /// ZERO_RANGE. Space is not reserved: the host's free space is what there is.
     pub fn fallocate(&mut self, ino: u64, off: u64, len: u64, mode: i32) -> Res<()> {
-        let end = off
-            .checked_add(len)
-            .filter(|e| *e <= MAX_FILE_SIZE)
-            .ok_or(libc::EFBIG)?;
+        let end = off.checked_add(len).filter(|e| *e <= MAX_FILE_SIZE).ok_or(libc::EFBIG)?;
         let keep_size = mode & libc::FALLOC_FL_KEEP_SIZE != 0;
         let (data, backing, meta) = self.file(ino, |d| d.needs_backing(), false)?;
         match mode & !libc::FALLOC_FL_KEEP_SIZE {
@@ -696,11 +649,7 @@ impl State {
         let written = written?;
         if self.journal && !self.pending_dirs.is_empty() {
             let strict = self.strict_dirs();
-            let dirs = self
-                .pending_dirs
-                .iter()
-                .copied()
-                .filter(|d| !strict.contains(d));
+            let dirs = self.pending_dirs.iter().copied().filter(|d| !strict.contains(d));
             self.commit_dirs(dirs.collect())?;
         }
         Ok(written)
@@ -709,11 +658,8 @@ impl State {
     /// Closes the data file of a file that is not open (read, written or synced through a
     /// memory mapping or by `sync`), to keep host descriptors proportional to open files.
     fn close_if_unused(&mut self, ino: u64) {
-        if let Some(Inode {
-            opens: 0,
-            body: Body::File { backing, .. },
-            ..
-        }) = self.inodes.get_mut(&ino)
+        if let Some(Inode { opens: 0, body: Body::File { backing, .. }, .. }) =
+            self.inodes.get_mut(&ino)
         {
             *backing = None;
         }
@@ -728,10 +674,7 @@ impl State {
         if self.journal {
             let strict = self.strict_dirs();
             dirs.extend(
-                self.pending_dirs
-                    .iter()
-                    .copied()
-                    .filter(|d| *d != ino && !strict.contains(d)),
+                self.pending_dirs.iter().copied().filter(|d| *d != ino && !strict.contains(d)),
             );
         }
         self.commit_dirs(dirs)
@@ -779,11 +722,7 @@ impl State {
             if new.get(name) != Some(&c) {
                 dropped.push(c);
                 if let Ok(cd) = self.dir_mut(c) {
-                    if cd
-                        .durable_at
-                        .as_ref()
-                        .is_some_and(|(p, n)| *p == d && n == name)
-                    {
+                    if cd.durable_at.as_ref().is_some_and(|(p, n)| *p == d && n == name) {
                         cd.durable_at = None;
                     }
                 }
@@ -948,11 +887,7 @@ impl State {
             return vec![".".into()];
         }
         match self.inodes.get(&ino) {
-            Some(i) => i
-                .links
-                .iter()
-                .filter_map(|(p, n)| self.path_in(*p, n))
-                .collect(),
+            Some(i) => i.links.iter().filter_map(|(p, n)| self.path_in(*p, n)).collect(),
             None => Vec::new(),
         }
     }

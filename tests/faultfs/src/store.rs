@@ -77,13 +77,7 @@ impl Store {
     pub fn init(dir: &Path, root: Meta) -> io::Result<Store> {
         let store = Store::create_layout(dir)?;
         let mut ns = Namespace::default();
-        ns.inodes.insert(
-            ROOT,
-            Record {
-                meta: root,
-                target: None,
-            },
-        );
+        ns.inodes.insert(ROOT, Record { meta: root, target: None });
         store.save_namespace(&ns)?;
         Ok(store)
     }
@@ -104,9 +98,7 @@ impl Store {
         }
         fs::create_dir(dir.join("inodes"))?;
         fs::write(dir.join(MARKER), "faultfs store, format 1\n")?;
-        Ok(Store {
-            dir: dir.to_path_buf(),
-        })
+        Ok(Store { dir: dir.to_path_buf() })
     }
 
     /// Opens an existing store: reads the durable tree, keeps only what is reachable from
@@ -122,9 +114,7 @@ impl Store {
                 ),
             ));
         }
-        let store = Store {
-            dir: dir.to_path_buf(),
-        };
+        let store = Store { dir: dir.to_path_buf() };
         let ns = reachable(read_namespace(&dir.join(NAMESPACE))?)?;
         let _ = fs::remove_file(dir.join(NAMESPACE_TMP));
         for entry in fs::read_dir(dir.join("inodes"))? {
@@ -394,11 +384,7 @@ fn reachable(ns: Namespace) -> io::Result<Namespace> {
             out.entries.push((d, name, c));
         }
     }
-    out.inodes = ns
-        .inodes
-        .into_iter()
-        .filter(|(ino, _)| seen.contains(ino))
-        .collect();
+    out.inodes = ns.inodes.into_iter().filter(|(ino, _)| seen.contains(ino)).collect();
     Ok(out)
 }
 
@@ -479,13 +465,7 @@ mod tests {
 
     #[test]
     fn escape_round_trips_any_bytes() {
-        for s in [
-            &b"plain.name"[..],
-            b"with space",
-            b"%percent",
-            b"\xff\x00\n",
-            b"a/b",
-        ] {
+        for s in [&b"plain.name"[..], b"with space", b"%percent", b"\xff\x00\n", b"a/b"] {
             let os = OsStr::from_bytes(s);
             let e = escape(os);
             assert!(!e.contains(' ') && !e.contains('\n'));
@@ -519,34 +499,10 @@ mod tests {
         };
         let store = Store::init(&dir, meta(Kind::Dir)).unwrap();
         let mut ns = Namespace::default();
-        ns.inodes.insert(
-            ROOT,
-            Record {
-                meta: meta(Kind::Dir),
-                target: None,
-            },
-        );
-        ns.inodes.insert(
-            2,
-            Record {
-                meta: meta(Kind::File),
-                target: None,
-            },
-        );
-        ns.inodes.insert(
-            3,
-            Record {
-                meta: meta(Kind::Symlink),
-                target: Some("x y".into()),
-            },
-        );
-        ns.inodes.insert(
-            4,
-            Record {
-                meta: meta(Kind::File),
-                target: None,
-            },
-        ); // unreachable
+        ns.inodes.insert(ROOT, Record { meta: meta(Kind::Dir), target: None });
+        ns.inodes.insert(2, Record { meta: meta(Kind::File), target: None });
+        ns.inodes.insert(3, Record { meta: meta(Kind::Symlink), target: Some("x y".into()) });
+        ns.inodes.insert(4, Record { meta: meta(Kind::File), target: None }); // unreachable
         ns.entries.push((ROOT, "f".into(), 2));
         ns.entries.push((ROOT, "hard link".into(), 2));
         ns.entries.push((ROOT, "l".into(), 3));
@@ -554,17 +510,11 @@ mod tests {
         fs::write(store.data_path(2), b"kept").unwrap();
         fs::write(store.data_path(4), b"orphan").unwrap();
         let (store, back) = Store::open(&dir).unwrap();
-        assert_eq!(
-            back.inodes.keys().copied().collect::<Vec<_>>(),
-            vec![1, 2, 3]
-        );
+        assert_eq!(back.inodes.keys().copied().collect::<Vec<_>>(), vec![1, 2, 3]);
         assert_eq!(back.entries.len(), 3);
         assert_eq!(back.inodes[&3].target.as_deref(), Some(OsStr::new("x y")));
         assert_eq!(store.data_len(2).unwrap(), 4);
-        assert!(
-            !store.data_path(4).exists(),
-            "orphan data is collected at open"
-        );
+        assert!(!store.data_path(4).exists(), "orphan data is collected at open");
         fs::remove_dir_all(&dir).unwrap();
     }
 }

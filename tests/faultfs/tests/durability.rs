@@ -14,10 +14,7 @@ fn unsynced_new_file_is_lost() {
     fs::write(f.path("f"), b"data").unwrap();
     assert_eq!(read(&f.path("f")), b"data", "visible before the cut");
     f.power_cut();
-    assert!(
-        !f.path("f").exists(),
-        "a file never fsynced must not survive"
-    );
+    assert!(!f.path("f").exists(), "a file never fsynced must not survive");
 }
 
 #[test]
@@ -52,11 +49,7 @@ fn durable_name_without_data_fsync_is_an_empty_file() {
     fs::write(f.path("f"), b"data").unwrap();
     fsync_dir(&f.mnt);
     f.power_cut();
-    assert_eq!(
-        read(&f.path("f")),
-        b"",
-        "the name is durable, the data is not"
-    );
+    assert_eq!(read(&f.path("f")), b"", "the name is durable, the data is not");
 }
 
 #[test]
@@ -71,12 +64,7 @@ fn overwrite_after_fsync_returns_old_data() {
     f.power_cut();
     assert_eq!(read(&f.path("f")), b"old data");
     // A second fsync makes the overwrite durable.
-    File::options()
-        .write(true)
-        .open(f.path("f"))
-        .unwrap()
-        .write_all_at(b"NEW", 0)
-        .unwrap();
+    File::options().write(true).open(f.path("f")).unwrap().write_all_at(b"NEW", 0).unwrap();
     fsync_file(&f.path("f"));
     f.power_cut();
     assert_eq!(read(&f.path("f")), b"NEW data");
@@ -94,10 +82,7 @@ fn truncate_without_fsync_returns_old_size() {
     drop(file);
     let now = read(&f.path("f"));
     assert_eq!(&now[..100], &data[..100]);
-    assert!(
-        now[100..].iter().all(|&b| b == 0),
-        "bytes cut by truncate must read as zeros"
-    );
+    assert!(now[100..].iter().all(|&b| b == 0), "bytes cut by truncate must read as zeros");
     f.power_cut();
     assert_eq!(read(&f.path("f")), data, "the old size and data return");
     // Truncate and fsync: the cut is durable, and the gap stays zeros.
@@ -136,15 +121,8 @@ fn atomic_replace_without_dir_fsync_returns_old_file() {
     fs::rename(f.path("f.tmp"), f.path("f")).unwrap();
     assert_eq!(read(&f.path("f")), b"new");
     f.power_cut();
-    assert_eq!(
-        read(&f.path("f")),
-        b"old",
-        "the rename was not durable: the old f returns"
-    );
-    assert!(
-        !f.path("f.tmp").exists(),
-        "f.tmp's name was never durable either"
-    );
+    assert_eq!(read(&f.path("f")), b"old", "the rename was not durable: the old f returns");
+    assert!(!f.path("f.tmp").exists(), "f.tmp's name was never durable either");
 }
 
 #[test]
@@ -165,11 +143,7 @@ fn unlink_is_durable_only_with_dir_fsync() {
     fs::remove_file(f.path("a")).unwrap();
     fs::remove_file(f.path("b")).unwrap();
     f.power_cut();
-    assert_eq!(
-        read(&f.path("a")),
-        b"A",
-        "an unlink without dir fsync is undone"
-    );
+    assert_eq!(read(&f.path("a")), b"A", "an unlink without dir fsync is undone");
     fs::remove_file(f.path("a")).unwrap();
     fsync_dir(&f.mnt);
     f.power_cut();
@@ -186,10 +160,7 @@ fn new_directories_need_their_parent_fsynced() {
     fs::create_dir(f.path("d")).unwrap();
     write_durable(&f.path("d/x"), b"x"); // fsyncs d, not the root
     f.power_cut();
-    assert!(
-        !f.path("d").exists(),
-        "d's own entry in the root was never fsynced"
-    );
+    assert!(!f.path("d").exists(), "d's own entry in the root was never fsynced");
     fs::create_dir(f.path("d")).unwrap();
     fs::create_dir(f.path("d/e")).unwrap();
     write_durable(&f.path("d/e/y"), b"y");
@@ -201,11 +172,7 @@ fn new_directories_need_their_parent_fsynced() {
     fs::remove_file(f.path("d/e/y")).unwrap();
     fs::remove_dir(f.path("d/e")).unwrap();
     f.power_cut();
-    assert_eq!(
-        read(&f.path("d/e/y")),
-        b"y",
-        "neither the unlink nor the rmdir was durable"
-    );
+    assert_eq!(read(&f.path("d/e/y")), b"y", "neither the unlink nor the rmdir was durable");
     fs::remove_file(f.path("d/e/y")).unwrap();
     fs::remove_dir(f.path("d/e")).unwrap();
     fsync_dir(&f.path("d"));
@@ -226,10 +193,7 @@ fn rename_across_directories_follows_each_directory_fsync() {
     // The arrival is durable, the departure is not: two names for one inode.
     assert_eq!(read(&f.path("a/f")), b"F");
     assert_eq!(read(&f.path("b/f")), b"F");
-    let (ma, mb) = (
-        fs::metadata(f.path("a/f")).unwrap(),
-        fs::metadata(f.path("b/f")).unwrap(),
-    );
+    let (ma, mb) = (fs::metadata(f.path("a/f")).unwrap(), fs::metadata(f.path("b/f")).unwrap());
     assert_eq!(ma.ino(), mb.ino());
     assert_eq!(ma.nlink(), 2);
     fs::remove_file(f.path("a/f")).unwrap();
@@ -250,10 +214,7 @@ fn renamed_directory_has_one_durable_name() {
     fs::rename(f.path("a/d"), f.path("b/d")).unwrap();
     fsync_dir(&f.path("b"));
     f.power_cut();
-    assert!(
-        !f.path("a/d").exists(),
-        "a directory's new durable name replaces its old one"
-    );
+    assert!(!f.path("a/d").exists(), "a directory's new durable name replaces its old one");
     assert_eq!(read(&f.path("b/d/x")), b"x");
 }
 
@@ -264,10 +225,7 @@ fn hard_links_and_symlinks() {
     fs::hard_link(f.path("f"), f.path("g")).unwrap();
     std::os::unix::fs::symlink("f", f.path("l")).unwrap();
     assert_eq!(fs::metadata(f.path("f")).unwrap().nlink(), 2);
-    assert_eq!(
-        fs::metadata(f.path("f")).unwrap().ino(),
-        fs::metadata(f.path("g")).unwrap().ino()
-    );
+    assert_eq!(fs::metadata(f.path("f")).unwrap().ino(), fs::metadata(f.path("g")).unwrap().ino());
     f.power_cut();
     assert!(!f.path("g").exists() && fs::symlink_metadata(f.path("l")).is_err());
     assert_eq!(fs::metadata(f.path("f")).unwrap().nlink(), 1);
@@ -279,12 +237,7 @@ fn hard_links_and_symlinks() {
     assert_eq!(fs::read_link(f.path("l")).unwrap().to_str(), Some("f"));
     assert_eq!(read(&f.path("l")), b"F");
     // A write through one name shows through the other; fsync of either makes it durable.
-    File::options()
-        .write(true)
-        .open(f.path("g"))
-        .unwrap()
-        .write_all_at(b"G", 0)
-        .unwrap();
+    File::options().write(true).open(f.path("g")).unwrap().write_all_at(b"G", 0).unwrap();
     assert_eq!(read(&f.path("f")), b"G");
     fsync_file(&f.path("g"));
     f.power_cut();
@@ -335,10 +288,7 @@ fn rename_noreplace() {
         )
     };
     assert_eq!(r, -1);
-    assert_eq!(
-        std::io::Error::last_os_error().raw_os_error(),
-        Some(libc::EEXIST)
-    );
+    assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(libc::EEXIST));
     // SAFETY: as above.
     let r = unsafe {
         libc::renameat2(
@@ -359,21 +309,15 @@ fn o_dsync_writes_and_fallocate() {
     fs::write(f.path("f"), b"").unwrap();
     fsync_dir(&f.mnt);
     // An O_DSYNC write is durable when it returns: the kernel follows it with an fsync.
-    let mut file = File::options()
-        .write(true)
-        .custom_flags(libc::O_DSYNC)
-        .open(f.path("f"))
-        .unwrap();
+    let mut file =
+        File::options().write(true).custom_flags(libc::O_DSYNC).open(f.path("f")).unwrap();
     file.write_all(b"synced").unwrap();
     drop(file);
     // posix_fallocate (PostgreSQL uses it for WAL segments) grows the file with zeros.
     let file = File::create(f.path("g")).unwrap();
     use std::os::fd::AsRawFd;
     // SAFETY: a valid descriptor.
-    assert_eq!(
-        unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, 1 << 20) },
-        0
-    );
+    assert_eq!(unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, 1 << 20) }, 0);
     assert_eq!(file.metadata().unwrap().len(), 1 << 20);
     file.sync_all().unwrap();
     drop(file);
@@ -396,19 +340,12 @@ fn large_files_keep_only_unsynced_pages_in_memory() {
     }
     assert!(f.stat("dirty_bytes") >= 3 << 20);
     file.sync_all().unwrap();
-    assert_eq!(
-        f.stat("dirty_bytes"),
-        0,
-        "fsync moves the data to the store"
-    );
+    assert_eq!(f.stat("dirty_bytes"), 0, "fsync moves the data to the store");
     assert_eq!(f.stat("bytes_durable"), 3 << 20);
     // A WAL-like 16 MiB of zeros past the end costs no memory.
     file.seek(SeekFrom::End(0)).unwrap();
     file.write_all(&vec![0u8; 16 << 20]).unwrap();
-    assert!(
-        f.stat("dirty_bytes") <= 4096,
-        "zero pages past the durable data are not stored"
-    );
+    assert!(f.stat("dirty_bytes") <= 4096, "zero pages past the durable data are not stored");
     // Scattered overwrites.
     let mut expect = data.clone();
     expect.resize((3 << 20) + (16 << 20), 0);
@@ -423,10 +360,7 @@ fn large_files_keep_only_unsynced_pages_in_memory() {
     assert!(read(&f.path("big")) == expect, "volatile view");
     fsync_dir(&f.mnt);
     f.power_cut();
-    assert!(
-        read(&f.path("big")) == data,
-        "only the first fsync's data is durable"
-    );
+    assert!(read(&f.path("big")) == data, "only the first fsync's data is durable");
 }
 
 #[test]
@@ -470,10 +404,7 @@ fn listing_while_removing_returns_every_remaining_entry_once() {
     dedup.dedup();
     assert_eq!(seen, dedup, "no entry twice");
     for i in (1..300).step_by(2) {
-        assert!(
-            seen.contains(&format!("f{i:03}")),
-            "f{i:03} was never removed and must be listed"
-        );
+        assert!(seen.contains(&format!("f{i:03}")), "f{i:03} was never removed and must be listed");
     }
 }
 
@@ -485,16 +416,10 @@ fn sigterm_unmounts_and_exits() {
     let status = f.stop();
     assert!(status.success(), "exit status {status}");
     let mounts = fs::read_to_string("/proc/self/mountinfo").unwrap();
-    assert!(
-        !mounts.contains(f.mnt.to_str().unwrap()),
-        "still mounted after SIGTERM"
-    );
+    assert!(!mounts.contains(f.mnt.to_str().unwrap()), "still mounted after SIGTERM");
     f.start();
     assert_eq!(read(&f.path("f")), b"F");
-    assert!(
-        !f.path("g").exists(),
-        "a clean stop makes nothing durable either"
-    );
+    assert!(!f.path("g").exists(), "a clean stop makes nothing durable either");
 }
 
 #[test]
@@ -513,10 +438,7 @@ fn import_preserves_tree_modes_owners_and_links() {
     let mut f = Faultfs::import("import", &s("data"), &[]);
     for _ in 0..2 {
         let root = fs::metadata(f.path("")).unwrap();
-        assert_eq!(
-            (root.mode() & 0o7777, root.uid(), root.gid()),
-            (0o700, 70, 71)
-        );
+        assert_eq!((root.mode() & 0o7777, root.uid(), root.gid()), (0o700, 70, 71));
         let file = fs::metadata(f.path("sub/file")).unwrap();
         assert_eq!(
             (file.mode() & 0o7777, file.uid(), file.gid(), file.nlink()),
@@ -550,26 +472,13 @@ fn journal_mode_commits_every_pending_name_at_any_fsync() {
     // Not committed: changes after the last fsync.
     fs::write(f.path("late"), b"L").unwrap();
     f.power_cut();
-    assert_eq!(
-        read(&f.path("d/new")),
-        b"",
-        "the name is durable, its data never was"
-    );
-    assert_eq!(
-        read(&f.path("renamed")),
-        b"",
-        "renamed before a commit, data never fsynced"
-    );
+    assert_eq!(read(&f.path("d/new")), b"", "the name is durable, its data never was");
+    assert_eq!(read(&f.path("renamed")), b"", "renamed before a commit, data never fsynced");
     assert!(!f.path("old").exists() && !f.path("gone").exists());
     assert_eq!(read(&f.path("x")), b"X");
     assert!(!f.path("late").exists());
     // Unsynced data is still lost in journal mode.
-    File::options()
-        .write(true)
-        .open(f.path("x"))
-        .unwrap()
-        .write_all_at(b"Y", 0)
-        .unwrap();
+    File::options().write(true).open(f.path("x")).unwrap().write_all_at(b"Y", 0).unwrap();
     f.power_cut();
     assert_eq!(read(&f.path("x")), b"X");
 }

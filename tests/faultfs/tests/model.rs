@@ -25,14 +25,8 @@ use common::*;
 
 #[derive(Clone, Debug)]
 enum Node {
-    File {
-        v: Vec<u8>,
-        d: Vec<u8>,
-    },
-    Dir {
-        v: BTreeMap<String, usize>,
-        d: BTreeMap<String, usize>,
-    },
+    File { v: Vec<u8>, d: Vec<u8> },
+    Dir { v: BTreeMap<String, usize>, d: BTreeMap<String, usize> },
 }
 
 struct Model {
@@ -61,11 +55,7 @@ impl std::fmt::Debug for Seen {
                     (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
                 });
                 let nonzero = d.iter().filter(|&&b| b != 0).count();
-                write!(
-                    f,
-                    "file of {} bytes ({nonzero} non-zero, fnv {hash:016x})",
-                    d.len()
-                )
+                write!(f, "file of {} bytes ({nonzero} non-zero, fnv {hash:016x})", d.len())
             }
         }
     }
@@ -73,13 +63,7 @@ impl std::fmt::Debug for Seen {
 
 impl Model {
     fn new(journal: bool) -> Model {
-        Model {
-            nodes: vec![Node::Dir {
-                v: BTreeMap::new(),
-                d: BTreeMap::new(),
-            }],
-            journal,
-        }
+        Model { nodes: vec![Node::Dir { v: BTreeMap::new(), d: BTreeMap::new() }], journal }
     }
 
     /// A journal commit: every directory's entries become durable.
@@ -132,15 +116,10 @@ impl Model {
         let mut out = BTreeMap::new();
         let mut stack = vec![(String::new(), ROOT)];
         while let Some((prefix, dir)) = stack.pop() {
-            let Node::Dir { v, d } = &self.nodes[dir] else {
-                unreachable!()
-            };
+            let Node::Dir { v, d } = &self.nodes[dir] else { unreachable!() };
             for (name, &c) in if durable { d } else { v } {
-                let path = if prefix.is_empty() {
-                    name.clone()
-                } else {
-                    format!("{prefix}/{name}")
-                };
+                let path =
+                    if prefix.is_empty() { name.clone() } else { format!("{prefix}/{name}") };
                 match &self.nodes[c] {
                     Node::File { v, d } => {
                         out.insert(
@@ -174,19 +153,11 @@ fn walk(root: &Path) -> BTreeMap<String, (Seen, u64, u64)> {
     let mut out = BTreeMap::new();
     let mut stack = vec![String::new()];
     while let Some(prefix) = stack.pop() {
-        let dir = if prefix.is_empty() {
-            root.to_path_buf()
-        } else {
-            root.join(&prefix)
-        };
+        let dir = if prefix.is_empty() { root.to_path_buf() } else { root.join(&prefix) };
         for e in fs::read_dir(&dir).unwrap_or_else(|e| panic!("readdir {}: {e}", dir.display())) {
             let e = e.unwrap();
             let name = e.file_name().into_string().unwrap();
-            let path = if prefix.is_empty() {
-                name
-            } else {
-                format!("{prefix}/{name}")
-            };
+            let path = if prefix.is_empty() { name } else { format!("{prefix}/{name}") };
             let md = fs::symlink_metadata(root.join(&path)).unwrap();
             if md.is_dir() {
                 out.insert(path.clone(), (Seen::Dir, md.ino(), md.nlink()));
@@ -220,11 +191,9 @@ fn compare(f: &Faultfs, m: &Model, durable: bool, context: &str) {
         let (seen, ino, _) = &got[path];
         if seen != what {
             let first_diff = match (seen, what) {
-                (Seen::File(a), Seen::File(b)) => a
-                    .iter()
-                    .zip(b)
-                    .position(|(x, y)| x != y)
-                    .unwrap_or(a.len().min(b.len())),
+                (Seen::File(a), Seen::File(b)) => {
+                    a.iter().zip(b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()))
+                }
                 _ => 0,
             };
             panic!("{path}: got {seen:?}, want {what:?}; first difference at byte {first_diff}; {context}");
@@ -280,15 +249,8 @@ fn step(f: &Faultfs, m: &mut Model, rng: &mut Rng) -> Option<String> {
             if m.ventries(parent).contains_key(name) {
                 return None;
             }
-            File::options()
-                .write(true)
-                .create_new(true)
-                .open(&full)
-                .unwrap();
-            m.nodes.push(Node::File {
-                v: Vec::new(),
-                d: Vec::new(),
-            });
+            File::options().write(true).create_new(true).open(&full).unwrap();
+            m.nodes.push(Node::File { v: Vec::new(), d: Vec::new() });
             let n = m.nodes.len() - 1;
             m.ventries_mut(parent).insert(name.into(), n);
             Some(format!("create {p}"))
@@ -297,11 +259,7 @@ fn step(f: &Faultfs, m: &mut Model, rng: &mut Rng) -> Option<String> {
             let n = m.file_at(dir, name)?;
             let off = rng.below(12_000) as usize;
             let len = rng.below(6_000) as usize + 1;
-            let data = if rng.below(4) == 0 {
-                vec![0; len]
-            } else {
-                rng.bytes(len)
-            };
+            let data = if rng.below(4) == 0 { vec![0; len] } else { rng.bytes(len) };
             File::options()
                 .write(true)
                 .open(&full)
@@ -318,12 +276,7 @@ fn step(f: &Faultfs, m: &mut Model, rng: &mut Rng) -> Option<String> {
         5 => {
             let n = m.file_at(dir, name)?;
             let len = rng.below(15_000) as usize;
-            File::options()
-                .write(true)
-                .open(&full)
-                .unwrap()
-                .set_len(len as u64)
-                .unwrap();
+            File::options().write(true).open(&full).unwrap().set_len(len as u64).unwrap();
             m.vdata(n).resize(len, 0);
             Some(format!("truncate {p} {len}"))
         }
@@ -394,10 +347,7 @@ fn step(f: &Faultfs, m: &mut Model, rng: &mut Rng) -> Option<String> {
                 Some(format!("rmdir {d}"))
             } else {
                 fs::create_dir(f.path(d)).unwrap();
-                m.nodes.push(Node::Dir {
-                    v: BTreeMap::new(),
-                    d: BTreeMap::new(),
-                });
+                m.nodes.push(Node::Dir { v: BTreeMap::new(), d: BTreeMap::new() });
                 let n = m.nodes.len() - 1;
                 m.ventries_mut(ROOT).insert(d.into(), n);
                 Some(format!("mkdir {d}"))
@@ -405,11 +355,8 @@ fn step(f: &Faultfs, m: &mut Model, rng: &mut Rng) -> Option<String> {
         }
         12 => {
             // Rename a directory within the root, possibly over an empty one.
-            let (from, to) = if rng.below(2) == 0 {
-                (DIRS[0], DIRS[1])
-            } else {
-                (DIRS[1], DIRS[0])
-            };
+            let (from, to) =
+                if rng.below(2) == 0 { (DIRS[0], DIRS[1]) } else { (DIRS[1], DIRS[0]) };
             let src = m.dir_at(from)?;
             if let Some(dst) = m.ventries(ROOT).get(to).copied() {
                 if !m.ventries(dst).is_empty() {
@@ -438,7 +385,7 @@ fn step(f: &Faultfs, m: &mut Model, rng: &mut Rng) -> Option<String> {
 fn run_seed(seed: u64, journal: bool) {
     let mode = if journal { "journal" } else { "strict" };
     eprintln!("model test ({mode}) seed={seed} (replay: FAULTFS_SEED={seed})");
-    let mut rng = Rng(seed);
+    let mut rng = Rng::split(seed, 0);
     let mut f = Faultfs::with_options("model", if journal { &["--journal"] } else { &[] });
     let mut m = Model::new(journal);
     let mut log: Vec<String> = Vec::new();
@@ -473,13 +420,9 @@ fn seeds() -> Vec<u64> {
                 .duration_since(std::time::UNIX_EPOCH)
                 .unwrap()
                 .as_nanos() as u64;
-            let n: u64 = std::env::var("FAULTFS_SEEDS")
-                .ok()
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(12);
-            (0..n)
-                .map(|i| base.wrapping_add(i.wrapping_mul(0x9E37_79B9)))
-                .collect()
+            let n: u64 =
+                std::env::var("FAULTFS_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(12);
+            (0..n).map(|i| base.wrapping_add(i.wrapping_mul(0x9E37_79B9))).collect()
         }
     }
 }

@@ -32,30 +32,14 @@ fn pg_bin() -> PathBuf {
 }
 
 fn postgres_ids() -> (u32, u32) {
-    let out = Command::new("id")
-        .arg("-u")
-        .arg("postgres")
-        .output()
-        .unwrap();
+    let out = Command::new("id").arg("-u").arg("postgres").output().unwrap();
     assert!(
         out.status.success(),
         "these tests run PostgreSQL as the `postgres` user, which does not exist"
     );
-    let uid = String::from_utf8(out.stdout)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    let out = Command::new("id")
-        .arg("-g")
-        .arg("postgres")
-        .output()
-        .unwrap();
-    let gid = String::from_utf8(out.stdout)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let uid = String::from_utf8(out.stdout).unwrap().trim().parse().unwrap();
+    let out = Command::new("id").arg("-g").arg("postgres").output().unwrap();
+    let gid = String::from_utf8(out.stdout).unwrap().trim().parse().unwrap();
     (uid, gid)
 }
 
@@ -81,10 +65,7 @@ struct Pg {
 impl Pg {
     fn as_postgres(&self, program: &str) -> Command {
         let mut c = Command::new("runuser");
-        c.arg("-u")
-            .arg("postgres")
-            .arg("--")
-            .arg(self.bin.join(program));
+        c.arg("-u").arg("postgres").arg("--").arg(self.bin.join(program));
         c
     }
 
@@ -115,8 +96,7 @@ impl Pg {
     }
 
     fn psql(&self, sql: &str) -> String {
-        self.try_psql(sql)
-            .unwrap_or_else(|e| panic!("psql -c {sql:?}: {e}"))
+        self.try_psql(sql).unwrap_or_else(|e| panic!("psql -c {sql:?}: {e}"))
     }
 
     fn try_psql(&self, sql: &str) -> Result<String, String> {
@@ -154,25 +134,11 @@ impl Pg {
             .as_postgres("psql")
             .arg("-h")
             .arg(&self.sock)
-            .args([
-                "-p",
-                "5432",
-                "-U",
-                "postgres",
-                "-X",
-                "-q",
-                "-v",
-                "ON_ERROR_STOP=1",
-                "-f",
-            ])
+            .args(["-p", "5432", "-U", "postgres", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f"])
             .arg(&path)
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "psql -f: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "psql -f: {}", String::from_utf8_lossy(&out.stderr));
     }
 
     fn count(&self) -> u64 {
@@ -195,9 +161,7 @@ impl Pg {
             unsafe { libc::kill(p as i32, libc::SIGKILL) };
         }
         let deadline = Instant::now() + Duration::from_secs(60);
-        while pids
-            .iter()
-            .any(|p| Path::new(&format!("/proc/{p}")).exists())
+        while pids.iter().any(|p| Path::new(&format!("/proc/{p}")).exists())
             && Instant::now() < deadline
         {
             std::thread::sleep(Duration::from_millis(20));
@@ -213,11 +177,7 @@ impl Pg {
             .args(["-m", "fast", "-w", "stop"])
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "pg_ctl stop: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "pg_ctl stop: {}", String::from_utf8_lossy(&out.stderr));
         self.postmaster = None;
     }
 }
@@ -226,10 +186,7 @@ impl Drop for Pg {
     fn drop(&mut self) {
         self.crash();
         if std::thread::panicking() {
-            eprintln!(
-                "PostgreSQL log:\n{}",
-                fs::read_to_string(&self.log).unwrap_or_default()
-            );
+            eprintln!("PostgreSQL log:\n{}", fs::read_to_string(&self.log).unwrap_or_default());
         }
     }
 }
@@ -248,12 +205,7 @@ fn children_of(parent: u32) -> Vec<u32> {
         let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
             continue;
         };
-        if rest
-            .split_whitespace()
-            .nth(1)
-            .and_then(|p| p.parse::<u32>().ok())
-            == Some(parent)
-        {
+        if rest.split_whitespace().nth(1).and_then(|p| p.parse::<u32>().ok()) == Some(parent) {
             out.push(pid);
         }
     }
@@ -293,11 +245,7 @@ fn setup(tag: &str, faultfs_options: &[&str], options: &str) -> (TempDir, Faultf
         .args(["-A", "trust", "-U", "postgres", "-N"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "initdb: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "initdb: {}", String::from_utf8_lossy(&out.stderr));
     let f = Faultfs::import(tag, &init.join("data"), faultfs_options);
     let sock = pg_dir(&tmp.0.join("s"));
     let pg = Pg {
@@ -312,9 +260,7 @@ fn setup(tag: &str, faultfs_options: &[&str], options: &str) -> (TempDir, Faultf
 }
 
 fn inserts(from: u64, to: u64) -> String {
-    (from..to)
-        .map(|i| format!("insert into t values ({i}, repeat('x', 200));\n"))
-        .collect()
+    (from..to).map(|i| format!("insert into t values ({i}, repeat('x', 200));\n")).collect()
 }
 
 #[test]
@@ -340,20 +286,13 @@ fn committed_rows_survive_power_cuts() {
         pg.psql("select pg_switch_wal()");
         pg.psql_script(&inserts(rows + 400, rows + 500));
         rows += 500;
-        assert!(
-            f.stat("fsyncs") >= fsyncs + 500,
-            "each commit fsyncs the WAL through faultfs"
-        );
+        assert!(f.stat("fsyncs") >= fsyncs + 500, "each commit fsyncs the WAL through faultfs");
         eprintln!("round {round}: before the cut: {}", f.ctl("stats"));
 
         pg.crash();
         f.power_cut();
         pg.start();
-        assert_eq!(
-            pg.count(),
-            rows,
-            "round {round}: every committed row survives"
-        );
+        assert_eq!(pg.count(), rows, "round {round}: every committed row survives");
         assert_eq!(pg.psql("select max(i) + 1 from t"), rows.to_string());
         pg.psql("select bt_index_check('t_pkey', true)");
     }
@@ -421,8 +360,5 @@ fn strict_model_loses_a_table_created_before_a_checkpoint() {
     let err = pg
         .try_psql("select count(*) from t")
         .expect_err("the table's file should be gone under the strict model");
-    assert!(
-        err.contains("could not open file"),
-        "unexpected error: {err}"
-    );
+    assert!(err.contains("could not open file"), "unexpected error: {err}");
 }

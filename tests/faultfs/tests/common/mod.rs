@@ -3,18 +3,16 @@
 //!
 //! Nothing is skipped: without root or FUSE the tests fail with a message saying so.
 
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)] // each test binary uses a different part of the harness
 
 use std::ffi::CString;
 use std::fs::{self, File};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_faultfs");
@@ -56,35 +54,29 @@ pub fn detach(path: &Path) {
     unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
 }
 
-/// One faultfs daemon serving one backing store at one mount point.
+#[path = "../../daemon.rs"]
+mod daemon;
+pub use daemon::Daemon;
+
+/// One faultfs daemon serving one backing store at one mount point, in a directory of its own.
 pub struct Faultfs {
     pub dir: TempDir,
     pub backing: PathBuf,
     pub mnt: PathBuf,
-    pub sock: PathBuf,
-    log: PathBuf,
-    child: Option<Child>,
+    daemon: Daemon,
     pub starts: u32,
-    /// Extra options for every start of the daemon (e.g. `--journal`).
-    pub options: Vec<String>,
 }
 
 impl Faultfs {
-    fn layout(tag: &str) -> Faultfs {
+    fn layout(tag: &str, options: &[&str]) -> Faultfs {
         require_root();
         let dir = TempDir::new(tag);
-        let mnt = dir.0.join("mnt");
+        let (backing, mnt) = (dir.0.join("backing"), dir.0.join("mnt"));
         fs::create_dir(&mnt).unwrap();
-        Faultfs {
-            backing: dir.0.join("backing"),
-            sock: dir.0.join("ctl"),
-            log: dir.0.join("faultfs.log"),
-            mnt,
-            dir,
-            child: None,
-            starts: 0,
-            options: Vec::new(),
-        }
+        let (sock, log) = (dir.0.join("ctl"), dir.0.join("faultfs.log"));
+        let mut daemon = Daemon::new(Path::new(BIN), backing.clone(), mnt.clone(), sock, log);
+        daemon.options = options.iter().map(|s| s.to_string()).collect();
+        Faultfs { dir, backing, mnt, daemon, starts: 0 }
     }
 
     /// An empty file system, mounted.
@@ -92,89 +84,36 @@ impl Faultfs {
         Faultfs::with_options(tag, &[])
     }
 
-    /// An empty file system, mounted with extra daemon options.
+    /// An empty file system, mounted with extra daemon options (`--journal`, ...).
     pub fn with_options(tag: &str, options: &[&str]) -> Faultfs {
-        let mut f = Faultfs::layout(tag);
-        f.options = options.iter().map(|s| s.to_string()).collect();
-        run_ok(Command::new(BIN).arg("--init").arg(&f.backing));
+        let mut f = Faultfs::layout(tag, options);
+        Daemon::run(Path::new(BIN), &["--init".as_ref(), f.backing.as_os_str()]);
         f.start();
         f
     }
 
     /// A file system whose durable state is a copy of `src`, mounted.
     pub fn import(tag: &str, src: &Path, options: &[&str]) -> Faultfs {
-        let mut f = Faultfs::layout(tag);
-        f.options = options.iter().map(|s| s.to_string()).collect();
-        run_ok(Command::new(BIN).arg("--import").arg(src).arg(&f.backing));
+        let mut f = Faultfs::layout(tag, options);
+        Daemon::run(Path::new(BIN), &["--import".as_ref(), src.as_os_str(), f.backing.as_os_str()]);
         f.start();
         f
     }
 
     /// Starts the daemon and waits for its `ready` line.
     pub fn start(&mut self) {
-        assert!(self.child.is_none(), "already running");
-        let log = File::options()
-            .create(true)
-            .append(true)
-            .open(&self.log)
-            .unwrap();
-        let mut child = Command::new(BIN)
-            .arg(&self.backing)
-            .arg(&self.mnt)
-            .arg("--control")
-            .arg(&self.sock)
-            .args(&self.options)
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .spawn()
-            .expect("cannot run faultfs");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let _ = tx.send(line);
-            }
-        });
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            match rx.recv_timeout(Duration::from_millis(50)) {
-                Ok(line) if line == "ready" => break,
-                Ok(_) => {}
-                Err(_) => {
-                    if let Some(status) = child.try_wait().unwrap() {
-                        panic!(
-                            "faultfs exited ({status}) before `ready`: FUSE could not be mounted at {} \
-                             (these tests need root and /dev/fuse; they do not skip). Log:\n{}",
-                            self.mnt.display(),
-                            self.log_text()
-                        );
-                    }
-                    if Instant::now() > deadline {
-                        let _ = child.kill();
-                        panic!(
-                            "faultfs did not print `ready` within 20 s. Log:\n{}",
-                            self.log_text()
-                        );
-                    }
-                }
-            }
-        }
-        self.child = Some(child);
+        self.daemon.start();
         self.starts += 1;
     }
 
     pub fn log_text(&self) -> String {
-        fs::read_to_string(&self.log).unwrap_or_default()
+        self.daemon.log_text()
     }
 
     /// The power cut: SIGKILL the daemon (whatever it held in memory is gone) and detach
     /// the dead mount.
     pub fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        self.daemon.kill();
         detach(&self.mnt);
     }
 
@@ -186,7 +125,7 @@ impl Faultfs {
 
     /// SIGTERM: the daemon unmounts and exits; returns its exit status.
     pub fn stop(&mut self) -> std::process::ExitStatus {
-        let mut c = self.child.take().expect("not running");
+        let mut c = self.daemon.take_child().expect("not running");
         // SAFETY: sending a signal to our own child.
         unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -202,8 +141,8 @@ impl Faultfs {
         }
     }
 
-    pub fn pid(&self) -> u32 {
-        self.child.as_ref().expect("not running").id()
+    pub fn pid(&mut self) -> u32 {
+        self.daemon.child().expect("not running").id()
     }
 
     pub fn path(&self, rel: &str) -> PathBuf {
@@ -216,25 +155,12 @@ impl Faultfs {
 
     /// Sends one control command; returns the reply line.
     pub fn ctl(&self, cmd: &str) -> String {
-        let mut s = UnixStream::connect(&self.sock).expect("control socket");
-        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        writeln!(s, "{cmd}").unwrap();
-        let mut line = String::new();
-        BufReader::new(s).read_line(&mut line).unwrap();
-        line.trim_end().to_string()
+        self.daemon.ctl(cmd)
     }
 
     /// One counter from `stats`.
     pub fn stat(&self, name: &str) -> u64 {
-        let reply = self.ctl("stats");
-        let rest = reply
-            .strip_prefix("ok ")
-            .unwrap_or_else(|| panic!("stats: {reply}"));
-        rest.split(' ')
-            .find_map(|kv| kv.strip_prefix(name).and_then(|v| v.strip_prefix('=')))
-            .unwrap_or_else(|| panic!("no {name} in {reply}"))
-            .parse()
-            .unwrap()
+        self.daemon.stat(name)
     }
 }
 
@@ -242,7 +168,7 @@ impl Drop for Faultfs {
     fn drop(&mut self) {
         self.kill();
         if std::thread::panicking() {
-            eprintln!("faultfs log ({}):\n{}", self.log.display(), self.log_text());
+            eprintln!("faultfs log:\n{}", self.log_text());
         }
     }
 }
@@ -258,10 +184,7 @@ pub fn run_ok(cmd: &mut Command) {
 }
 
 pub fn fsync_file(path: &Path) {
-    File::open(path)
-        .unwrap_or_else(|e| panic!("open {}: {e}", path.display()))
-        .sync_all()
-        .unwrap();
+    File::open(path).unwrap_or_else(|e| panic!("open {}: {e}", path.display())).sync_all().unwrap();
 }
 
 pub fn fdatasync_file(path: &Path) {
@@ -272,10 +195,7 @@ pub fn fdatasync_file(path: &Path) {
 }
 
 pub fn fsync_dir(path: &Path) {
-    File::open(path)
-        .unwrap_or_else(|e| panic!("open {}: {e}", path.display()))
-        .sync_all()
-        .unwrap();
+    File::open(path).unwrap_or_else(|e| panic!("open {}: {e}", path.display())).sync_all().unwrap();
 }
 
 pub fn read(path: &Path) -> Vec<u8> {
@@ -294,27 +214,6 @@ pub fn write_durable(path: &Path, data: &[u8]) {
     fsync_dir(path.parent().unwrap());
 }
 
-/// A small deterministic generator (SplitMix64), so that a printed seed replays a run.
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
-
-    pub fn pick<'a, T>(&mut self, v: &'a [T]) -> &'a T {
-        &v[self.below(v.len() as u64) as usize]
-    }
-}
+#[path = "../../../common/rng.rs"]
+mod rng;
+pub use rng::Rng;
