@@ -886,16 +886,7 @@ fn lifecycle_an_update_from_0_4_0_nodes_without_the_library_or_a_worker_id_and_t
     let mut c = citus.coordinator.connect();
     // CREATE EXTENSION on the coordinator reached every node, at the version it named.
     assert_eq!(versions(&citus), vec!["0.4.0"; 3]);
-    c.batch_execute(
-        "CREATE TABLE src (k int PRIMARY KEY);
-         SELECT create_distributed_table('src', 'k');
-         INSERT INTO src SELECT g FROM generate_series(1, 1000) g;
-         CREATE TABLE life (k int NOT NULL, id bigint NOT NULL DEFAULT snowflake_next(),
-                            PRIMARY KEY (k, id));
-         SELECT create_distributed_table('life', 'k');
-         INSERT INTO life (k) SELECT k FROM src;",
-    )
-    .unwrap();
+    filled_by_the_workers(&mut c, "life");
     // ALTER EXTENSION UPDATE on the coordinator updates every node, with the same objects.
     c.batch_execute("ALTER EXTENSION pg_snowflake UPDATE").unwrap();
     assert_eq!(versions(&citus), vec![env!("CARGO_PKG_VERSION"); 3]);
@@ -1080,17 +1071,8 @@ fn the_coordinator_failing_over_and_a_worker_restored_from_a_backup_keep_their_w
     );
     let citus = Citus::start("citus_failover", 1, &[&registry, SHORTEST_LEASE]);
     let mut c = citus.coordinator.connect();
-    c.batch_execute(
-        "CREATE TABLE src (k int PRIMARY KEY);
-         SELECT create_distributed_table('src', 'k');
-         INSERT INTO src SELECT g FROM generate_series(1, 1000) g;
-         CREATE TABLE t (k int NOT NULL, id bigint NOT NULL DEFAULT snowflake_next(),
-                         PRIMARY KEY (k, id));
-         SELECT create_distributed_table('t', 'k');
-         INSERT INTO t (k) SELECT k FROM src;
-         INSERT INTO t (k) VALUES (1), (2);",
-    )
-    .unwrap();
+    filled_by_the_workers(&mut c, "t");
+    c.batch_execute("         INSERT INTO t (k) VALUES (1), (2);").unwrap();
     let (coordinator_id, worker_id) =
         (node_worker_id(&citus.coordinator).unwrap(), node_worker_id(&citus.workers[0]).unwrap());
 
@@ -1532,15 +1514,7 @@ fn the_claims_gather_runs_nothing_a_role_planted_where_pg_snowflake_is_not_insta
         .unwrap();
     // The coordinator's gatherings pass over the node, saying why: they asked it.
     let port = format!(":{}) has no snowflake_claims of pg_snowflake", w2.port);
-    poll(Duration::from_secs(30), Duration::from_millis(200), || {
-        let log = citus.coordinator.log();
-        log.get(log_from..)
-            .unwrap_or_default()
-            .lines()
-            .find(|l| l.contains(&port))
-            .map(|l| println!("{l}"))
-            .ok_or("the coordinator has not passed over the node yet".to_string())
-    });
+    citus.coordinator.await_log_line(log_from, &[&port]);
     // A few more gatherings, of every node.
     let gathered_before = citus.coordinator.log().len();
     poll(Duration::from_secs(30), Duration::from_millis(200), || {
@@ -1593,19 +1567,9 @@ fn a_worker_answering_for_other_clusters_is_passed_over() {
            FROM generate_series(1, 100) g;",
     )
     .unwrap();
-    let passed_over = |what: &str, from: usize| {
-        let what = what.to_string();
-        let port = format!(":{}) answered ", w2.port);
-        poll(Duration::from_secs(30), Duration::from_millis(200), || {
-            let log = citus.coordinator.log();
-            log.get(from..)
-                .unwrap_or_default()
-                .lines()
-                .find(|l| l.contains(&port) && l.contains(&what))
-                .map(|l| println!("{l}"))
-                .ok_or(format!("no line of {what:?} yet"))
-        });
-    };
+    let port = format!(":{}) answered ", w2.port);
+    let passed_over =
+        |what: &str, from: usize| citus.coordinator.await_log_line(from, &[&port, what]);
     passed_over("100 claims, more than the 64 of one node", 0);
     let none_of_hers = |c: &mut Client| {
         let forged: i64 =
@@ -1636,4 +1600,20 @@ fn a_worker_answering_for_other_clusters_is_passed_over() {
             .ok_or(format!("the first worker's claim last seen {seen:?}"))
     });
     none_of_hers(&mut c);
+}
+
+/// The distributed table `table` keyed `(k, id)`, with ids from `snowflake_next()`, and 1,000
+/// rows written by INSERT ... SELECT from the distributed table `src`: the workers made their
+/// ids.
+fn filled_by_the_workers(c: &mut Client, table: &str) {
+    c.batch_execute(&format!(
+        "CREATE TABLE src (k int PRIMARY KEY);
+         SELECT create_distributed_table('src', 'k');
+         INSERT INTO src SELECT g FROM generate_series(1, 1000) g;
+         CREATE TABLE {table} (k int NOT NULL, id bigint NOT NULL DEFAULT snowflake_next(),
+                               PRIMARY KEY (k, id));
+         SELECT create_distributed_table('{table}', 'k');
+         INSERT INTO {table} (k) SELECT k FROM src;"
+    ))
+    .unwrap();
 }

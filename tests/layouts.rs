@@ -27,6 +27,10 @@ fn next(c: &mut postgres::Client) -> i64 {
     c.scalar("SELECT snowflake_next()")
 }
 
+/// The refusal of ids after a change from twitter to discord, until it is settled.
+const TWITTER_IDS_DISCORD_LAYOUT: &str =
+    "55000: snowflake.layout is discord, but this cluster's ids were made with the twitter layout";
+
 #[test]
 fn sonyflake_ids_carry_a_16_bit_machine_id_in_the_low_bits() {
     let cluster = Cluster::start_new(
@@ -188,12 +192,7 @@ fn a_layout_change_that_would_go_below_old_ids_is_refused_until_reset() {
     cluster.append_conf(&["snowflake.layout = discord"]);
     cluster.restart("fast");
     let mut c = cluster.connect();
-    let (state, message, hint) = expect_error(&mut c, "INSERT INTO t (n) VALUES (0)");
-    assert_eq!(state, "55000");
-    assert_eq!(
-        message,
-        "snowflake.layout is discord, but this cluster's ids were made with the twitter layout"
-    );
+    let hint = expect_error_is(&mut c, "INSERT INTO t (n) VALUES (0)", TWITTER_IDS_DISCORD_LAYOUT);
     assert!(
         hint.contains("back to twitter") && hint.contains("snowflake_reset_layout()"),
         "{hint}"
@@ -306,12 +305,7 @@ fn a_promoted_standby_with_another_layout_refuses_until_reset() {
     primary.stop("immediate");
     standby.promote();
     let mut s = standby.connect();
-    let (state, message, _) = expect_error(&mut s, "SELECT snowflake_next()");
-    assert_eq!(state, "55000");
-    assert_eq!(
-        message,
-        "snowflake.layout is discord, but this cluster's ids were made with the twitter layout"
-    );
+    expect_error_is(&mut s, "SELECT snowflake_next()", TWITTER_IDS_DISCORD_LAYOUT);
     assert!(s.query_one("SELECT snowflake_reset_layout()", &[]).unwrap().get::<_, bool>(0));
     let id = next(&mut s);
     assert_eq!(decode(&mut s, id).1, 1);

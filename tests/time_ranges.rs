@@ -372,6 +372,10 @@ const READ: &[&str] = &[
     "fz.mv",
 ];
 
+/// What INSERT and MERGE write into (MERGE on 17 and later into the view fz.v_pk too).
+const WRITTEN: &[&str] =
+    &["fz.pk", "fz.heap", "fz.expr", "fz.prange", "fz.pts", "fz.inh", "fz.inh_a", "fz.dom"];
+
 /// What UPDATE and DELETE change, and whether an UPDATE may change the id (no unique key on it).
 const CHANGE: &[(&str, bool)] = &[
     ("fz.pk", false),
@@ -1146,16 +1150,7 @@ impl Gen<'_> {
         let (from, sources) = self.join_list(&[], 2);
         let x = self.src(&sources);
         let where_ = self.where_clause(&sources);
-        let target = *self.rng.pick(&[
-            "fz.pk",
-            "fz.heap",
-            "fz.expr",
-            "fz.prange",
-            "fz.pts",
-            "fz.inh",
-            "fz.inh_a",
-            "fz.dom",
-        ]);
+        let target = *self.rng.pick(WRITTEN);
         let select =
             format!("SELECT {x}.n + 1000000, {x}.id, {x}.g, {x}.ts, {x}.ref FROM {from}{where_}");
         if target == "fz.pk" {
@@ -1185,16 +1180,7 @@ impl Gen<'_> {
     fn merge(&mut self) -> (String, String) {
         let with = if self.chance(15) { self.with_clause(false, false) } else { String::new() };
         let seventeen = self.version >= 170_000;
-        let mut targets = vec![
-            "fz.pk",
-            "fz.heap",
-            "fz.expr",
-            "fz.prange",
-            "fz.pts",
-            "fz.inh",
-            "fz.inh_a",
-            "fz.dom",
-        ];
+        let mut targets = WRITTEN.to_vec();
         if seventeen {
             targets.push("fz.v_pk");
         }

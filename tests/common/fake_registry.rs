@@ -265,11 +265,7 @@ impl Reply<'_> {
             match self.stream.read(&mut buf) {
                 Ok(0) => return Ok(()),
                 Ok(_) => {}
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) => {}
+                Err(e) if timed_out(&e) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -493,11 +489,7 @@ impl Connection {
             match stream.read(&mut buf[got..]) {
                 Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
                 Ok(n) => got += n,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) => {}
+                Err(e) if timed_out(&e) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -688,4 +680,9 @@ fn bind_params(body: &[u8]) -> Option<Vec<Option<String>>> {
         }
     }
     Some(params)
+}
+
+/// A read that found nothing before its timeout.
+fn timed_out(e: &std::io::Error) -> bool {
+    matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)
 }

@@ -144,6 +144,19 @@ impl Mallory {
                  PERFORM m.trap('table ' || TG_TABLE_NAME);
                  RETURN NULL;
              END $f$;
+             -- Exchanges the names of `public` and `evil` (and of `snowflake` and
+             -- `evil_snowflake` with `both_`).
+             CREATE PROCEDURE m.exchange(both_ boolean) LANGUAGE plpgsql AS $f$
+             BEGIN
+                 ALTER SCHEMA public RENAME TO swap_tmp;
+                 ALTER SCHEMA evil RENAME TO public;
+                 ALTER SCHEMA swap_tmp RENAME TO evil;
+                 IF both_ THEN
+                     ALTER SCHEMA snowflake RENAME TO swap_tmp;
+                     ALTER SCHEMA evil_snowflake RENAME TO snowflake;
+                     ALTER SCHEMA swap_tmp RENAME TO evil_snowflake;
+                 END IF;
+             END $f$;
              -- Swaps `public` with `evil` (and `snowflake` with `evil_snowflake`, when she may)
              -- until `seconds` are over and she has swapped `at_least` times (for three times
              -- `seconds` at most: on a loaded machine 10 s once gave 512 swaps, where a few
@@ -160,14 +173,7 @@ impl Mallory {
                  WHILE clock_timestamp() < stop
                        OR (n < at_least AND clock_timestamp() < last) LOOP
                      BEGIN
-                         ALTER SCHEMA public RENAME TO swap_tmp;
-                         ALTER SCHEMA evil RENAME TO public;
-                         ALTER SCHEMA swap_tmp RENAME TO evil;
-                         IF both_ THEN
-                             ALTER SCHEMA snowflake RENAME TO swap_tmp;
-                             ALTER SCHEMA evil_snowflake RENAME TO snowflake;
-                             ALTER SCHEMA swap_tmp RENAME TO evil_snowflake;
-                         END IF;
+                         CALL m.exchange(both_);
                          n := n + 1;
                      EXCEPTION WHEN OTHERS THEN NULL;
                      END;
@@ -175,14 +181,7 @@ impl Mallory {
                  END LOOP;
                  -- Each swap exchanges the names: an even count leaves them as they were.
                  IF n % 2 = 1 THEN
-                     ALTER SCHEMA public RENAME TO swap_tmp;
-                     ALTER SCHEMA evil RENAME TO public;
-                     ALTER SCHEMA swap_tmp RENAME TO evil;
-                     IF both_ THEN
-                         ALTER SCHEMA snowflake RENAME TO swap_tmp;
-                         ALTER SCHEMA evil_snowflake RENAME TO snowflake;
-                         ALTER SCHEMA swap_tmp RENAME TO evil_snowflake;
-                     END IF;
+                     CALL m.exchange(both_);
                  END IF;
                  INSERT INTO m.swaps VALUES (n);
                  COMMIT;
@@ -203,15 +202,11 @@ impl Mallory {
                        OR (n < at_least AND clock_timestamp() < last) LOOP
                      PERFORM pg_sleep(2 * gap * random());
                      BEGIN
-                         ALTER SCHEMA public RENAME TO swap_tmp;
-                         ALTER SCHEMA evil RENAME TO public;
-                         ALTER SCHEMA swap_tmp RENAME TO evil;
+                         CALL m.exchange(false);
                      EXCEPTION WHEN OTHERS THEN CONTINUE;
                      END;
                      COMMIT;
-                     ALTER SCHEMA public RENAME TO swap_tmp;
-                     ALTER SCHEMA evil RENAME TO public;
-                     ALTER SCHEMA swap_tmp RENAME TO evil;
+                     CALL m.exchange(false);
                      COMMIT;
                      n := n + 1;
                  END LOOP;

@@ -300,6 +300,20 @@ impl Cluster {
         fs::read_to_string(self.log_path()).unwrap_or_default()
     }
 
+    /// Waits until a line of its log after byte `from` says every one of `parts`; prints it.
+    #[track_caller]
+    pub fn await_log_line(&self, from: usize, parts: &[&str]) {
+        poll(Duration::from_secs(30), Duration::from_millis(200), || {
+            let log = self.log();
+            let line = log
+                .get(from..)
+                .unwrap_or_default()
+                .lines()
+                .find(|l| parts.iter().all(|part| l.contains(part)));
+            line.map(|l| println!("{l}")).ok_or(format!("{}: no line of {parts:?} yet", self.name))
+        });
+    }
+
     /// Its log says `text`; else the test fails, saying `why` and showing the log.
     #[track_caller]
     pub fn assert_logged(&self, text: &str, why: &str) {
