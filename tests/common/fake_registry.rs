@@ -332,8 +332,14 @@ pub struct FakeRegistry {
 impl FakeRegistry {
     /// Starts the fake with `answer` for the lease statement.
     pub fn start(answer: Answer) -> FakeRegistry {
-        let port = free_port();
-        let listener = TcpListener::bind(("127.0.0.1", port)).expect("bind the fake registry");
+        // free_port() found the port free, but something may bind it before this does (once
+        // in a full run, on 15): another one then.
+        let (port, listener) = (0..10)
+            .find_map(|_| {
+                let port = free_port();
+                TcpListener::bind(("127.0.0.1", port)).ok().map(|l| (port, l))
+            })
+            .expect("bind the fake registry: ten free ports were taken before it bound one");
         let answer = Arc::new(Mutex::new(answer));
         let auth = Arc::new(Mutex::new(Auth::Trust));
         let held = Arc::new(AtomicBool::new(false));
