@@ -11,7 +11,7 @@
 #                Citus against its bigserial, written to docs/benchmarks.json (its duration is
 #                there too: duration_s)
 #   make bench-hotpath  instructions per id of 0.2.0 and of this tree, by callgrind, in one run
-#   make nemesis SEED=n [SECONDS=s]  seeded faults on a fleet, checked (see tests/nemesis.rs)
+#   make nemesis SEED=n [SECONDS=s]  seeded faults on a fleet, checked (see tests/replication/nemesis.rs)
 #   make fuzz SEED=n [CASES=n] [LAYOUT=name]  the planner hook's differential test with one seed
 #                for longer: CASES random statements (default 2000) on each layout, or on one,
 #                hook on against off, in the build installed in PG_CONFIG's server
@@ -176,17 +176,17 @@ test-pgrx:
 # PG_CONFIG's server. The test binaries do not link the extension: one build serves every major.
 # Two suites at a time, each suite's output together (scripts/test-suites.py; `cargo test --test
 # NAME` runs one). The pg_upgrade tests need two majors: test-upgrade runs them.
-# pg_auto_failover is packaged for 15 only: tests/auto_failover.rs runs there, and the other
+# pg_auto_failover is packaged for 15 only: tests/replication/auto_failover.rs runs there, and the other
 # majors say that they skip it.
-# The nemesis's fixed seeds (tests/nemesis.rs, about four minutes) run on 16 only: the faults it
+# The nemesis's fixed seeds (tests/replication/nemesis.rs, about four minutes) run on 16 only: the faults it
 # combines are the same code on every major, each tested alone on every major by its own suite.
 # Not on 15: there libfaketime cannot move the clock of background workers (15's postmaster
 # starts them from a signal handler, while libfaketime's per-thread "do not fake" flag is set in
 # the select() it interrupted), so a member's registry worker would keep the real time through
 # every clock fault.
 # Suites of what is the same on every major run on fewer, to keep make test within its time:
-# the client recipes (tests/clients.rs: what ten client libraries do with a bigint, 51 to 78 s)
-# on 15; the hostile registries (tests/hostile_registry.rs, tests/attack33_registry.rs: what the
+# the client recipes (tests/docs/clients.rs: what ten client libraries do with a bigint, 51 to 78 s)
+# on 15; the hostile registries (tests/security/hostile_registry.rs, tests/security/attack33_registry.rs: what the
 # member makes of a registry's answers, through libpq and the checks of src/registry, 44 s and
 # more, run alone) on 15 and 17: the libpq the server loads is what differs, 15.20's (which
 # cannot refuse to send a password in clear text) on 15 and 17's own (which refuses) on 17.
@@ -231,7 +231,7 @@ test-package: package
 # 16.2, the one server with the synchronous-standby flag format from before May 2025
 # (scripts/build-postgres.sh 16-old unpacked it), gets the files `make install` put into 16, as a
 # package built for 16 runs on any 16.x (the library reads the flag by the running server's
-# version), and runs tests/sync_standby.rs. Copied, not built again: pgrx would rebuild its
+# version), and runs tests/replication/sync_standby.rs. Copied, not built again: pgrx would rebuild its
 # bindings for another pg_config, and again for 16 at the next run.
 OLD_FLAG_PG_CONFIG = $(shell scripts/pg-config.sh 16-old)
 test-old-flag:
@@ -266,7 +266,7 @@ test-upgrade:
 	PG_CONFIG="$$(scripts/pg-config.sh $(UPGRADE_TO))" PG_UPGRADE_FROM_CONFIG="$$(scripts/pg-config.sh $(UPGRADE_FROM))" \
 	  cargo test $(TEST_FEATURES) --test upgrade -- --test-threads=2
 
-# Not part of `make test` (which runs tests/time_ranges.rs with its fixed seeds): random
+# Not part of `make test` (which runs tests/ids/time_ranges.rs with its fixed seeds): random
 # statements with the time-range hook on and off, any difference in rows or SQLSTATE a failure
 # that prints the statement and how to replay it. It installs nothing: it tests the build
 # installed in PG_CONFIG's server, as the black-box suites do (`make install` first, or a
@@ -278,7 +278,7 @@ fuzz:
 	  cargo test $(TEST_FEATURES) --test time_ranges hook_on_and_off_agree_on_$(LAYOUT) -- --nocapture --test-threads=2
 
 # Not part of `make test`: speed is judged as ratios in one run, not by timed tests. The run
-# goes into docs/benchmarks.json, the one set of figures the pages quote (tests/readme.rs checks
+# goes into docs/benchmarks.json, the one set of figures the pages quote (tests/docs/readme.rs checks
 # every one against it), and the tables of docs/benchmarks.md are rendered from it.
 # Citus is built into this project's servers only (scripts/build-citus.sh); in a server that
 # PG_CONFIG names, the Citus part runs if Citus is there.

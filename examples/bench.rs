@@ -925,7 +925,7 @@ fn main() {
     data["runs"][major.to_string()] = run;
     std::fs::write(benchmarks::path(), serde_json::to_string_pretty(&data).unwrap() + "\n")
         .unwrap();
-    // The tables of docs/benchmarks.md, from the data (tests/readme.rs checks them equal).
+    // The tables of docs/benchmarks.md, from the data (tests/docs/readme.rs checks them equal).
     if let Err(e) = render_page() {
         eprintln!("docs/benchmarks.md not rendered: {e}");
     }
@@ -937,7 +937,7 @@ fn main() {
     println!(
         "\nwrote docs/benchmarks.json (run {major}), the tables of docs/benchmarks.md, \
          {}/ratios-pg{major}.svg and docs/bench-pg{major}.svg in {:.0} s; the figures the pages \
-         quote are checked by tests/readme.rs",
+         quote are checked by tests/docs/readme.rs",
         out.display(),
         started.elapsed().as_secs_f64()
     );

@@ -1,6 +1,6 @@
 //! Worker-id claims in one server: what snowflake_claim() writes, when claims clash, and who may
 //! read and write them. (Claims meeting through logical replication, the background worker and
-//! the WARNING are in tests/multinode.rs.)
+//! the WARNING are in tests/replication/multinode.rs.)
 
 #[pgrx::pg_schema]
 mod tests {

@@ -1,6 +1,6 @@
 //! The toolkit: base62 text ids, snowflake_stats(), snowflake_advance_past(), and the flags and
 //! privileges of each function. (Adopting columns, privileges through real roles, and
-//! durability across a crash are in tests/toolkit.rs.)
+//! durability across a crash are in tests/ids/toolkit.rs.)
 
 #[pgrx::pg_schema]
 mod tests {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds Citus from a vendored source archive and installs it into one PostgreSQL major of this
-# project (scripts/pg-config.sh), for tests/citus.rs and `make bench`'s Citus run. No package of
+# project (scripts/pg-config.sh), for tests/replication/citus.rs and `make bench`'s Citus run. No package of
 # Citus exists for Debian 12 (nor on PyPI), and the machines that run `make test` reach no
 # source host outside the package registries: the archives come from a directory kept beside
 # the checkout (see `how_to_get` below), each checked by its sha256 before anything is unpacked.
@@ -60,7 +60,7 @@ how_to_get() {
 }
 [ "$MODE" != how ] || { how_to_get; exit 0; }
 
-# CITUS_PG_CONFIG: another pg_config of that major (tests/setup_scripts.rs names a stand-in whose
+# CITUS_PG_CONFIG: another pg_config of that major (tests/packaging/setup_scripts.rs names a stand-in whose
 # directories are empty, to see that a wrong archive installs nothing).
 PG_CONFIG=${CITUS_PG_CONFIG:-$(scripts/pg-config.sh "$MAJOR")}
 [ -x "$PG_CONFIG" ] || { echo "$0: PostgreSQL $MAJOR is not installed ($PG_CONFIG): scripts/setup.sh run $MAJOR" >&2; exit 1; }

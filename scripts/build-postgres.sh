@@ -41,7 +41,7 @@ case "$MAJOR" in
   16) FLAGS=(wheel rpath) ;;
   # 16.2, the one server here from before the minor releases of May 2025, which changed the
   # format of the synchronous-standby flag (src/sync_standby.rs): unpacked as the wheel has it,
-  # not a package, beside the tests' Patroni; `make test PG=16` runs tests/sync_standby.rs
+  # not a package, beside the tests' Patroni; `make test PG=16` runs tests/replication/sync_standby.rs
   # against it too.
   16-old) FLAGS=(wheel unpacked); PREFIX=/opt/pg_snowflake-tests/postgresql-16-old ;;
   17) FLAGS=(--enable-cassert --enable-debug) ;;
@@ -54,7 +54,7 @@ say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 SUDO=; [ "$(id -u)" -eq 0 ] || SUDO=sudo
 
 # PG_SNOWFLAKE_VERSIONS names another list, PG_SNOWFLAKE_DEBIAN_MIRROR (above) another archive:
-# tests/setup_scripts.rs uses both.
+# tests/packaging/setup_scripts.rs uses both.
 VERSIONS=${PG_SNOWFLAKE_VERSIONS:-scripts/postgres-versions}
 mapfile -t RELEASES < <(awk -v m="$MAJOR" '$1 == m { print $2, $3, $4 }' "$VERSIONS")
 [ ${#RELEASES[@]} -gt 0 ] || { echo "$0: $VERSIONS lists no release of PostgreSQL $MAJOR" >&2; exit 2; }

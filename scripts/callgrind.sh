@@ -63,9 +63,9 @@ if [ "$MODE" = --budget ] && [ "$MAJOR" != 15 ]; then
 fi
 if [ -n "${BASELINE:-}" ]; then
   # That release's build, packaged from its commit in a worktree of its own, as
-  # tests/package.rs does (and reused from there).
+  # tests/packaging/package.rs does (and reused from there).
   [ "$BASELINE" = 0.2.0 ] || { echo "$0: only BASELINE=0.2.0 is known" >&2; exit 2; }
-  commit=5c3df56f7c3d9bfe1bd344ba008ea50c7a974e1b  # as RELEASE_0_2_0 in tests/package.rs
+  commit=5c3df56f7c3d9bfe1bd344ba008ea50c7a974e1b  # as RELEASE_0_2_0 in tests/packaging/package.rs
   tree=target/package/release-$BASELINE
   [ -f "$tree/Cargo.toml" ] || git worktree add --force --detach "$tree" "$commit" >/dev/null
   base_so=target/package/postgresql-$MAJOR-pg-snowflake-$BASELINE-1/usr/lib/postgresql/$MAJOR/lib/pg_snowflake.so
@@ -83,7 +83,7 @@ if [ "$MODE" = --record ]; then
   empty=$(count empty '*')
   per_id "random()" "$(count random 'random()')" "$empty"
   per_id "nextval('s')" "$(count nextval "nextval('s')")" "$empty"
-  # docs/benchmarks.json's hotpath, which the pages quote (tests/readme.rs checks them).
+  # docs/benchmarks.json's hotpath, which the pages quote (tests/docs/readme.rs checks them).
   python3 - "$dir/results" "$("$BIN/postgres" --version | sed -E 's/^[^0-9]*([0-9.]+).*/\1/')" "$(git describe --always --dirty)" "$N" <<'PY'
 import json, sys, datetime
 results, server, commit, n = sys.argv[1:]

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A Debian root (a directory tree made by debootstrap) with Debian's own PostgreSQL in it, where
 # the packages of pg_snowflake are installed by apt and tested against a server that a
-# distribution built (tests/debian.rs) and where the apt repository of `make repo` is used as an
-# apt source (tests/repo.rs). Nothing of it touches the host's PostgreSQL or its dpkg database.
+# distribution built (tests/packaging/debian.rs) and where the apt repository of `make repo` is used as an
+# apt source (tests/packaging/repo.rs). Nothing of it touches the host's PostgreSQL or its dpkg database.
 #
 #   scripts/debian-root.sh make trixie      # made once per machine and kept: prints its path
 #   scripts/debian-root.sh make sid
@@ -115,7 +115,7 @@ make_root() {
 # from a listed release is kept when a newer one is listed: remove it to move to that one.
 #
 # `build sid-19 CMD...` runs CMD in the build root of 19: the root of 19 (never changed, so that
-# the copies tests/debian.rs and tests/repo.rs install into are Debian's as shipped) under an
+# the copies tests/packaging/debian.rs and tests/packaging/repo.rs install into are Debian's as shipped) under an
 # overlay whose upper layer (debian-sid-19.build) holds what building and testing add: 19's
 # server headers (the listed release's postgresql-server-dev-19 and libpq-dev), sid's
 # postgresql-server-dev-18 with libicu-dev (Debian's 18 is built with ICU, and its pg_locale.h

@@ -4,7 +4,7 @@
 # the extension directory of PG_CONFIG's server):
 #   - the upgrade scripts of sql/upgrade/, with their includes expanded (scripts/sql-upgrades.py)
 #   - the install scripts of earlier releases (sql/pg_snowflake--X.Y.Z.sql), so that an earlier
-#     version can be created and then updated (tests/extension_upgrade.rs does)
+#     version can be created and then updated (tests/packaging/extension_upgrade.rs does)
 # and, with --lint, checks every pg_snowflake script there with pgspot (see below).
 #
 #   scripts/install-sql.sh PG_CONFIG [--lint]

@@ -17,7 +17,7 @@
 # The key is the repository's own, made with gpg the first time into
 # PG_SNOWFLAKE_REPO_GNUPGHOME (default target/repo-key; keep it, or every user must fetch a new
 # key). A publisher sets that to the directory of the key it publishes with. Debs of several
-# versions may go in together: apt installs the newest and upgrades to it (tests/repo.rs).
+# versions may go in together: apt installs the newest and upgrades to it (tests/packaging/repo.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 usage() { echo "usage: $0 OUT DEB..." >&2; exit 2; }

@@ -118,7 +118,7 @@ to install into a PostgreSQL 19 of your own, name its pg_config: make install PG
       say "installing cargo-pgrx $PGRX_VERSION (about 4 minutes on 2 cores)"
       cargo install cargo-pgrx --version "=$PGRX_VERSION" --locked
     fi
-    # trixie for tests/setup_scripts.rs; the root of 19 (from sid's) with its build layer.
+    # trixie for tests/packaging/setup_scripts.rs; the root of 19 (from sid's) with its build layer.
     scripts/debian-root.sh make trixie >/dev/null
     scripts/debian-root.sh build sid-19 true
     exit 0
@@ -142,7 +142,7 @@ if [ "$PURPOSE" = test ]; then
   PACKAGES+=(sudo faketime libfaketime nodejs npm python3-venv fuse3 lintian etcd-server)
   # valgrind: the hot path's budget, counted on 15 only (make test-hotpath).
   [ -n "$IN_ROOT_19" ] || PACKAGES+=(valgrind)
-  # The Debian roots of tests/debian.rs and tests/repo.rs, and the repository of scripts/repo.sh.
+  # The Debian roots of tests/packaging/debian.rs and tests/packaging/repo.rs, and the repository of scripts/repo.sh.
   PACKAGES+=(debootstrap gnupg dpkg-dev)
   # Citus's build (scripts/build-citus.sh): its compression libraries' headers, and for
   # Debian's 15, built with GSSAPI, the headers its server headers include (gssapi/gssapi.h).
@@ -205,7 +205,7 @@ if [ -z "$PG_CONFIG_GIVEN" ] && [ -z "$IN_ROOT_19" ]; then
   done
 fi
 if [ "$PURPOSE" = test ]; then
-  # Citus for tests/citus.rs, into each major's server.
+  # Citus for tests/replication/citus.rs, into each major's server.
   # (Citus has no release for 19: its suite does not run there.)
   for v in "${MAJORS[@]}"; do [ "$v" = 19 ] || scripts/build-citus.sh --missing-ok "$v"; done
   # 16.2 beside 16, for the synchronous-standby flag format from before May 2025 (make test-old-flag).
@@ -262,6 +262,6 @@ if ! [ "$(target/venv/bin/python -m pip freeze 2>/dev/null | sort)" = \
   target/venv/bin/python -m pip install --quiet "${PYTHON_TOOLS[@]}"
 fi
 
-# The Python and JavaScript clients of docs/clients.md and the decoder of tests/decoder_js.rs,
+# The Python and JavaScript clients of docs/clients.md and the decoder of tests/ids/decoder_js.rs,
 # pinned (tests/clients/requirements.txt, tests/js/package-lock.json).
 tests/clients/install.sh

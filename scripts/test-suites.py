@@ -39,6 +39,7 @@ import traceback
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 OUT = ROOT / "target/test-suites"
 TIMES = OUT / "times.json"
+SOURCES = {}  # suite -> its file, as cargo built it
 ALONE_MARK = "//! Runs alone"
 BOLD, PLAIN = ("\033[1m", "\033[0m") if sys.stdout.isatty() else ("", "")
 
@@ -62,12 +63,22 @@ def build(cargo_args: list) -> dict:
         target = msg.get("target", {})
         if msg.get("reason") == "compiler-artifact" and "test" in target.get("kind", []):
             suites[target["name"]] = (msg["executable"], target["src_path"])
-    # Every file of tests/ is a suite that must run: one that cargo did not build would
-    # otherwise be missing from a green run without a word.
-    files = {p.stem for p in (ROOT / "tests").glob("*.rs")}
+    # Every file of a folder of suites (tests/ids, tests/durability, ...: any folder of tests/
+    # without a mod.rs or a Cargo.toml) is a suite that must run: one that Cargo.toml does not
+    # name would otherwise be missing from a green run without a word.
+    files = {p.stem for p in suite_files()}
     if files - suites.keys():
         sys.exit(f"test-suites: cargo built no suite of {', '.join(sorted(files - suites.keys()))}")
     return suites
+
+
+def suite_files() -> list:
+    """The files of the folders of suites."""
+    folders = [
+        d for d in (ROOT / "tests").iterdir()
+        if d.is_dir() and not (d / "mod.rs").exists() and not (d / "Cargo.toml").exists()
+    ]
+    return [f for d in folders for f in d.glob("*.rs")]
 
 
 def runs_alone(source: str) -> bool:
@@ -134,7 +145,8 @@ class Run:
                 self._free.append(lane)
                 self._lock.notify_all()
                 try:
-                    head = f"{BOLD}--> tests/{name}.rs: {verdict or 'ok'}, {took:.0f} s{PLAIN}\n"
+                    source = os.path.relpath(SOURCES.get(name, name), ROOT)
+                    head = f"{BOLD}--> {source}: {verdict or 'ok'}, {took:.0f} s{PLAIN}\n"
                     sys.stdout.buffer.write(head.encode())
                     sys.stdout.buffer.write(log.read_bytes())
                     sys.stdout.buffer.flush()
@@ -162,6 +174,7 @@ def main() -> None:
     if not 1 <= lanes <= 16:
         sys.exit("test-suites: PG_SNOWFLAKE_TEST_LANES must be 1 to 16")
     suites = build(cargo_args)
+    SOURCES.update({name: source for name, (_, source) in suites.items()})
     unknown = [s for s in left_out if s not in suites]
     if unknown:
         sys.exit(f"test-suites: no suite named {', '.join(unknown)}")

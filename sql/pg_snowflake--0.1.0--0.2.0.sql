@@ -2,7 +2,7 @@
 -- layout reset) and the toolkit (sortable base62 text ids, generator stats, a durable floor,
 -- adopting serial and identity columns) and worker-id claims. Nothing of 0.1.0 changes. The
 -- objects below must match what `CREATE EXTENSION pg_snowflake` makes at 0.2.0:
--- tests/extension_upgrade.rs compares an updated database with a fresh one.
+-- tests/packaging/extension_upgrade.rs compares an updated database with a fresh one.
 \echo Use "ALTER EXTENSION pg_snowflake UPDATE TO '0.2.0'" to load this file. \quit
 -- Hardened in 0.3.0, with the same objects: every function, operator and object that a
 -- statement run with other roles' rights uses is named by schema, and the claims trigger

@@ -163,7 +163,7 @@ unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
 /// `rm_desc`: the record's description where the server describes a record it reads (the
 /// context of an error in redo, `wal_debug`, pg_walinspect). Not pg_waldump's: a frontend
 /// program cannot load the extension, so it prints `desc: UNKNOWN (20) rmid: 147` for these
-/// records (`tests/wal_rmgr.rs` reads them so).
+/// records (`tests/durability/wal_rmgr.rs` reads them so).
 ///
 /// # Safety
 /// Called by PostgreSQL with a valid string buffer and a record of this rmgr.

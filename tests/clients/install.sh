@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Installs the clients that tests/clients.rs runs the programs of docs/clients.md with:
+# Installs the clients that tests/docs/clients.rs runs the programs of docs/clients.md with:
 #   - the Python packages of tests/clients/requirements.txt, into the virtual environment
 #     target/venv-clients (SQLAlchemy with psycopg 3, Django);
-#   - Patroni, for tests/patroni.rs, as tests/patroni/requirements.txt pins it, into
+#   - Patroni, for tests/replication/patroni.rs, as tests/patroni/requirements.txt pins it, into
 #     /opt/pg_snowflake-tests/patroni;
 #   - the npm packages of tests/js/package.json (node-postgres and Drizzle ORM beside the
-#     decoder of tests/decoder_js.rs), exactly as tests/js/package-lock.json pins them.
+#     decoder of tests/ids/decoder_js.rs), exactly as tests/js/package-lock.json pins them.
 # What is already installed at the pinned version is left alone: a second run takes about a
 # second. Needs python3 (with its venv module), node and npm.
 set -euo pipefail

@@ -1,7 +1,7 @@
 //! docs/benchmarks.json, the one set of measured numbers: `make bench` writes a run per major
 //! (examples/bench.rs) and `make bench-hotpath` the instructions per id (scripts/callgrind.sh).
 //! The tables of docs/benchmarks.md are rendered from it here, by the bench when it writes a run
-//! and by tests/readme.rs to check that they were not edited by hand; every figure the pages
+//! and by tests/docs/readme.rs to check that they were not edited by hand; every figure the pages
 //! quote (ns per id, ratios, M ids/s, MB, instructions per id, the bench's duration) must be one
 //! of `figures`.
 

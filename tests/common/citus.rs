@@ -1,4 +1,4 @@
-//! A Citus cluster on this machine, for tests/citus.rs and `make bench`: a coordinator and
+//! A Citus cluster on this machine, for tests/replication/citus.rs and `make bench`: a coordinator and
 //! workers, each a `Cluster` with Citus first in `shared_preload_libraries` and pg_snowflake
 //! second, metadata synced to every worker (Citus's default since 11: queries and writes may be
 //! sent to any node), one database (`postgres`).
@@ -25,7 +25,7 @@ pub fn citus_version() -> String {
 }
 
 /// Whether a Citus release supports the major under test (scripts/build-citus.sh knows which:
-/// none supports 19, where tests/citus.rs does not run, as the Makefile says).
+/// none supports 19, where tests/replication/citus.rs does not run, as the Makefile says).
 pub fn has_release() -> bool {
     Command::new(root_dir().join("scripts/build-citus.sh"))
         .args(["--version", &major_under_test()])

@@ -1,7 +1,7 @@
 //! Earlier releases as their users have them: the Debian packages of 0.2.0 and 0.3.0, built from
 //! those releases' commits (a few minutes the first time, then kept in target/package), for the
-//! tests that meet them (tests/package.rs upgrades 0.2.0's on 15, tests/repo.rs upgrades 0.3.0's,
-//! tests/registry.rs runs a member of 0.3.0).
+//! tests that meet them (tests/packaging/package.rs upgrades 0.2.0's on 15, tests/packaging/repo.rs upgrades 0.3.0's,
+//! tests/registry/registry.rs runs a member of 0.3.0).
 
 use super::*;
 

@@ -1,0 +1,87 @@
+//! Many sessions at once against one cluster: ids never repeat and never go back.
+#![cfg(not(feature = "pg_test"))]
+
+#[path = "../common/mod.rs"]
+mod common;
+use common::*;
+use std::collections::HashSet;
+
+#[test]
+fn eight_connections_in_parallel_never_share_an_id() {
+    let cluster = Cluster::start_new("parallel_connections", &[]);
+    cluster.connect_ext();
+    const CONNECTIONS: usize = 8;
+    const BATCHES: usize = 10;
+    const PER_BATCH: usize = 2_500;
+    let per_connection: Vec<Vec<i64>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..CONNECTIONS)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut client = cluster.connect();
+                    let mut mine = Vec::new();
+                    for _ in 0..BATCHES {
+                        mine.extend(ids(
+                            &mut client,
+                            &format!(
+                                "SELECT snowflake_next() FROM generate_series(1, {PER_BATCH})"
+                            ),
+                        ));
+                    }
+                    mine
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut all = HashSet::new();
+    for (i, mine) in per_connection.iter().enumerate() {
+        assert_eq!(mine.len(), BATCHES * PER_BATCH);
+        assert_strictly_increasing(mine, &format!("connection {i}"));
+        all.extend(mine.iter().copied());
+    }
+    assert_eq!(all.len(), CONNECTIONS * BATCHES * PER_BATCH, "some ids were handed out twice");
+}
+
+#[test]
+fn two_hundred_thousand_rows_through_the_column_default() {
+    let cluster = Cluster::start_new("bulk_default", &[]);
+    let mut c = cluster.connect_ext();
+    c.batch_execute(
+        "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next(), n int NOT NULL);
+         INSERT INTO t (n) SELECT g FROM generate_series(1, 200000) g",
+    )
+    .unwrap();
+    let row = c
+        .query_one(
+            "SELECT count(*), count(DISTINCT id),
+                    count(*) FILTER (WHERE id <= prev)
+             FROM (SELECT id, lag(id) OVER (ORDER BY n) AS prev FROM t) s",
+            &[],
+        )
+        .unwrap();
+    let (rows, distinct, out_of_order): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
+    assert_eq!((rows, distinct, out_of_order), (200_000, 200_000, 0));
+}
+
+#[test]
+fn pgbench_eight_clients_insert_through_the_default_without_a_duplicate_key() {
+    let cluster = Cluster::start_new("pgbench_insert", &[]);
+    let mut c = cluster.connect_ext();
+    c.batch_execute("CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next(), client int)")
+        .unwrap();
+    let script = cluster.dir.join("insert.sql");
+    std::fs::write(&script, "INSERT INTO t (client) VALUES (:client_id);\n").unwrap();
+    let out = check(
+        cluster
+            .client_cmd("pgbench")
+            .args(["-n", "-c", "8", "-j", "2", "-t", "2500", "-M", "prepared", "-f"])
+            .arg(&script)
+            .output()
+            .unwrap(),
+        "pgbench",
+    );
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(report.contains("number of failed transactions: 0"), "{report}");
+    let row = c.query_one("SELECT count(*), count(DISTINCT client) FROM t", &[]).unwrap();
+    assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (20_000, 8), "{report}");
+}
