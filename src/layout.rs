@@ -579,6 +579,52 @@ mod tests {
         assert_eq!(T.max_units(), (1 << 41) - 1);
     }
 
+    /// The README's table of layouts says what the presets are: epoch, time field and unit,
+    /// worker and sequence widths, workers, ids per second and the last id's day.
+    #[test]
+    fn the_readme_table_of_layouts_is_the_presets() {
+        let readme = include_str!("../README.md");
+        let table = readme.split("| Layout | Epoch (UTC) |").nth(1).expect("the layouts table");
+        let mut seen = 0;
+        for p in Preset::ALL {
+            let Some(l) = p.layout() else { continue };
+            let name = format!("| `{}`", p.name());
+            let row = table.lines().find(|r| r.starts_with(&name)).expect("a row a preset");
+            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+            let epoch = iso_unix(l.epoch_unix_ms).replace('T', " ").replace(".000Z", "");
+            let epoch = epoch.trim_end_matches('Z').trim_end_matches(" 00:00:00");
+            // In groups of three digits from 10 000 up, as the README writes numbers.
+            let grouped = |n: u64| {
+                let digits = n.to_string();
+                if n < 10_000 {
+                    return digits;
+                }
+                let mut out = String::new();
+                for (i, c) in digits.chars().enumerate() {
+                    if i > 0 && (digits.len() - i) % 3 == 0 {
+                        out.push(' ');
+                    }
+                    out.push(c);
+                }
+                out
+            };
+            let expected = [
+                epoch.to_string(),
+                format!("{} bits of {} ms", l.time_bits, l.unit_ms),
+                format!("{} bits", l.worker_bits),
+                format!("{} bits", l.sequence_bits),
+                grouped(u64::from(l.max_worker_id()) + 1),
+                grouped(l.per_unit() * 1000 / l.unit_ms),
+                iso_unix(l.end_unix_ms().unwrap())[..10].to_string(),
+            ];
+            for (cell, want) in cells[2..9].iter().zip(&expected) {
+                assert!(cell.starts_with(want.as_str()), "{}: {cell:?} is not {want:?}", p.name());
+            }
+            seen += 1;
+        }
+        assert_eq!(seen, Preset::ALL.len() - 1, "every preset but custom has a row");
+    }
+
     #[test]
     fn preset_names_parse_case_insensitively() {
         for p in Preset::ALL {
