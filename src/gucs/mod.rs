@@ -1,5 +1,5 @@
-//! Every `snowflake.*` setting: each is declared once, as a row of `table` (its value and
-//! default, name, descriptions, range, context and unit), and what the configuration says of it
+//! Every `snowflake.*` setting: each is declared once in `table` (the integer and text ones as
+//! rows: value and default, name, descriptions, range, context and unit), and what the configuration says of it
 //! is checked at start in `written`. Here `init()` defines them and resolves the layout and the
 //! worker id once, and the rest of the crate reads them through the getters below.
 //!

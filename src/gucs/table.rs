@@ -179,17 +179,22 @@ pub(super) static INTS: [&Int; 9] = [
     &REGISTRY_LEASE,
 ];
 
-/// PostgreSQL's short and long description of a setting, from its doc comment (a blank line
-/// apart); made once per setting at start, when it is defined, and kept for good as PostgreSQL
+/// PostgreSQL's short and long description of a setting, from its doc comment: exactly two
+/// paragraphs, a blank line apart (a unit test holds every row to that); made once per setting at start, when it is defined, and kept for good as PostgreSQL
 /// keeps the pointers.
 fn described(docs: &[&str]) -> (&'static CStr, &'static CStr) {
-    let mut paragraphs = docs.split(|line| line.trim().is_empty()).map(|lines| {
-        let text = lines.iter().map(|l| l.trim()).collect::<Vec<_>>().join(" ");
-        let text = CString::new(text).expect("a doc comment holds no NUL");
-        &*Box::leak(text.into_boxed_c_str())
-    });
-    let short = paragraphs.next().expect("a setting has a description");
-    (short, paragraphs.next().unwrap_or(c""))
+    let paragraphs: Vec<&'static CStr> = docs
+        .split(|line| line.trim().is_empty())
+        .map(|lines| {
+            let text = lines.iter().map(|l| l.trim()).collect::<Vec<_>>().join(" ");
+            let text = CString::new(text).expect("a doc comment holds no NUL");
+            &*Box::leak(text.into_boxed_c_str())
+        })
+        .collect();
+    match paragraphs[..] {
+        [short, long] => (short, long),
+        _ => panic!("a setting's doc comment is two paragraphs: {docs:?}"),
+    }
 }
 
 impl Int {
@@ -401,13 +406,25 @@ pub(super) fn parse_epoch(text: &str) -> Result<i64, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::LayoutSetting;
+    use super::{LayoutSetting, CLAIMS_DATABASE, INTS, REGISTRY, REGISTRY_NAMESPACE};
     use crate::layout::Preset;
     use pgrx::GucEnum;
     use std::ffi::CStr;
 
     /// `snowflake.layout`'s values are the presets of src/layout.rs, each named as there and
     /// read as that preset, and no other.
+    #[test]
+    fn every_row_is_described_in_two_paragraphs() {
+        let docs = INTS
+            .iter()
+            .map(|i| i.docs)
+            .chain([&CLAIMS_DATABASE, &REGISTRY, &REGISTRY_NAMESPACE].map(|s| s.docs));
+        for doc in docs {
+            let paragraphs = doc.split(|l| l.trim().is_empty()).filter(|p| !p.is_empty()).count();
+            assert_eq!(paragraphs, 2, "{doc:?}");
+        }
+    }
+
     #[test]
     fn the_layout_settings_values_are_the_presets() {
         let mut names = Vec::new();
