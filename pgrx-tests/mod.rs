@@ -4,6 +4,7 @@
 //! What needs another server configuration (not preloaded, worker id unset, ALTER SYSTEM,
 //! restarts, clock steps) lives in the black-box suites under `tests/`.
 
+mod backtraces;
 mod claims;
 mod compose;
 mod decode;

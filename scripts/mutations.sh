@@ -231,16 +231,27 @@ SUITES=(--test restart --test crash --test clock --test standby --test sync_stan
 if [ -n "${MUTATION_SUITES:-}" ] && [ "$MUTATION_SUITES" != known ]; then
   SUITES=(); for s in $MUTATION_SUITES; do SUITES+=(--test "$s"); done
 fi
-# The suites (test files) of the tests that docs/testing.md's third column names for row $1.
-known_suites() {
+# The tests (or whole suites) that docs/testing.md's third column names for row $1.
+known_tests() {
   awk -F' [|] ' -v row="$1" '/^[|] mutation [|] removes [|]/ { on = 1; next }
                              on && !/^[|]/ { exit }
                              on { sub(/^[|] /, "", $1); if ($1 == row) { sub(/ [|]$/, "", $3); print $3 } }' \
-      docs/testing.md | tr ',' '\n' | sed -E 's/^ +//; s/[ (].*//' | while read -r t; do
-    [ -n "$t" ] || continue
+      docs/testing.md | tr ',' '\n' | sed -E 's/^ +//; s/[ (].*//' | grep -v '^$' || true
+}
+# The black-box suites (test files) of those tests.
+known_suites() {
+  known_tests "$1" | while read -r t; do
     if ls tests/*/"$t.rs" >/dev/null 2>&1; then ls tests/*/"$t.rs"; else grep -lE "fn $t\(" tests/*/*.rs || true; fi
   done | xargs -r -n1 basename | sed 's/\.rs$//' | sort -u
 }
+# Those of them that are #[pg_test]s (pgrx-tests/): `cargo pgrx test` builds the mutated source
+# with the test schema and runs each in a server it starts.
+known_pg_tests() {
+  known_tests "$1" | while read -r t; do
+    if grep -qE "fn $t\(" pgrx-tests/*.rs; then echo "$t"; fi
+  done
+}
+PGRX_TEST_DIR=/tmp/pg_snowflake-pgrx
 
 
 only=" $* "
@@ -251,10 +262,12 @@ for m in "${MUTATIONS[@]}"; do
   name=${fields[0]}; what=${fields[1]}
   [ "$only" = "  " ] || [[ "$only" == *" $name "* ]] || continue
   row_suites=("${SUITES[@]}")
+  row_pg_tests=()
   if [ "${MUTATION_SUITES:-}" = known ]; then
     row_suites=(); for s in $(known_suites "$name"); do row_suites+=(--test "$s"); done
-    [ ${#row_suites[@]} -gt 0 ] || {
-      rows+=("| $name | $what | not run: docs/testing.md names no black-box test for it |")
+    for t in $(known_pg_tests "$name"); do row_pg_tests+=("$t"); done
+    [ $((${#row_suites[@]} + ${#row_pg_tests[@]})) -gt 0 ] || {
+      rows+=("| $name | $what | not run: docs/testing.md names no test for it |")
       echo "${rows[-1]}" >&2; continue; }
   fi
   git checkout -q -- "${MUTABLE[@]}"
@@ -263,14 +276,21 @@ for m in "${MUTATIONS[@]}"; do
     file=$(target "$name" "$subst") || exit 1
     perl -0777 -pi -e "$subst" "$file"
   done
-  echo "==> $name: $what (${row_suites[*]})" >&2
+  echo "==> $name: $what (${row_suites[*]} ${row_pg_tests[*]})" >&2
   { cargo pgrx install --profile mutation --pg-config "$PG_CONFIG" && scripts/install-sql.sh "$PG_CONFIG"; } >/dev/null 2>&1 \
     || { rows+=("| $name | $what | does not build |"); echo "${rows[-1]}" >&2; continue; }
   log=target/mutations/$name.log
   mkdir -p target/mutations
   # A mutation can make a test hang (a wait that nothing ends): 10 minutes at most.
-  timeout 600 cargo test "${row_suites[@]}" --no-fail-fast -- --test-threads=2 >"$log" 2>&1 || true
-  failed=$( { grep -E '^test .* FAILED$' "$log" | sed -E 's/^test (.*) \.\.\. FAILED$/\1/'
+  : >"$log"
+  if [ ${#row_suites[@]} -gt 0 ]; then
+    timeout 600 cargo test "${row_suites[@]}" --no-fail-fast -- --test-threads=2 >>"$log" 2>&1 || true
+  fi
+  for t in "${row_pg_tests[@]}"; do
+    rm -rf "$PGRX_TEST_DIR/$PG" && scripts/own-dir.sh "$PGRX_TEST_DIR" && scripts/own-dir.sh "$PGRX_TEST_DIR/$PG"
+    timeout 600 cargo pgrx test "pg$PG" "$t" --runas postgres --pgdata "$PGRX_TEST_DIR/$PG/data" >>"$log" 2>&1 || true
+  done
+  failed=$( { grep -E '^test .* FAILED$' "$log" | sed -E 's/^test (.*) \.\.\. FAILED$/\1/; s/^pg_tests::.*::pg_//'
               grep -oE "deps/[a-z_]+-[0-9a-f]+ --test-threads=2\` \(signal" "$log" \
                 | sed -E 's/^deps\/([a-z_]+)-.*/\1 (killed, did not finish)/'; } \
             | sort | paste -sd, - | sed 's/,/, /g' || true)
