@@ -119,7 +119,7 @@ MUTATIONS=(
   "own_dir_mode~own-dir.sh takes a directory of root's that others may write~s/ \\\\\n     \|\| \[ \\\$\(\( 8#\\\$mode & 8#022 \)\) -ne 0 \]//"
   "test_lanes~suites that run side by side take their ports from one range~s/let first = base \+ lane \* block;/let first = base;/"
   "foreign_postgres~PG=N replaces a postgresql-N that this project did not install~s/\nif \[ -n \x22\\\$foreign\x22 \]; then/\nif false; then/"
-  "repo_signature~the apt repository's Release is signed neither inline (InRelease) nor apart (Release.gpg)~s/gpg_ --local-user \x22\\\$fingerprint\x22 --clearsign[^\n]*\ngpg_ --local-user[^\n]*\n//"
+  "repo_signature~the apt repository's Release is signed neither inline (InRelease) nor apart (Release.gpg) (run with PG=17)~s/gpg_ --local-user \x22\\\$fingerprint\x22 --clearsign[^\n]*\ngpg_ --local-user[^\n]*\n//"
   "flag_format_bool~the synchronous-standby flag of servers from before May 2025 is read as the later bits~s/FlagFormat::Bool => flag != 0,/FlagFormat::Bool => flag \& SYNC_STANDBY_DEFINED != 0,/"
   "citus_claims~the claims worker does not read the claims of the other Citus nodes~s/\} else if citus_installed\(\) \{/} else if false \&\& citus_installed() {/"
   "claims_gather_apart~one Citus node's answer that is no list of claims fails the gathering of every node's~s/    let result = PgTryBuilder::new\(move \|\| Ok\(step\(\)\)\)/    let result: Result<T, String> = Ok(step());\n    let _ = PgTryBuilder::new(move || Ok::<(), String>(()))/"
