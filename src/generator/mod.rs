@@ -253,8 +253,7 @@ impl Generator {
         let _waiting = Waiting::enter(&self.pace_waiting);
         let mut unit = self.take_slot(layout, now);
         while now < unit {
-            self.counters.paced_waits.fetch_add(1, Ordering::Relaxed);
-            self.nap(naps, Event::Pacing, |waited| {
+            self.nap(naps, Event::Pacing, &self.counters.paced_waits, |waited| {
                 problems::paced_too_long(waited, gucs::max_drift_ms(), layout)
             });
             now = self.now_units(layout);
@@ -331,8 +330,7 @@ impl Generator {
     /// `snowflake.max_drift` ahead of the clock; fails once the call used up `snowflake.drift_wait`.
     #[cold]
     fn nap_for_clock(&self, naps: &mut u64, ahead_ms: u64) {
-        self.counters.clock_waits.fetch_add(1, Ordering::Relaxed);
-        self.nap(naps, Event::Clock, |waited| {
+        self.nap(naps, Event::Clock, &self.counters.clock_waits, |waited| {
             self.counters.clock_failures.fetch_add(1, Ordering::Relaxed);
             problems::clock_too_far_behind(ahead_ms, gucs::max_drift_ms(), waited)
         });
@@ -341,13 +339,15 @@ impl Generator {
     /// One nap of a call that waits (for the clock, or for its pacing slot), or `fail` once the
     /// call has napped `snowflake.drift_wait` times: every wait of one call shares that bound.
     /// Naps are counted instead of timed so that a clock that steps during the wait cannot
-    /// stretch or cut it.
-    fn nap(&self, naps: &mut u64, event: Event, fail: impl FnOnce(u64)) {
+    /// stretch or cut it. `taken` counts the naps for the stats, once they are taken: a call
+    /// that fails at once (`drift_wait = 0`) napped none.
+    fn nap(&self, naps: &mut u64, event: Event, taken: &AtomicU64, fail: impl FnOnce(u64)) {
         if *naps >= gucs::drift_wait_ms() {
             fail(*naps);
         }
         *naps += 1;
         nap_one_ms(event);
+        taken.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Raises the floor to a recovered mark, converted to the configured layout, and notes a
