@@ -17,7 +17,7 @@ after another they took 9 min 13 s on 15 here, on 2 cores; in two lanes, 4 min 5
   not timed yet goes first.
 - A suite's output goes to target/test-suites/NAME.log while it runs, and is printed whole when
   it ends. A suite still running after PG_SNOWFLAKE_SUITE_TIMEOUT seconds (default 600; the
-  longest, time_ranges on 15, took 241 s on a 2-core machine) is killed, with its process group,
+  longest, the nemesis on 16, took 175 s on a 2-core machine) is killed, with its process group,
   and fails: a hung test costs a run 10 minutes, not more.
 - The first failure stops the scheduling of new suites; the running ones finish (killing them
   would leave their clusters running), and the run exits with the failed suites' names.

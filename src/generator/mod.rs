@@ -339,15 +339,16 @@ impl Generator {
     /// One nap of a call that waits (for the clock, or for its pacing slot), or `fail` once the
     /// call has napped `snowflake.drift_wait` times: every wait of one call shares that bound.
     /// Naps are counted instead of timed so that a clock that steps during the wait cannot
-    /// stretch or cut it. `taken` counts the naps for the stats, once they are taken: a call
-    /// that fails at once (`drift_wait = 0`) napped none.
+    /// stretch or cut it. `taken` counts the naps for the stats as each begins: a call that
+    /// fails at once (`drift_wait = 0`) napped none, and a nap that a cancel ends still counts.
+    // mutant: nap_count
     fn nap(&self, naps: &mut u64, event: Event, taken: &AtomicU64, fail: impl FnOnce(u64)) {
         if *naps >= gucs::drift_wait_ms() {
             fail(*naps);
         }
         *naps += 1;
-        nap_one_ms(event);
         taken.fetch_add(1, Ordering::Relaxed);
+        nap_one_ms(event);
     }
 
     /// Raises the floor to a recovered mark, converted to the configured layout, and notes a
