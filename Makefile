@@ -19,14 +19,14 @@
 # PG=17 picks a major for any target (`make test PG=18`, `make run PG=17`, `make bench PG=18`;
 # 19 only for test and repo, which go into its Debian root: scripts/debian-root.sh);
 # PG_CONFIG=/path/to/pg_config picks a server directly for install, run and bench.
-# `make test` runs 15 to 18 on this host; `make test PG=19` runs 19 in its Debian root. 19 is left
-# out of the default run for its time: 17 to 39 minutes on 2 cores (its root's tools and builds
-# first), where the whole run must stay within 70 (README).
+# `make test` runs 15 to 18 on this host, then 19 in its Debian root (`make test PG=19` runs only
+# that).
 PG_MAJORS := 15 16 17 18
 # Majors built and tested inside a Debian root, not on this host: Debian packages 19 only for sid
 # (experimental's binaries need sid's libc 2.43), and serves no source of it. `make test PG=19`
 # runs every layer of 19 there (test-root).
 ROOT_MAJORS := 19
+ALL_MAJORS := $(PG_MAJORS) $(ROOT_MAJORS)
 PG ?=
 # pgrx 0.19.3 needs Rust 1.96 or later: stable where it is that new, else the newest installed
 # toolchain (scripts/toolchain.sh). Every cargo that make and its scripts run uses it, and so do
@@ -53,8 +53,8 @@ ifneq ($(wildcard /.pg_snowflake-root),)
 TEST_FEATURES = --no-default-features --features pg$(ONE_MAJOR)
 endif
 # test: every major unless PG names some; the other targets: one major, 15 unless PG names one.
-TEST_MAJORS := $(or $(PG),$(PG_MAJORS))
-REPO_MAJORS := $(or $(PG),$(PG_MAJORS) $(ROOT_MAJORS))
+TEST_MAJORS := $(or $(PG),$(ALL_MAJORS))
+REPO_MAJORS := $(or $(PG),$(ALL_MAJORS))
 ONE_MAJOR := $(or $(firstword $(PG)),15)
 PG_CONFIG ?= $(shell scripts/pg-config.sh $(ONE_MAJOR))
 # cargo pgrx test's data directory: its parent becomes the socket directory, so keep it short,
@@ -176,28 +176,13 @@ test-pgrx:
 # PG_CONFIG's server. The test binaries do not link the extension: one build serves every major.
 # Two suites at a time, each suite's output together (scripts/test-suites.py; `cargo test --test
 # NAME` runs one). The pg_upgrade tests need two majors: test-upgrade runs them.
-# pg_auto_failover is packaged for 15 only: tests/replication/auto_failover.rs runs there, and the other
-# majors say that they skip it.
-# The nemesis's fixed seeds (tests/replication/nemesis.rs, about four minutes) run on 16 only: the faults it
-# combines are the same code on every major, each tested alone on every major by its own suite.
-# Not on 15: there libfaketime cannot move the clock of background workers (15's postmaster
-# starts them from a signal handler, while libfaketime's per-thread "do not fake" flag is set in
-# the select() it interrupted), so a member's registry worker would keep the real time through
-# every clock fault.
-# Suites of what is the same on every major run on fewer, to keep make test within its time:
-# the client recipes (tests/docs/clients.rs: what ten client libraries do with a bigint, 51 to 78 s)
-# on 15; the hostile registries (tests/security/hostile_registry.rs, tests/security/attack33_registry.rs: what the
-# member makes of a registry's answers, through libpq and the checks of src/registry, 44 s and
-# more, run alone) on 15 and 17: the libpq the server loads is what differs, 15.20's (which
-# cannot refuse to send a password in clear text) on 15 and 17's own (which refuses) on 17.
-# Every major still runs the registry's own suites (registry, registry_shutdown).
-ONLY_ON_15 := clients
-ONLY_ON_15_AND_17 := hostile_registry attack33_registry
+# A suite whose file has a line `//! Majors: ...` runs on those majors only, and the others name
+# it: what it tests is the same code on every major (most run on 17, the server built with
+# assertions), or what it needs exists for some majors only (pg_auto_failover, Citus); the lines
+# after the mark say why. Each runs on one of ALL_MAJORS at least (scripts/test-suites.py checks
+# it), so a whole `make test` runs every suite.
 test-blackbox: install tools
-	@[ "$(ONE_MAJOR)" = 15 ] || echo "pg_auto_failover: tested on PostgreSQL 15 only (Debian packages it for 15)"
-	@[ "$(ONE_MAJOR)" = 16 ] || echo "the nemesis: tested on PostgreSQL 16 only (see the Makefile)"
-	@[ "$(ONE_MAJOR)" != 19 ] || echo "Citus: not tested on PostgreSQL 19 (no Citus release supports it; 14.0.1 stops at 18)"
-	scripts/test-suites.py $(if $(TEST_FEATURES),$(TEST_FEATURES) --) --test-threads=2 --skip pg_upgrade --skip package_ $(if $(filter 15,$(ONE_MAJOR)),,--skip pg_auto_failover $(foreach s,$(ONLY_ON_15),--skip-suite=$(s))) $(if $(filter 15 17,$(ONE_MAJOR)),,$(foreach s,$(ONLY_ON_15_AND_17),--skip-suite=$(s))) $(if $(filter 16,$(ONE_MAJOR)),,--skip faults_on_a_fleet) $(if $(filter 19,$(ONE_MAJOR)),--skip-suite=citus --skip build_citus)
+	scripts/test-suites.py $(if $(TEST_FEATURES),$(TEST_FEATURES) --) --major=$(ONE_MAJOR) --majors="$(ALL_MAJORS)" --test-threads=2 --skip pg_upgrade --skip package_
 
 # The nemesis on seeds of your choice, for as long as asked, writing what it ran (seeds, faults,
 # ids checked, availability) into docs/testing.md: `make nemesis SEED=7`, `make nemesis
@@ -213,10 +198,11 @@ nemesis-run: install tools
 
 # A build with another WAL resource manager id (PG_SNOWFLAKE_RMGR_ID, the way out of a clash
 # with another extension's id, see README): it writes its marks under that id and a standby
-# replays them. Built with the mutation profile (no LTO: a minute, not three), then the release
-# build goes back in. On 15: the id is the same code on every major.
+# replays them. A debug build, whose dependencies test-pgrx has built, so only pg_snowflake is
+# compiled (the mutation profile compiled pgrx-pg-sys too: 1 min 34 s on a fresh machine); then
+# the release build goes back in. On 15: the id is the same code on every major.
 test-rmgr-id: install
-	PG_SNOWFLAKE_RMGR_ID=200 cargo pgrx install --profile mutation --pg-config "$$(command -v $(PG_CONFIG))"
+	PG_SNOWFLAKE_RMGR_ID=200 cargo pgrx install --pg-config "$$(command -v $(PG_CONFIG))"
 	PG_SNOWFLAKE_RMGR_ID=200 cargo test --test wal_rmgr -- --test-threads=2
 	@$(MAKE) --no-print-directory install
 

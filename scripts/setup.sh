@@ -87,6 +87,16 @@ for v in "${MAJORS[@]}"; do
     die "PostgreSQL $v is not supported (supported: ${SUPPORTED[*]}; 13 and 14 lack custom WAL resource managers)"
 done
 has() { printf '%s\n' "${MAJORS[@]}" | grep -qx "$1"; }
+# cargo-pgrx, unless this version is there. Built without optimisation (cargo install --debug):
+# 1 min 24 s on 2 cores where a release build took 3 min 7 s, and what it does is mostly wait on
+# cargo and copy files (a `cargo pgrx install` that generates the schema took 20.6 s with it,
+# 19.0 s with the release build, here).
+install_cargo_pgrx() {
+  if ! cargo pgrx --version 2>/dev/null | grep -q " $PGRX_VERSION\$"; then
+    say "installing cargo-pgrx $PGRX_VERSION (about 90 seconds on 2 cores)"
+    cargo install cargo-pgrx --version "=$PGRX_VERSION" --locked --debug
+  fi
+}
 if [ -n "$IN_ROOT_19" ]; then
   for v in "${MAJORS[@]}"; do
     case "$v" in 18|19) ;; *) die "the build root of 19 has Debian's 18 and 19 only, not $v" ;; esac
@@ -114,12 +124,8 @@ to install into a PostgreSQL 19 of your own, name its pg_config: make install PG
     command -v cargo >/dev/null || die "cargo is missing: install Rust 1.96 or later (https://rustup.rs)"
     toolchain=$(scripts/toolchain.sh) || exit 1
     [ -z "$toolchain" ] || export RUSTUP_TOOLCHAIN=$toolchain
-    if ! cargo pgrx --version 2>/dev/null | grep -q " $PGRX_VERSION\$"; then
-      say "installing cargo-pgrx $PGRX_VERSION (about 4 minutes on 2 cores)"
-      cargo install cargo-pgrx --version "=$PGRX_VERSION" --locked
-    fi
-    # trixie for tests/packaging/setup_scripts.rs; the root of 19 (from sid's) with its build layer.
-    scripts/debian-root.sh make trixie >/dev/null
+    install_cargo_pgrx
+    # The root of 19 (from sid's) with its build layer.
     scripts/debian-root.sh build sid-19 true
     exit 0
   fi
@@ -139,18 +145,24 @@ if [ "$PURPOSE" != build ]; then
   ! has 15 || PACKAGES+=(postgresql-15)
 fi
 if [ "$PURPOSE" = test ]; then
-  PACKAGES+=(sudo faketime libfaketime nodejs npm python3-venv fuse3 lintian etcd-server)
-  # valgrind: the hot path's budget, counted on 15 only (make test-hotpath).
-  [ -n "$IN_ROOT_19" ] || PACKAGES+=(valgrind)
+  PACKAGES+=(sudo faketime libfaketime python3-venv fuse3 lintian etcd-server)
   # The Debian roots of tests/packaging/debian.rs and tests/packaging/repo.rs, and the repository of scripts/repo.sh.
   PACKAGES+=(debootstrap gnupg dpkg-dev)
-  # Citus's build (scripts/build-citus.sh): its compression libraries' headers, and for
-  # Debian's 15, built with GSSAPI, the headers its server headers include (gssapi/gssapi.h).
-  PACKAGES+=(liblz4-dev libzstd-dev)
-  ! has 15 || PACKAGES+=(libkrb5-dev)
-  # The clients of docs/clients.md that Debian packages: ActiveRecord, Go with pgx, JDBC.
-  PACKAGES+=(ruby-activerecord ruby-pg golang-go golang-github-jackc-pgx-v4-dev
-             default-jdk-headless libpostgresql-jdbc-java)
+  # What only suites that do not run on 19 use (their `//! Majors:` lines, scripts/test-suites.py):
+  # the root of 19 goes without, which saves a fresh machine minutes of installs.
+  if [ -z "$IN_ROOT_19" ]; then
+    # valgrind: the hot path's budget, counted on 15 only (make test-hotpath).
+    PACKAGES+=(valgrind)
+    # node: the client recipes and the decoder of tests/ids/decoder_js.rs.
+    PACKAGES+=(nodejs npm)
+    # Citus's build (scripts/build-citus.sh): its compression libraries' headers, and for
+    # Debian's 15, built with GSSAPI, the headers its server headers include (gssapi/gssapi.h).
+    PACKAGES+=(liblz4-dev libzstd-dev)
+    ! has 15 || PACKAGES+=(libkrb5-dev)
+    # The clients of docs/clients.md that Debian packages: ActiveRecord, Go with pgx, JDBC.
+    PACKAGES+=(ruby-activerecord ruby-pg golang-go golang-github-jackc-pgx-v4-dev
+               default-jdk-headless libpostgresql-jdbc-java)
+  fi
   ! has 15 || PACKAGES+=(postgresql-15-auto-failover pg-auto-failover-cli)
 fi
 
@@ -205,24 +217,24 @@ if [ -z "$PG_CONFIG_GIVEN" ] && [ -z "$IN_ROOT_19" ]; then
   done
 fi
 if [ "$PURPOSE" = test ]; then
-  # Citus for tests/replication/citus.rs, into each major's server.
-  # (Citus has no release for 19: its suite does not run there.)
-  for v in "${MAJORS[@]}"; do [ "$v" = 19 ] || scripts/build-citus.sh --missing-ok "$v"; done
+  # Citus for tests/replication/citus.rs (and docs/citus.md's examples, run on 17), into the
+  # servers of the majors that the suite's `//! Majors:` line names.
+  citus_majors=" $(sed -nE 's|^//! Majors: ([0-9 ]+)\..*|\1|p' tests/replication/citus.rs) "
+  for v in "${MAJORS[@]}"; do
+    case "$citus_majors" in *" $v "*) scripts/build-citus.sh --missing-ok "$v" ;; esac
+  done
   # 16.2 beside 16, for the synchronous-standby flag format from before May 2025 (make test-old-flag).
   [ -n "$IN_ROOT_19" ] || ! has 16 || scripts/build-postgres.sh 16-old
-  # Debian's own PostgreSQL in Debian roots, made once per machine: trixie (Debian 13) for 17,
-  # and for the setup scripts' test on every major; sid for 18.
-  scripts/debian-root.sh make trixie >/dev/null
+  # Debian's own PostgreSQL in Debian roots, made once per machine: trixie (Debian 13) for 17
+  # and the setup scripts' test (which runs on 17); sid for 18.
+  ! has 17 || scripts/debian-root.sh make trixie >/dev/null
   ! has 18 || scripts/debian-root.sh make sid >/dev/null
   # In the root of 19, these are the host's, mounted read-only: made (or checked) as above.
   ! has 19 || scripts/debian-root.sh make sid-19 >/dev/null
   [ -z "$ROOT_19" ] || scripts/debian-root.sh build sid-19 true
 fi
 
-if ! cargo pgrx --version 2>/dev/null | grep -q " $PGRX_VERSION\$"; then
-  say "installing cargo-pgrx $PGRX_VERSION (about 4 minutes on 2 cores)"
-  cargo install cargo-pgrx --version "=$PGRX_VERSION" --locked
-fi
+install_cargo_pgrx
 
 # Rewriting ~/.pgrx/config.toml forces a rebuild of pgrx-pg-sys: only init when a major is
 # missing (or its pg_config is not where this project puts it), and then with every major
@@ -263,5 +275,6 @@ if ! [ "$(target/venv/bin/python -m pip freeze 2>/dev/null | sort)" = \
 fi
 
 # The Python and JavaScript clients of docs/clients.md and the decoder of tests/ids/decoder_js.rs,
-# pinned (tests/clients/requirements.txt, tests/js/package-lock.json).
-tests/clients/install.sh
+# pinned (tests/clients/requirements.txt, tests/js/package-lock.json), and Patroni; in the root of
+# 19, where neither the clients nor the decoder run, Patroni only.
+tests/clients/install.sh ${IN_ROOT_19:+patroni}

@@ -21,12 +21,18 @@ after another they took 9 min 13 s on 15 here, on 2 cores; in two lanes, 4 min 5
   and fails: a hung test costs a run 10 minutes, not more.
 - The first failure stops the scheduling of new suites; the running ones finish (killing them
   would leave their clusters running), and the run exits with the failed suites' names.
+- Majors: `--major=N --majors="15 16 ..."` (the Makefile gives both) run on major N the suites
+  meant for it. A suite whose file has a line `//! Majors: 15 17.` runs on those majors only: what
+  it tests is the same code on every major (or a tool it needs exists for those only), and the
+  lines after it say why. A mark may name only majors of --majors (so that every suite runs on
+  one of them at least), else the run stops; the suites left out of this major are named.
 - LIBTEST_ARGS go to every suite (`--test-threads=2 --skip pg_upgrade`), except
-  `--skip-suite=NAME`, which leaves out the suite NAME (the Makefile runs some on one major only),
-  saying so; CARGO_ARGS, before a `--`, go to the build (`--no-default-features --features pg19`
-  in the root of 19, which has no 15 for the default feature's bindings).
+  `--skip-suite=NAME`, which leaves out the suite NAME, saying so; CARGO_ARGS, before a `--`, go
+  to the build (`--no-default-features --features pg19` in the root of 19, which has no 15 for
+  the default feature's bindings).
 """
 import json
+import re
 import os
 import pathlib
 import signal
@@ -41,6 +47,7 @@ OUT = ROOT / "target/test-suites"
 TIMES = OUT / "times.json"
 SOURCES = {}  # suite -> its file, as cargo built it
 ALONE_MARK = "//! Runs alone"
+MAJORS_MARK = re.compile(r"^//! Majors: ([0-9][0-9 ]*)\.")
 BOLD, PLAIN = ("\033[1m", "\033[0m") if sys.stdout.isatty() else ("", "")
 
 
@@ -84,6 +91,15 @@ def suite_files() -> list:
 def runs_alone(source: str) -> bool:
     lines = pathlib.Path(source).read_text().splitlines()
     return any(line.startswith(ALONE_MARK) for line in lines)
+
+
+def majors_of(source: str) -> list:
+    """The majors a suite's `//! Majors:` line names; [] when it has none (every major)."""
+    marks = [MAJORS_MARK.match(line) for line in pathlib.Path(source).read_text().splitlines()]
+    marks = [m.group(1).split() for m in marks if m]
+    if len(marks) > 1:
+        sys.exit(f"test-suites: {source} has {len(marks)} lines `//! Majors:`, where one is allowed")
+    return marks[0] if marks else []
 
 
 class Run:
@@ -168,7 +184,9 @@ def main() -> None:
         cut = args.index("--")
         cargo_args, args = args[:cut], args[cut + 1 :]
     left_out = [a.split("=", 1)[1] for a in args if a.startswith("--skip-suite=")]
-    args = [a for a in args if not a.startswith("--skip-suite=")]
+    major = next((a.split("=", 1)[1] for a in args if a.startswith("--major=")), None)
+    majors = next((a.split("=", 1)[1].split() for a in args if a.startswith("--majors=")), None)
+    args = [a for a in args if not a.startswith(("--skip-suite=", "--major=", "--majors="))]
     lanes = int(os.environ.get("PG_SNOWFLAKE_TEST_LANES", "2"))
     timeout = float(os.environ.get("PG_SNOWFLAKE_SUITE_TIMEOUT", "600"))
     if not 1 <= lanes <= 16:
@@ -181,7 +199,21 @@ def main() -> None:
     for name in left_out:
         del suites[name]
     if left_out:
-        print(f"test-suites: not on this major: {', '.join(left_out)}", flush=True)
+        print(f"test-suites: left out (--skip-suite): {', '.join(left_out)}", flush=True)
+    elsewhere = []
+    for name in sorted(suites):
+        marked = majors_of(suites[name][1])
+        if not marked:
+            continue
+        if majors is None or major is None:
+            sys.exit(f"test-suites: {name} runs on some majors only: give --major and --majors")
+        if set(marked) - set(majors):
+            sys.exit(f"test-suites: {name} is marked for {' '.join(marked)}, beyond the majors {' '.join(majors)}")
+        if major not in marked:
+            elsewhere.append(f"{name} (on {', '.join(marked)})")
+            del suites[name]
+    if elsewhere:
+        print(f"test-suites: on other majors (their `//! Majors:` line says why): {'; '.join(elsewhere)}", flush=True)
     OUT.mkdir(parents=True, exist_ok=True)
     try:
         last = json.loads(TIMES.read_text())

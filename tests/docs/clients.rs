@@ -18,6 +18,8 @@
 //! got from the server default against `SELECT id::text ... ORDER BY id`) and fail on any
 //! difference, so a passing run means every id arrived exactly, or, for the example of what
 //! goes wrong, that the damage it describes happened.
+//!
+//! Majors: 15. What a client library does with a bigint is the same on every major.
 #![cfg(not(feature = "pg_test"))]
 
 #[path = "../common/mod.rs"]

@@ -4,6 +4,10 @@
 //! run on clusters of their own (see `run_examples`). Also: every page is linked, and every
 //! relative link leads to a file. The ```yaml patroni block of docs/many-servers.md is
 //! Patroni's configuration: tests/replication/patroni.rs starts its members with it.
+//!
+//! Majors: 17. The pages' examples mean the same on every major; tests/docs/reference.rs, which
+//! holds the reference against what each server says the extension is, runs on every major. On 17,
+//! the server built with assertions.
 #![cfg(not(feature = "pg_test"))]
 
 #[path = "../common/mod.rs"]

@@ -12,6 +12,9 @@
 //!
 //! Runs alone (scripts/test-suites.py): two sessions must outrun 512 000 ids a second to reach
 //! the pacing point.
+//!
+//! Majors: 17. Pacing is the generator's own code (src/generator), the same on every major. On
+//! 17, the server built with assertions.
 #![cfg(not(feature = "pg_test"))]
 
 #[path = "../common/mod.rs"]

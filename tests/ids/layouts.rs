@@ -2,6 +2,10 @@
 //! clock and the worker id, bad combinations are refused with the reason, the layout is
 //! recorded with the durable state, and a change that would put new ids below old ones is
 //! refused until it is undone or reset on purpose.
+//!
+//! Majors: 17. A layout is the generator's arithmetic and its state file, the same code on every
+//! major (the unit tests check the arithmetic against each major's bindings, and
+//! tests/ids/configuration.rs the settings on every major). On 17, the server built with assertions.
 #![cfg(not(feature = "pg_test"))]
 
 #[path = "../common/mod.rs"]

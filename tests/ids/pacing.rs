@@ -2,6 +2,9 @@
 //!
 //! Runs alone (scripts/test-suites.py): no single call may take 100 ms, and the bursts must
 //! outrun one id per millisecond.
+//!
+//! Majors: 17. Pacing is the generator's own code (src/generator), the same on every major. On
+//! 17, the server built with assertions.
 #![cfg(not(feature = "pg_test"))]
 
 #[path = "../common/mod.rs"]

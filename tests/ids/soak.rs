@@ -2,6 +2,10 @@
 //! while the server is restarted, has its clock stepped back, is killed with -9 and restarted
 //! again. Every id a writer received is unique and above the writer's previous ones, every
 //! received id is in the table, and the only errors are lost connections.
+//!
+//! Majors: 17. Restarts, a clock step and a crash are each tested alone on every major
+//! (tests/durability); what the soak adds is their combination under load in the generator's own
+//! code, the same on every major. It runs on 17, the server built with assertions.
 #![cfg(not(feature = "pg_test"))]
 
 #[path = "../common/mod.rs"]

@@ -20,6 +20,8 @@
 //!
 //! That `scripts/build-citus.sh` checks the vendored Citus archive's sha256 before it unpacks
 //! anything, against a stand-in PostgreSQL whose directories stay empty.
+//!
+//! Majors: 17. The scripts run on this host, the same for every major: once is enough.
 #![cfg(not(feature = "pg_test"))]
 
 #[path = "../common/mod.rs"]

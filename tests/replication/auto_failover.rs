@@ -5,8 +5,7 @@
 //! string, and every id of the new primary is above every id the old one handed out, with no
 //! duplicate key and no acknowledged row lost. Then the old primary rejoins as a secondary.
 //!
-//! Debian packages pg_auto_failover for PostgreSQL 15 only, so `make test` runs this suite on
-//! 15 and says so on the other majors.
+//! Majors: 15. Debian packages pg_auto_failover for PostgreSQL 15 only.
 #![cfg(not(feature = "pg_test"))]
 
 #[path = "../common/mod.rs"]

@@ -1,6 +1,9 @@
 //! Attacks on pg_snowflake's files (issue 33) by the operating-system user that owns the data
 //! directory: what the server writes through a link, and a swap of `pg_snowflake/` between a
 //! check and a use.
+//!
+//! Majors: 17. What the extension does with its files (src/data_file.rs) is the same code on
+//! every major. On 17, the server built with assertions.
 #![cfg(not(feature = "pg_test"))]
 
 #[path = "../common/mod.rs"]

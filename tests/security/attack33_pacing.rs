@@ -12,6 +12,9 @@
 //! and cancelled calls (or a clock stepped back) push everyone's slots beyond `drift_wait`.
 //!
 //! Runs alone: it times calls against `drift_wait`.
+//!
+//! Majors: 17. Pacing is the generator's own code (src/generator), the same on every major. On
+//! 17, the server built with assertions.
 #![cfg(not(feature = "pg_test"))]
 
 #[path = "../common/mod.rs"]

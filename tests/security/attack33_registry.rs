@@ -2,6 +2,8 @@
 //! string: what the member writes to the server log, and what it hands to whoever answers.
 //!
 //! Runs alone (as tests/security/hostile_registry.rs): a fake registry on 127.0.0.1 per test.
+//!
+//! Majors: 15 17. As tests/security/hostile_registry.rs: the libpq of 15.20 and of 17.
 #![cfg(not(feature = "pg_test"))]
 
 #[path = "../common/mod.rs"]

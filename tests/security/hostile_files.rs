@@ -6,6 +6,9 @@
 //! larger than its format, and is read no further (src/data_file.rs): the state file refuses the
 //! start with a FATAL naming the file and what it is; a damaged copy or lease cache is reported
 //! and ignored (the state file, or the registry, decides).
+//!
+//! Majors: 17. How the extension opens and reads its files (src/data_file.rs) is the same code
+//! on every major. On 17, the server built with assertions.
 #![cfg(not(feature = "pg_test"))]
 
 #[path = "../common/mod.rs"]

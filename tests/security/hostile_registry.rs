@@ -11,6 +11,11 @@
 //!
 //! Runs alone (scripts/test-suites.py): a stop must return within 2 s, shutdown checkpoint
 //! included, as in tests/registry/registry_shutdown.rs.
+//!
+//! Majors: 15 17. What the member makes of an answer is the same code on every major (every
+//! major runs the registry's own suites, tests/registry); the libpq the server loads is what
+//! differs: 15.20's (which cannot refuse to send a password in clear text) on 15, 17's own (which
+//! refuses) on 17.
 #![cfg(not(feature = "pg_test"))]
 
 #[path = "../common/mod.rs"]
