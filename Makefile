@@ -188,7 +188,7 @@ test-blackbox: install tools
 # ids checked, availability) into docs/testing.md: `make nemesis SEED=7`, `make nemesis
 # SEED=3,4,5 SECONDS=300` (seconds of faults per seed; default 120). A failing run prints its seed
 # and schedule; the same SEED and SECONDS replay it.
-# On 16 unless PG names another (15 is refused: see test-blackbox).
+# On 16 unless PG names another (15 is refused: see tests/replication/nemesis.rs).
 nemesis:
 	@$(MAKE) --no-print-directory nemesis-run PG=$(or $(PG),16) $(if $(filter command line environment,$(origin PG_CONFIG)),,PG_CONFIG="$$(scripts/pg-config.sh $(or $(PG),16))")
 
@@ -203,7 +203,7 @@ nemesis-run: install tools
 # the release build goes back in. On 15: the id is the same code on every major.
 test-rmgr-id: install
 	PG_SNOWFLAKE_RMGR_ID=200 cargo pgrx install --pg-config "$$(command -v $(PG_CONFIG))"
-	PG_SNOWFLAKE_RMGR_ID=200 cargo test --test wal_rmgr -- --test-threads=2
+	PG_SNOWFLAKE_RMGR_ID=200 cargo test --test wal_rmgr -- --test-threads=2 || { $(MAKE) --no-print-directory install; exit 1; }
 	@$(MAKE) --no-print-directory install
 
 # Installs and removes the package, so alone; then the release build goes back in. Then the

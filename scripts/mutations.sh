@@ -103,6 +103,7 @@ MUTATIONS=(
   "adopt_advance_grant~adopt moves the generator for a role without EXECUTE on snowflake_advance_past~s/    \) != Ok\(Some\(true\)\)\n    \{\n        errors::report\(\n            Code::ERRCODE_INSUFFICIENT_PRIVILEGE,/    ) == Ok(Some(false)) \&\& false\n    {\n        errors::report(\n            Code::ERRCODE_INSUFFICIENT_PRIVILEGE,/"
   "scripts_check~the install and upgrade scripts do not check by OID that every object ended in the extension's schemas~s/    IF stray IS NOT NULL THEN/    IF false THEN/"
   "registry_wait_latch~the member's wait for the registry does not end at a shutdown~s/        if BackgroundWorker::sigterm_received\(\) \{\n            \/\/ SAFETY: proc_exit/        if false {\n            \/\/ SAFETY: proc_exit/"
+  "wait_event_names~a wait shows the event Extension on 17 and later, not pg_snowflake's own names (run with PG=18)~s/let new = unsafe \{ pg_sys::WaitEventExtensionNew\(self.name\(\).as_ptr\(\)\) \};/let new = pg_sys::PG_WAIT_EXTENSION;/"
   "pin_schema~the scripts do not lock their schema's row (a rename on 16 and later then sends their grants elsewhere; run with PG=18)~s/\n       FOR UPDATE;/;/"
   "adopt_as_owner~adopt reads the largest id with the caller's rights (a table owner's index code then runs as a superuser)~s/        pg_sys::SetUserIdAndSecContext\(\n            owner,/        pg_sys::SetUserIdAndSecContext(\n            user,/"
   "adopt_snapshot~adopt reads the largest id with the caller's snapshot (REPEATABLE READ misses rows committed since)~s/pg_sys::PushActiveSnapshot\(pg_sys::GetLatestSnapshot\(\)\);/pg_sys::PushActiveSnapshot(pg_sys::GetActiveSnapshot());/"
@@ -219,7 +220,7 @@ export PG_CONFIG=${PG_CONFIG:-$(scripts/pg-config.sh "$PG")}
 # is not run here (`make test-upgrade` after a mutation shows what it catches).
 SUITES=(--test restart --test crash --test clock --test standby --test sync_standby
         --test configuration --test concurrency --test burst --test pacing --test toolkit
-        --test extension_upgrade --test layouts --test readme --test multinode --test hostile
+        --test extension_upgrade --test layouts --test layout_changes --test readme --test multinode --test hostile
         --test time_ranges --test power_loss --test patroni --test registry
         --test registry_shutdown --test hostile_races --test setup_scripts --test stalled_disk
         --test lost_state_file --test hostile_registry --test citus)

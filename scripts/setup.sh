@@ -219,7 +219,7 @@ fi
 if [ "$PURPOSE" = test ]; then
   # Citus for tests/replication/citus.rs (and docs/citus.md's examples, run on 17), into the
   # servers of the majors that the suite's `//! Majors:` line names.
-  citus_majors=" $(sed -nE 's|^//! Majors: ([0-9 ]+)\..*|\1|p' tests/replication/citus.rs) "
+  citus_majors=" $(scripts/test-suites.py --majors-of tests/replication/citus.rs) "
   for v in "${MAJORS[@]}"; do
     case "$citus_majors" in *" $v "*) scripts/build-citus.sh --missing-ok "$v" ;; esac
   done

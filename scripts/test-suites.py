@@ -22,7 +22,7 @@ after another they took 9 min 13 s on 15 here, on 2 cores; in two lanes, 4 min 5
 - The first failure stops the scheduling of new suites; the running ones finish (killing them
   would leave their clusters running), and the run exits with the failed suites' names.
 - Majors: `--major=N --majors="15 16 ..."` (the Makefile gives both) run on major N the suites
-  meant for it. A suite whose file has a line `//! Majors: 15 17.` runs on those majors only: what
+  meant for it (`scripts/test-suites.py --majors-of FILE` prints a suite's). A suite whose file has a line `//! Majors: 15 17.` runs on those majors only: what
   it tests is the same code on every major (or a tool it needs exists for those only), and the
   lines after it say why. A mark may name only majors of --majors (so that every suite runs on
   one of them at least), else the run stops; the suites left out of this major are named.
@@ -47,7 +47,7 @@ OUT = ROOT / "target/test-suites"
 TIMES = OUT / "times.json"
 SOURCES = {}  # suite -> its file, as cargo built it
 ALONE_MARK = "//! Runs alone"
-MAJORS_MARK = re.compile(r"^//! Majors: ([0-9][0-9 ]*)\.")
+MAJORS_MARK = re.compile(r"^//! Majors: ([0-9]+(?: [0-9]+)*)\.(?: |$)")
 BOLD, PLAIN = ("\033[1m", "\033[0m") if sys.stdout.isatty() else ("", "")
 
 
@@ -94,12 +94,15 @@ def runs_alone(source: str) -> bool:
 
 
 def majors_of(source: str) -> list:
-    """The majors a suite's `//! Majors:` line names; [] when it has none (every major)."""
-    marks = [MAJORS_MARK.match(line) for line in pathlib.Path(source).read_text().splitlines()]
-    marks = [m.group(1).split() for m in marks if m]
-    if len(marks) > 1:
-        sys.exit(f"test-suites: {source} has {len(marks)} lines `//! Majors:`, where one is allowed")
-    return marks[0] if marks else []
+    """The majors a suite's `//! Majors:` line names; [] when it has none (every major). A line
+    that starts like a mark but is not one stops the run: it would run the suite everywhere."""
+    lines = [l for l in pathlib.Path(source).read_text().splitlines() if l.startswith("//! Majors")]
+    bad = [l for l in lines if not MAJORS_MARK.match(l)]
+    if bad:
+        sys.exit(f"test-suites: {source}: {bad[0]!r} is not `//! Majors: 15 17.` (majors, spaces, a period)")
+    if len(lines) > 1:
+        sys.exit(f"test-suites: {source} has {len(lines)} lines `//! Majors:`, where one is allowed")
+    return MAJORS_MARK.match(lines[0]).group(1).split() if lines else []
 
 
 class Run:
@@ -179,6 +182,10 @@ class Run:
 
 def main() -> None:
     args = sys.argv[1:]
+    if args[:1] == ["--majors-of"] and len(args) == 2:
+        # For scripts/setup.sh, which builds Citus into the majors its suite runs on.
+        print(" ".join(majors_of(args[1])))
+        return
     cargo_args = []
     if "--" in args:
         cut = args.index("--")
@@ -196,20 +203,21 @@ def main() -> None:
     unknown = [s for s in left_out if s not in suites]
     if unknown:
         sys.exit(f"test-suites: no suite named {', '.join(unknown)}")
+    # Every suite's mark is checked, those left out by --skip-suite too.
+    marks = {name: majors_of(source) for name, (_, source) in suites.items()}
     for name in left_out:
         del suites[name]
     if left_out:
         print(f"test-suites: left out (--skip-suite): {', '.join(left_out)}", flush=True)
     elsewhere = []
-    for name in sorted(suites):
-        marked = majors_of(suites[name][1])
+    for name, marked in sorted(marks.items()):
         if not marked:
             continue
         if majors is None or major is None:
             sys.exit(f"test-suites: {name} runs on some majors only: give --major and --majors")
         if set(marked) - set(majors):
             sys.exit(f"test-suites: {name} is marked for {' '.join(marked)}, beyond the majors {' '.join(majors)}")
-        if major not in marked:
+        if major not in marked and name in suites:
             elsewhere.append(f"{name} (on {', '.join(marked)})")
             del suites[name]
     if elsewhere:

@@ -24,6 +24,7 @@ impl Event {
 
     /// The wait event's id, registered by this backend's first wait (PostgreSQL keeps one id per
     /// name for the whole cluster).
+    // mutant: wait_event_names
     #[cfg(not(any(feature = "pg15", feature = "pg16")))]
     pub fn info(self) -> u32 {
         use std::sync::atomic::{AtomicU32, Ordering};

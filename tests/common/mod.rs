@@ -744,6 +744,36 @@ pub fn expect_refusal(client: &mut Client, sql: &str, error: &str, hint_part: &s
     assert!(hint.contains(hint_part), "{sql}: the hint does not say {hint_part:?}: {hint}");
 }
 
+/// The wait event pg_snowflake's own event `own` shows as in `pg_stat_activity` (wait_event_type
+/// `Extension`) on the major under test: its own name from 17 on, where extensions name their
+/// events, `Extension` on 15 and 16 (src/wait_event.rs).
+pub fn wait_event_of(own: &str) -> String {
+    let major: u32 = major_under_test().parse().expect("a major");
+    if major >= 17 { own } else { "Extension" }.to_string()
+}
+
+/// `snowflake_next()` once.
+pub fn next_id(c: &mut Client) -> i64 {
+    c.scalar("SELECT snowflake_next()")
+}
+
+/// `(time in Unix ms, worker id, sequence)` of an id, decoded by the server's layout.
+pub fn decode_id(c: &mut Client, id: i64) -> (i64, i32, i32) {
+    let row = c
+        .query_one(
+            "SELECT (extract(epoch FROM ts) * 1000)::int8, worker_id, sequence
+             FROM snowflake_decode($1)",
+            &[&id],
+        )
+        .unwrap();
+    (row.get(0), row.get(1), row.get(2))
+}
+
+/// This machine's clock, in Unix milliseconds.
+pub fn unix_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
 pub fn ids(client: &mut Client, sql: &str) -> Vec<i64> {
     client.query(sql, &[]).unwrap().iter().map(|r| r.get::<_, i64>(0)).collect()
 }

@@ -105,6 +105,50 @@ fn a_raised_max_drift_lets_ids_continue_through_a_one_hour_step() {
     assert!(after_ms >= before_ms && after_ms - before_ms < 60_000.0, "{before_ms} -> {after_ms}");
 }
 
+/// A call that waits for the clock shows pg_snowflake's wait event, which each major registers
+/// its own way (src/wait_event.rs): `SnowflakeClock` from 17 on, `Extension` on 15 and 16. The
+/// clock steps back 3 s right after an id, past a `max_drift` of 1 s: the next call waits about
+/// 2 s (less whatever the step took), while a watcher looks at its session.
+#[test]
+fn a_call_waiting_for_the_clock_shows_its_wait_event() {
+    let (cluster, clock) = fake_clock_cluster(
+        "clock_event",
+        &["snowflake.max_drift = '1s'", "snowflake.drift_wait = '10s'"],
+    );
+    let mut c = cluster.connect_ext();
+    let pid: i32 = c.scalar("SELECT pg_backend_pid()");
+    let mut watcher = cluster.connect();
+    let event = wait_event_of("SnowflakeClock");
+    let mut all = batch(&mut c);
+    clock.set(-3.0);
+    let seen: Vec<String> = std::thread::scope(|s| {
+        let caller = s.spawn(move || next_id(&mut c));
+        let mut seen = Vec::new();
+        while !caller.is_finished() {
+            let rows = watcher
+                .query(
+                    "SELECT wait_event_type, wait_event FROM pg_stat_activity WHERE pid = $1",
+                    &[&pid],
+                )
+                .unwrap();
+            for row in rows {
+                if let (Some(kind), Some(name)) = (row.get::<_, Option<String>>(0), row.get(1)) {
+                    let name: String = name;
+                    seen.push(format!("{kind}/{name}"));
+                }
+            }
+        }
+        all.push(caller.join().unwrap());
+        seen
+    });
+    assert_strictly_increasing(&all, "after waiting for the clock");
+    assert!(
+        seen.contains(&format!("Extension/{event}")),
+        "the waiting call never showed wait event {event}; it showed {:?}",
+        seen.iter().collect::<std::collections::BTreeSet<_>>()
+    );
+}
+
 #[test]
 fn drift_wait_zero_fails_at_once_and_drift_wait_lets_a_short_step_pass() {
     // max_drift 1 s: a 1.2 s step needs about 200 ms of waiting.

@@ -5,6 +5,7 @@
 mod common;
 use common::*;
 use std::collections::HashSet;
+use std::time::Duration;
 
 #[test]
 fn eight_connections_in_parallel_never_share_an_id() {
@@ -84,4 +85,46 @@ fn pgbench_eight_clients_insert_through_the_default_without_a_duplicate_key() {
     assert!(report.contains("number of failed transactions: 0"), "{report}");
     let row = c.query_one("SELECT count(*), count(DISTINCT client) FROM t", &[]).unwrap();
     assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (20_000, 8), "{report}");
+}
+
+/// A call that waits for its pacing slot shows pg_snowflake's wait event, which each major
+/// registers its own way (src/wait_event.rs): `SnowflakePacing` from 17 on, `Extension` on 15
+/// and 16. Three sessions burst on a layout of one id per millisecond until a watcher has seen
+/// one of them wait; nothing is timed.
+#[test]
+fn a_paced_call_shows_its_wait_event() {
+    let cluster = Cluster::start_new(
+        "pacing_event",
+        &[
+            "snowflake.layout = custom",
+            "snowflake.sequence_bits = 0",
+            "snowflake.max_drift = '1s'",
+            "snowflake.drift_wait = '5s'",
+        ],
+    );
+    let mut watcher = cluster.connect_ext();
+    let event = wait_event_of("SnowflakePacing");
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        // The bursts loop until `stop`: a failed poll must stop them (see StopOnDrop).
+        let _stop = StopOnDrop(&stop);
+        for _ in 0..3 {
+            let (mut c, stop) = (cluster.connect(), &stop);
+            s.spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    // A turn that does not come within drift_wait fails (55000): that is not
+                    // what is looked at here.
+                    let _ = c.query("SELECT snowflake_next() FROM generate_series(1, 100)", &[]);
+                }
+            });
+        }
+        poll(Duration::from_secs(30), Duration::from_millis(1), || {
+            let waiting: i64 = watcher.scalar_with(
+                "SELECT count(*) FROM pg_stat_activity
+                  WHERE wait_event_type = 'Extension' AND wait_event = $1",
+                &[&event],
+            );
+            (waiting > 0).then_some(()).ok_or(format!("no session waited with wait event {event}"))
+        });
+    });
 }

@@ -1,40 +1,16 @@
 //! Layouts chosen at server start: presets and custom widths generate ids that decode to the
-//! clock and the worker id, bad combinations are refused with the reason, the layout is
-//! recorded with the durable state, and a change that would put new ids below old ones is
-//! refused until it is undone or reset on purpose.
+//! clock and the worker id, bad combinations are refused with the reason, and ids never wrap.
+//! A change of layout, which the WAL marks and the state file record, is
+//! tests/durability/layout_changes.rs.
 //!
-//! Majors: 17. A layout is the generator's arithmetic and its state file, the same code on every
-//! major (the unit tests check the arithmetic against each major's bindings, and
+//! Majors: 17. What is here is the generator's arithmetic and the check of its settings, the same
+//! code on every major (the unit tests check the arithmetic against each major's bindings, and
 //! tests/ids/configuration.rs the settings on every major). On 17, the server built with assertions.
 #![cfg(not(feature = "pg_test"))]
 
 #[path = "../common/mod.rs"]
 mod common;
 use common::*;
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
-}
-
-/// `(time in Unix ms, worker id, sequence)` of an id, decoded by the server's layout.
-fn decode(c: &mut postgres::Client, id: i64) -> (i64, i32, i32) {
-    let row = c
-        .query_one(
-            "SELECT (extract(epoch FROM ts) * 1000)::int8, worker_id, sequence
-             FROM snowflake_decode($1)",
-            &[&id],
-        )
-        .unwrap();
-    (row.get(0), row.get(1), row.get(2))
-}
-
-fn next(c: &mut postgres::Client) -> i64 {
-    c.scalar("SELECT snowflake_next()")
-}
-
-/// The refusal of ids after a change from twitter to discord, until it is settled.
-const TWITTER_IDS_DISCORD_LAYOUT: &str =
-    "55000: snowflake.layout is discord, but this cluster's ids were made with the twitter layout";
 
 #[test]
 fn sonyflake_ids_carry_a_16_bit_machine_id_in_the_low_bits() {
@@ -47,9 +23,9 @@ fn sonyflake_ids_carry_a_16_bit_machine_id_in_the_low_bits() {
     assert_strictly_increasing(&ids, "sonyflake ids");
     // The machine id is the low 16 bits, the sequence the 8 above, the time the 39 above.
     assert!(ids.iter().all(|id| id & 0xffff == 40000));
-    let (ms, worker, _) = decode(&mut c, ids[0]);
+    let (ms, worker, _) = decode_id(&mut c, ids[0]);
     assert_eq!(worker, 40000);
-    assert!((ms - now_ms()).abs() < 5_000, "{ms}");
+    assert!((ms - unix_ms()).abs() < 5_000, "{ms}");
     assert_eq!((ids[0] >> 24) * 10 + 1_409_529_600_000, ms, "10 ms units since 2014-09-01");
     let same: bool = c
         .query_one("SELECT snowflake_decode($1) = snowflake_decode($1, 'sonyflake')", &[&ids[0]])
@@ -73,9 +49,9 @@ fn js53_ids_stay_below_2_to_the_53() {
     let ids = ids(&mut c, "SELECT snowflake_next() FROM generate_series(1, 20000)");
     assert_strictly_increasing(&ids, "js53 ids");
     assert!(ids.iter().all(|&id| id < 1 << 53));
-    let (ms, worker, _) = decode(&mut c, ids[19_999]);
+    let (ms, worker, _) = decode_id(&mut c, ids[19_999]);
     assert_eq!(worker, 63);
-    assert!((ms - now_ms()).abs() < 5_000, "{ms}");
+    assert!((ms - unix_ms()).abs() < 5_000, "{ms}");
     let (state, ..) = expect_error(&mut c, "ALTER SYSTEM SET snowflake.worker_id = 64");
     assert_eq!(state, "22023");
 }
@@ -96,12 +72,12 @@ fn a_custom_layout_takes_its_epoch_unit_and_widths_from_the_settings() {
         ],
     );
     let mut c = cluster.connect_ext();
-    let id = next(&mut c);
+    let id = next_id(&mut c);
     assert_eq!((id >> 11) & 0xfffff, 1_000_000);
     let seconds = id >> 31;
-    let expected = (now_ms() - 1_577_836_800_000) / 1000;
+    let expected = (unix_ms() - 1_577_836_800_000) / 1000;
     assert!((seconds - expected).abs() <= 2, "{seconds} vs {expected}");
-    let (ms, worker, _) = decode(&mut c, id);
+    let (ms, worker, _) = decode_id(&mut c, id);
     assert_eq!((ms, worker), (1_577_836_800_000 + seconds * 1000, 1_000_000));
     let s = stats(&mut c);
     assert_eq!(s["layout"]["name"], "custom");
@@ -182,77 +158,11 @@ fn alter_system_refuses_an_epoch_that_is_not_a_fixed_timestamp() {
 }
 
 #[test]
-fn a_layout_change_that_would_go_below_old_ids_is_refused_until_reset() {
-    let cluster = Cluster::start_new("relayout", &[]);
-    let mut c = cluster.connect_ext();
-    c.batch_execute(
-        "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_next(), n int);
-                     INSERT INTO t (n) SELECT g FROM generate_series(1, 1000) g;
-                     CREATE ROLE app LOGIN",
-    )
-    .unwrap();
-    let old_max: i64 = c.scalar("SELECT max(id) FROM t");
-    drop(c);
-    // Discord's epoch is four years after Twitter's: its ids made now are smaller integers.
-    cluster.append_conf(&["snowflake.layout = discord"]);
-    cluster.restart("fast");
-    let mut c = cluster.connect();
-    let hint = expect_error_is(&mut c, "INSERT INTO t (n) VALUES (0)", TWITTER_IDS_DISCORD_LAYOUT);
-    assert!(
-        hint.contains("back to twitter") && hint.contains("snowflake_reset_layout()"),
-        "{hint}"
-    );
-    assert_eq!(stats(&mut c)["layout"]["recorded"], "twitter");
-    // Only a superuser may reset.
-    let (state, ..) =
-        expect_error(&mut cluster.connect_as("app"), "SELECT snowflake_reset_layout()");
-    assert_eq!(state, "42501");
-    // Still refused after a restart: the refusal is durable until settled.
-    cluster.restart("fast");
-    let mut c = cluster.connect();
-    let (state, ..) = expect_error(&mut c, "SELECT snowflake_next()");
-    assert_eq!(state, "55000");
-    let reset: bool = c.scalar("SELECT snowflake_reset_layout()");
-    assert!(reset);
-    let id = next(&mut c);
-    let (ms, worker, _) = decode(&mut c, id);
-    assert!((ms - now_ms()).abs() < 5_000, "a discord id of now: {ms}");
-    assert_eq!(worker, 1);
-    assert!(id < old_max, "the reset is what lets the layout make smaller ids");
-    assert!(stats(&mut c)["layout"].get("recorded").is_none());
-    // The reset is durable: a restart keeps generating.
-    cluster.restart("immediate");
-    let mut c = cluster.connect();
-    assert!(next(&mut c) > id);
-}
-
-#[test]
-fn a_layout_change_whose_ids_stay_above_the_old_ones_is_accepted() {
-    let cluster = Cluster::start_new("relayout_up", &["snowflake.layout = discord"]);
-    let mut c = cluster.connect_ext();
-    let discord_ids = ids(&mut c, "SELECT snowflake_next() FROM generate_series(1, 1000)");
-    drop(c);
-    // Twitter's ids of now are larger integers than Discord's.
-    cluster.append_conf(&["snowflake.layout = twitter"]);
-    cluster.restart("fast");
-    let mut c = cluster.connect();
-    let id = next(&mut c);
-    assert!(id > *discord_ids.last().unwrap());
-    let (ms, ..) = decode(&mut c, id);
-    assert!((ms - now_ms()).abs() < 5_000, "{ms}");
-    // The next mark recorded Twitter's layout: no refusal, no note, after a crash either.
-    cluster.restart("immediate");
-    let mut c = cluster.connect();
-    assert!(next(&mut c) > id);
-    assert!(stats(&mut c)["layout"].get("recorded").is_none());
-}
-
-#[test]
 fn ids_never_wrap_a_layout_warns_in_its_last_year_and_ends_with_an_error() {
     // 2^25 s is 388 days: an epoch 380 days ago leaves about 8 days.
     let day_ms = 86_400_000i64;
     let epoch = |days_ago: i64| {
-        let secs = (now_ms() - days_ago * day_ms) / 1000;
+        let secs = (unix_ms() - days_ago * day_ms) / 1000;
         let out = std::process::Command::new("date")
             .args(["-u", "-d", &format!("@{secs}"), "+%Y-%m-%d %H:%M:%S+00"])
             .output()
@@ -279,7 +189,7 @@ fn ids_never_wrap_a_layout_warns_in_its_last_year_and_ends_with_an_error() {
         config.notice_callback(move |n| seen.lock().unwrap().push(n.message().to_string()));
         config.connect(postgres::NoTls).unwrap()
     };
-    next(&mut c);
+    next_id(&mut c);
     let seen = notices.lock().unwrap().clone();
     assert!(seen.iter().any(|m| m.contains("run out at")), "no warning in {seen:?}");
     cluster.stop("fast");
@@ -292,27 +202,4 @@ fn ids_never_wrap_a_layout_warns_in_its_last_year_and_ends_with_an_error() {
         "SELECT snowflake_next()",
         "2200H: snowflake ids are exhausted",
     );
-}
-
-#[test]
-fn a_promoted_standby_with_another_layout_refuses_until_reset() {
-    let primary = Cluster::start_new("layout_primary", &[]);
-    let mut p = primary.connect_ext();
-    let mut old = ids(&mut p, "SELECT snowflake_next() FROM generate_series(1, 1000)");
-    let standby = primary.basebackup("layout_standby");
-    standby.append_conf(&["snowflake.layout = discord"]);
-    standby.start();
-    let mut s = standby.connect();
-    // Ids through two lease renewals, replayed by the standby as marks of Twitter's layout
-    // (the base backup's state file already holds one).
-    old.extend(ids_through_renewals(&mut p, 2));
-    wait_for_replay(&mut p, &mut s);
-    primary.stop("immediate");
-    standby.promote();
-    let mut s = standby.connect();
-    expect_error_is(&mut s, "SELECT snowflake_next()", TWITTER_IDS_DISCORD_LAYOUT);
-    assert!(s.query_one("SELECT snowflake_reset_layout()", &[]).unwrap().get::<_, bool>(0));
-    let id = next(&mut s);
-    assert_eq!(decode(&mut s, id).1, 1);
-    assert!(id < *old.last().unwrap(), "a Discord id of now is below the Twitter ids");
 }

@@ -162,11 +162,7 @@ fn sessions_that_abandon_their_paced_calls_hold_nobody_back() {
     let mut c = cluster.connect_ext();
     let stop = AtomicBool::new(false);
     let cancelled = std::sync::atomic::AtomicU64::new(0);
-    let expected_event = if major_under_test().parse::<u32>().unwrap() >= 17 {
-        "SnowflakePacing"
-    } else {
-        "Extension"
-    };
+    let expected_event = wait_event_of("SnowflakePacing");
     let mut seen_waiting = 0;
     let results: Vec<Load> = std::thread::scope(|s| {
         // The workers loop until `stop`: a panic here must stop them (see StopOnDrop).

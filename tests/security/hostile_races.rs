@@ -5,10 +5,6 @@
 //! claims worker within 0.03 s: it looked the extension's schema up by OID, then resolved its
 //! name again). Each test fails if any look-alike ran, or if the path did not run while she
 //! swapped.
-//!
-//! Majors: 17. The paths look up what they use by OID, in pg_snowflake's own code, the same on
-//! every major (tests/security/hostile.rs, where planted objects meet each major's own resolution
-//! of names, runs on every major). On 17, the server built with assertions.
 #![cfg(not(feature = "pg_test"))]
 
 #[path = "../common/mod.rs"]
