@@ -145,7 +145,7 @@ if [ "$PURPOSE" != build ]; then
   ! has 15 || PACKAGES+=(postgresql-15)
 fi
 if [ "$PURPOSE" = test ]; then
-  PACKAGES+=(sudo faketime libfaketime python3-venv fuse3 lintian etcd-server)
+  PACKAGES+=(sudo faketime libfaketime python3-venv fuse3 lintian)
   # The Debian roots of tests/packaging/debian.rs and tests/packaging/repo.rs, and the repository of scripts/repo.sh.
   PACKAGES+=(debootstrap gnupg dpkg-dev)
   # What only suites that do not run on 19 use (their `//! Majors:` lines, scripts/test-suites.py):
@@ -153,8 +153,8 @@ if [ "$PURPOSE" = test ]; then
   if [ -z "$IN_ROOT_19" ]; then
     # valgrind: the hot path's budget, counted on 15 only (make test-hotpath).
     PACKAGES+=(valgrind)
-    # node: the client recipes and the decoder of tests/ids/decoder_js.rs.
-    PACKAGES+=(nodejs npm)
+    # node: the client recipes and the decoder of tests/ids/decoder_js.rs; etcd: Patroni's.
+    PACKAGES+=(nodejs npm etcd-server)
     # Citus's build (scripts/build-citus.sh): its compression libraries' headers, and for
     # Debian's 15, built with GSSAPI, the headers its server headers include (gssapi/gssapi.h).
     PACKAGES+=(liblz4-dev libzstd-dev)
@@ -219,7 +219,9 @@ fi
 if [ "$PURPOSE" = test ]; then
   # Citus for tests/replication/citus.rs (and docs/citus.md's examples, run on 17), into the
   # servers of the majors that the suite's `//! Majors:` line names.
+  # (No mark would mean every major.)
   citus_majors=" $(scripts/test-suites.py --majors-of tests/replication/citus.rs) "
+  [ "$citus_majors" != "  " ] || citus_majors=" ${MAJORS[*]} "
   for v in "${MAJORS[@]}"; do
     case "$citus_majors" in *" $v "*) scripts/build-citus.sh --missing-ok "$v" ;; esac
   done
@@ -275,6 +277,6 @@ if ! [ "$(target/venv/bin/python -m pip freeze 2>/dev/null | sort)" = \
 fi
 
 # The Python and JavaScript clients of docs/clients.md and the decoder of tests/ids/decoder_js.rs,
-# pinned (tests/clients/requirements.txt, tests/js/package-lock.json), and Patroni; in the root of
-# 19, where neither the clients nor the decoder run, Patroni only.
-tests/clients/install.sh ${IN_ROOT_19:+patroni}
+# pinned (tests/clients/requirements.txt, tests/js/package-lock.json), and Patroni: not in the root
+# of 19, where none of their suites runs.
+[ -n "$IN_ROOT_19" ] || tests/clients/install.sh

@@ -8,9 +8,6 @@
 #     decoder of tests/ids/decoder_js.rs), exactly as tests/js/package-lock.json pins them.
 # What is already installed at the pinned version is left alone: a second run takes about a
 # second. Needs python3 (with its venv module), node and npm.
-#   tests/clients/install.sh           all three
-#   tests/clients/install.sh patroni   Patroni only (the root of 19, where the clients and the
-#                                      decoder do not run: scripts/setup.sh)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -55,19 +52,11 @@ python_env() {
   python_pins_met "$venv" "$requirements" || die "$venv does not hold the versions of $requirements after pip install"
 }
 
-case "${1:-}" in
-  "") ONLY_PATRONI= ;;
-  patroni) ONLY_PATRONI=1 ;;
-  *) die "usage: $0 [patroni]" ;;
-esac
-
-[ -n "$ONLY_PATRONI" ] ||
-  python_env target/venv-clients python3 tests/clients/requirements.txt "the Python clients of docs/clients.md"
+python_env target/venv-clients python3 tests/clients/requirements.txt "the Python clients of docs/clients.md"
 # Patroni runs as postgres (it refuses root), so its environment lives where postgres can read
 # it (a checkout under /root is closed to it), on Debian's own Python (pyenv's may be under
 # /root too).
 python_env /opt/pg_snowflake-tests/patroni /usr/bin/python3 tests/patroni/requirements.txt "Patroni"
-[ -z "$ONLY_PATRONI" ] || exit 0
 
 # Exit status 0 when every dependency of tests/js/package.json is in node_modules at its version.
 node_pins_met() {

@@ -107,45 +107,51 @@ fn a_raised_max_drift_lets_ids_continue_through_a_one_hour_step() {
 
 /// A call that waits for the clock shows pg_snowflake's wait event, which each major registers
 /// its own way (src/wait_event.rs): `SnowflakeClock` from 17 on, `Extension` on 15 and 16. The
-/// clock steps back 3 s right after an id, past a `max_drift` of 1 s: the next call waits about
-/// 2 s (less whatever the step took), while a watcher looks at its session.
+/// clock steps back 30 s past a `max_drift` of 1 s, so the next call would wait about 29 s: a
+/// watcher looks at its session until it has seen the event (or 20 s have passed), then the
+/// clock goes back to the real time and the call ends. How long the call waits is up to the
+/// test, not to how fast the machine is.
 #[test]
 fn a_call_waiting_for_the_clock_shows_its_wait_event() {
     let (cluster, clock) = fake_clock_cluster(
         "clock_event",
-        &["snowflake.max_drift = '1s'", "snowflake.drift_wait = '10s'"],
+        &["snowflake.max_drift = '1s'", "snowflake.drift_wait = '40s'"],
     );
     let mut c = cluster.connect_ext();
     let pid: i32 = c.scalar("SELECT pg_backend_pid()");
     let mut watcher = cluster.connect();
-    let event = wait_event_of("SnowflakeClock");
+    let event = format!("Extension/{}", wait_event_of("SnowflakeClock"));
     let mut all = batch(&mut c);
-    clock.set(-3.0);
-    let seen: Vec<String> = std::thread::scope(|s| {
+    clock.set(-30.0);
+    let seen: std::collections::BTreeSet<String> = std::thread::scope(|s| {
         let caller = s.spawn(move || next_id(&mut c));
-        let mut seen = Vec::new();
-        while !caller.is_finished() {
-            let rows = watcher
+        let mut seen = std::collections::BTreeSet::new();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !seen.contains(&event) && !caller.is_finished() && Instant::now() < deadline {
+            for row in watcher
                 .query(
                     "SELECT wait_event_type, wait_event FROM pg_stat_activity WHERE pid = $1",
                     &[&pid],
                 )
-                .unwrap();
-            for row in rows {
-                if let (Some(kind), Some(name)) = (row.get::<_, Option<String>>(0), row.get(1)) {
-                    let name: String = name;
-                    seen.push(format!("{kind}/{name}"));
+                .unwrap()
+            {
+                if let (Some(kind), Some(name)) =
+                    (row.get::<_, Option<String>>(0), row.get::<_, Option<String>>(1))
+                {
+                    seen.insert(format!("{kind}/{name}"));
                 }
             }
+            std::thread::sleep(Duration::from_millis(1));
         }
+        // The real time again: the waiting call ends (within a second), whatever was seen.
+        clock.set(0.0);
         all.push(caller.join().unwrap());
         seen
     });
     assert_strictly_increasing(&all, "after waiting for the clock");
     assert!(
-        seen.contains(&format!("Extension/{event}")),
-        "the waiting call never showed wait event {event}; it showed {:?}",
-        seen.iter().collect::<std::collections::BTreeSet<_>>()
+        seen.contains(&event),
+        "the waiting call never showed wait event {event}; it showed {seen:?}"
     );
 }
 

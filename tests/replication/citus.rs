@@ -25,11 +25,11 @@
 //!   in `shared_preload_libraries` stops the server with Citus's message; `snowflake_adopt()` on
 //!   a distributed table moves every node's generator, or refuses and changes nothing.
 //!
-//! Majors: 15 17 18. No Citus release supports 19 (14.0.1 stops at 18). Citus 14.0.1 is the
-//! same on 16, 17 and 18, and so is pg_snowflake's side of it (its hook of each major runs on
-//! every major, in tests/ids/time_ranges.rs): 14.0.1 runs on 17, the server built with
-//! assertions, and on 18, the newest; 13.2.2 on 15. scripts/setup.sh builds Citus into these
-//! majors' servers, read from this line.
+//! Majors: 15 17. No Citus release supports 19 (14.0.1 stops at 18). Citus 14.0.1 is the same
+//! on 16, 17 and 18, and so is pg_snowflake's side of it (its hook of each major runs on every
+//! major, in tests/ids/time_ranges.rs): 14.0.1 runs on 17, the server built with assertions,
+//! and 13.2.2 on 15. scripts/setup.sh builds Citus into these majors' servers, read from this
+//! line (`make bench` builds it into the major it runs on).
 #![cfg(not(feature = "pg_test"))]
 
 #[path = "../common/mod.rs"]

@@ -1,4 +1,4 @@
-//! Failover under Patroni, on every supported major: an etcd, and two Patroni members that
+//! Failover under Patroni: an etcd, and two Patroni members that
 //! preload pg_snowflake with one worker id (they are never primary at once) in Patroni's
 //! synchronous mode, all from the cluster-wide configuration that docs/many-servers.md shows
 //! (its ```yaml patroni block, used as written). The leader's clock runs 30 s
@@ -9,6 +9,11 @@
 //! every id the old one acknowledged, with no duplicate key and no acknowledged row lost. Then
 //! the old leader's Patroni starts again: it rejoins as a replica (pg_rewind), where
 //! `snowflake_next()` is refused.
+//!
+//! Majors: 17. What Patroni does to a server (promote, pg_rewind) is PostgreSQL's own
+//! failover, which tests/replication/standby.rs and sync_standby.rs (and pg_auto_failover on 15)
+//! test on every major; what this suite adds is the recipe of docs/many-servers.md run by a real
+//! engine. On 17, the server built with assertions.
 #![cfg(not(feature = "pg_test"))]
 
 #[path = "../common/mod.rs"]
