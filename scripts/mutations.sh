@@ -119,6 +119,7 @@ MUTATIONS=(
   "fetch_checksum~a download with the wrong sha256 falls back to the next listed release~s/    \} >&2\n    exit 1\n  fi\n  archive=/    } >\&2\n    return 1\n  fi\n  archive=/"
   "own_dir_owner~own-dir.sh takes a directory another user made in /tmp~s/     \|\| \{ \[ \x22\\\$owner\x22 != root \][^\n]*\n//"
   "own_dir_mode~own-dir.sh takes a directory of root's that others may write~s/ \\\\\n     \|\| \[ \\\$\(\( 8#\\\$mode & 8#022 \)\) -ne 0 \]//"
+  "leftovers~directories that ended test runs left behind are kept for good (run with PG=17)~s/    if !Path::new\(\x22\/proc\/self\x22\)\.exists\(\) \{/    if true {/"
   "test_lanes~suites that run side by side take their ports from one range~s/let first = base \+ lane \* block;/let first = base;/"
   "foreign_postgres~PG=N replaces a postgresql-N that this project did not install~s/\nif \[ -n \x22\\\$foreign\x22 \]; then/\nif false; then/"
   "repo_signature~the apt repository's Release is signed neither inline (InRelease) nor apart (Release.gpg) (run with PG=17)~s/gpg_ --local-user \x22\\\$fingerprint\x22 --clearsign[^\n]*\ngpg_ --local-user[^\n]*\n//"
