@@ -174,7 +174,7 @@ test-pgrx:
 
 # tests/: each suite starts its own clusters against the release build installed into
 # PG_CONFIG's server. The test binaries do not link the extension: one build serves every major.
-# Two suites at a time, each suite's output together (scripts/test-suites.py; `cargo test --test
+# Three suites at a time, each suite's output together (scripts/test-suites.py; `cargo test --test
 # NAME` runs one). The pg_upgrade tests need two majors: test-upgrade runs them.
 # A suite whose file has a line `//! Majors: ...` runs on those majors only, and the others name
 # it: what it tests is the same code on every major (most run on 17, the server built with

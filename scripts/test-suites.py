@@ -5,9 +5,11 @@
 
 Each suite is its own test binary and starts its own clusters; most of their time is spent
 waiting on servers (fsync, replication, failover, timeouts), with the CPU mostly idle. One
-after another they took 9 min 13 s on 15 here, on 2 cores; in two lanes, 4 min 57 s.
+after another they took 9 min 13 s on 15 here, on 2 cores; in two lanes, 4 min 57 s. A third
+lane took 18's from 234 s to 181 s and 17's from 598 s to 467 s (2026-11-27); the fourth is
+untried.
 
-- Lanes: PG_SNOWFLAKE_TEST_LANES (default 2). A suite whose file has a line starting with
+- Lanes: PG_SNOWFLAKE_TEST_LANES (default 3). A suite whose file has a line starting with
   `//! Runs alone` asserts on latencies or speeds that other suites' load would skew: it runs
   after the others, by itself.
 - Each running suite gets PG_SNOWFLAKE_TEST_LANE=k/n: tests/common's free_port takes its ports
@@ -194,7 +196,7 @@ def main() -> None:
     major = next((a.split("=", 1)[1] for a in args if a.startswith("--major=")), None)
     majors = next((a.split("=", 1)[1].split() for a in args if a.startswith("--majors=")), None)
     args = [a for a in args if not a.startswith(("--skip-suite=", "--major=", "--majors="))]
-    lanes = int(os.environ.get("PG_SNOWFLAKE_TEST_LANES", "2"))
+    lanes = int(os.environ.get("PG_SNOWFLAKE_TEST_LANES", "3"))
     timeout = float(os.environ.get("PG_SNOWFLAKE_SUITE_TIMEOUT", "600"))
     if not 1 <= lanes <= 16:
         sys.exit("test-suites: PG_SNOWFLAKE_TEST_LANES must be 1 to 16")
