@@ -120,6 +120,7 @@ MUTATIONS=(
   "own_dir_owner~own-dir.sh takes a directory another user made in /tmp~s/     \|\| \{ \[ \x22\\\$owner\x22 != root \][^\n]*\n//"
   "own_dir_mode~own-dir.sh takes a directory of root's that others may write~s/ \\\\\n     \|\| \[ \\\$\(\( 8#\\\$mode & 8#022 \)\) -ne 0 \]//"
   "leftovers~directories that ended test runs left behind are kept for good (run with PG=17)~s/    if !Path::new\(\x22\/proc\/self\x22\)\.exists\(\) \{/    if true {/"
+  "suite_marks~a line that starts like a suite's //! Majors: mark but is none runs the suite on every major (run with PG=17)~s/    bad = \[l for l in lines if not MAJORS_MARK.match\(l\)\]/    bad = []\n    lines = [l for l in lines if MAJORS_MARK.match(l)]/"
   "test_lanes~suites that run side by side take their ports from one range~s/let first = base \+ lane \* block;/let first = base;/"
   "foreign_postgres~PG=N replaces a postgresql-N that this project did not install~s/\nif \[ -n \x22\\\$foreign\x22 \]; then/\nif false; then/"
   "repo_signature~the apt repository's Release is signed neither inline (InRelease) nor apart (Release.gpg) (run with PG=17)~s/gpg_ --local-user \x22\\\$fingerprint\x22 --clearsign[^\n]*\ngpg_ --local-user[^\n]*\n//"
@@ -152,7 +153,7 @@ MUTATIONS=(
 # What mutations change, restored from git after each (scripts/: the scripts they change, never
 # this one, which bash is still reading).
 MUTABLE=(src sql scripts/build-postgres.sh scripts/build-citus.sh scripts/own-dir.sh scripts/repo.sh
-         tests/common/mod.rs)
+         scripts/test-suites.py tests/common/mod.rs)
 # The files that hold the marker of row $1.
 marked() { grep -rlE "mutant: $1([^A-Za-z0-9_]|\$)" "${MUTABLE[@]}" || true; }
 count_matches() { perl -0777 -ne "\$n = ${2}g; print \$n + 0" "$1"; }

@@ -24,7 +24,8 @@ untried.
 - The first failure stops the scheduling of new suites; the running ones finish (killing them
   would leave their clusters running), and the run exits with the failed suites' names.
 - Majors: `--major=N --majors="15 16 ..."` (the Makefile gives both) run on major N the suites
-  meant for it (`scripts/test-suites.py --majors-of FILE` prints a suite's). A suite whose file has a line `//! Majors: 15 17.` runs on those majors only: what
+  meant for it (`scripts/test-suites.py --majors-of FILE [--majors="15 16 ..."]` prints a
+  suite's, checked as a run checks it). A suite whose file has a line `//! Majors: 15 17.` runs on those majors only: what
   it tests is the same code on every major (or a tool it needs exists for those only), and the
   lines after it say why. A mark may name only majors of --majors (so that every suite runs on
   one of them at least), else the run stops; the suites left out of this major are named.
@@ -95,16 +96,22 @@ def runs_alone(source: str) -> bool:
     return any(line.startswith(ALONE_MARK) for line in lines)
 
 
-def majors_of(source: str) -> list:
+def majors_of(source: str, tested=None) -> list:
     """The majors a suite's `//! Majors:` line names; [] when it has none (every major). A line
-    that starts like a mark but is not one stops the run: it would run the suite everywhere."""
+    that starts like a mark but is not one stops the run: it would run the suite everywhere. So
+    does a mark naming a major outside `tested` (the majors of the whole run, when known): the
+    suite would run nowhere."""
     lines = [l for l in pathlib.Path(source).read_text().splitlines() if l.startswith("//! Majors")]
+    # mutant: suite_marks
     bad = [l for l in lines if not MAJORS_MARK.match(l)]
     if bad:
         sys.exit(f"test-suites: {source}: {bad[0]!r} is not `//! Majors: 15 17.` (majors, spaces, a period)")
     if len(lines) > 1:
         sys.exit(f"test-suites: {source} has {len(lines)} lines `//! Majors:`, where one is allowed")
-    return MAJORS_MARK.match(lines[0]).group(1).split() if lines else []
+    marked = MAJORS_MARK.match(lines[0]).group(1).split() if lines else []
+    if tested is not None and set(marked) - set(tested):
+        sys.exit(f"test-suites: {source} is marked for {' '.join(marked)}, beyond the majors {' '.join(tested)}")
+    return marked
 
 
 class Run:
@@ -184,9 +191,12 @@ class Run:
 
 def main() -> None:
     args = sys.argv[1:]
-    if args[:1] == ["--majors-of"] and len(args) == 2:
+    if args[:1] == ["--majors-of"] and len(args) in (2, 3):
         # For scripts/setup.sh, which builds Citus into the majors its suite runs on.
-        print(" ".join(majors_of(args[1])))
+        tested = args[2].split("=", 1)[1].split() if args[2:3] and args[2].startswith("--majors=") else None
+        if len(args) == 3 and tested is None:
+            sys.exit("test-suites: --majors-of FILE takes --majors=\"15 16 ...\" after it, or nothing")
+        print(" ".join(majors_of(args[1], tested)))
         return
     cargo_args = []
     if "--" in args:
@@ -206,7 +216,7 @@ def main() -> None:
     if unknown:
         sys.exit(f"test-suites: no suite named {', '.join(unknown)}")
     # Every suite's mark is checked, those left out by --skip-suite too.
-    marks = {name: majors_of(source) for name, (_, source) in suites.items()}
+    marks = {name: majors_of(source, majors) for name, (_, source) in suites.items()}
     for name in left_out:
         del suites[name]
     if left_out:
@@ -217,8 +227,6 @@ def main() -> None:
             continue
         if majors is None or major is None:
             sys.exit(f"test-suites: {name} runs on some majors only: give --major and --majors")
-        if set(marked) - set(majors):
-            sys.exit(f"test-suites: {name} is marked for {' '.join(marked)}, beyond the majors {' '.join(majors)}")
         if major not in marked and name in suites:
             elsewhere.append(f"{name} (on {', '.join(marked)})")
             del suites[name]

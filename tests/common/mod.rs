@@ -209,35 +209,69 @@ fn base_dir() -> PathBuf {
 /// log is printed, the files stay to look at) and a killed run keeps all of them: after a day
 /// of runs there were 634 directories, 21 GB, and a CI run on the same machine failed at
 /// initdb with "No space left on device". A directory is named `name-PID-n` (`fresh_dir`); it
-/// goes once process PID has ended and no server runs in it. Without /proc nothing can be told
-/// about a pid, so nothing goes.
+/// goes once process PID has ended, nothing in it has changed for 10 minutes (a failed suite's
+/// directory outlives the suites still running beside it, and stays for a look), and no server
+/// runs in it. Without /proc nothing can be told about a pid, so nothing goes.
 // mutant: leftovers
 pub fn remove_leftovers(base: &Path) {
     if !Path::new("/proc/self").exists() {
         return;
     }
-    let alive = |pid: &str| Path::new("/proc").join(pid.trim()).exists();
     let Ok(entries) = fs::read_dir(base) else { return };
+    let since = std::time::SystemTime::now() - Duration::from_secs(600);
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         let mut parts = name.rsplitn(3, '-');
         let (Some(n), Some(pid), Some(_)) = (parts.next(), parts.next(), parts.next()) else {
             continue;
         };
-        if n.parse::<usize>().is_err() || pid.parse::<u32>().is_err() || alive(pid) {
+        // postgres, which runs the servers, owns `base` too: an entry that is no directory of
+        // its own (a link, say) is not followed.
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        let Ok(pid) = pid.parse::<u32>() else { continue };
+        if !is_dir || n.parse::<usize>().is_err() || Path::new(&format!("/proc/{pid}")).exists() {
             continue;
         }
-        // A test's own directory holds its data directories one level down.
         let dir = entry.path();
-        let subdirs = fs::read_dir(&dir).into_iter().flatten().flatten().map(|e| e.path());
-        let server_runs = std::iter::once(dir.clone()).chain(subdirs).any(|d| {
-            fs::read_to_string(d.join("postmaster.pid"))
-                .is_ok_and(|pid_file| pid_file.lines().next().is_some_and(alive))
-        });
-        if !server_runs {
-            let _ = fs::remove_dir_all(&dir);
+        let changed = |m: &fs::Metadata| m.modified().is_ok_and(|t| t > since);
+        if entry.metadata().is_ok_and(|m| changed(&m)) || in_use(&dir, since, 8) {
+            continue;
         }
+        let _ = fs::remove_dir_all(&dir);
     }
+}
+
+/// Whether anything under `dir`, down to `depth` levels (links not followed), changed since
+/// `since` or is the postmaster.pid of a live server. A Debian root's servers keep theirs five
+/// levels down (root/var/lib/postgresql/NAME/data).
+fn in_use(dir: &Path, since: std::time::SystemTime, depth: u32) -> bool {
+    let Ok(entries) = fs::read_dir(dir) else { return false };
+    entries.flatten().any(|entry| {
+        let Ok(meta) = entry.metadata() else { return false };
+        meta.modified().is_ok_and(|t| t > since)
+            || (meta.is_dir() && depth > 0 && in_use(&entry.path(), since, depth - 1))
+            || (meta.is_file()
+                && entry.file_name() == "postmaster.pid"
+                && first_line_of(&entry.path()).is_some_and(|l| is_live_postmaster(l.trim())))
+    })
+}
+
+/// The first line of a regular file, from its first 64 bytes. Opened without following a link
+/// and without waiting: a FIFO swapped in under the name would wait for a writer for good.
+fn first_line_of(path: &Path) -> Option<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut head = Vec::new();
+    file.take(64).read_to_end(&mut head).ok()?;
+    String::from_utf8_lossy(&head).lines().next().map(str::to_string)
 }
 
 /// A directory no other cluster of this run uses. Tests of one binary run in parallel in one
@@ -697,19 +731,19 @@ fn postmaster_alive(data: &Path) -> bool {
 
 /// The postmaster of a data directory, if it is alive.
 pub fn live_postmaster_pid(data: &Path) -> Option<i32> {
-    let pid: i32 = fs::read_to_string(data.join("postmaster.pid"))
-        .ok()?
-        .lines()
-        .next()?
-        .trim()
-        .parse()
-        .ok()?;
-    // A process, not a thread (a thread's id opens /proc/ID too, and ids come round again at
-    // pid_max, 32768 here: a killed server's pid file once named a thread of the test itself),
-    // and a postgres one.
-    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let pid =
+        fs::read_to_string(data.join("postmaster.pid")).ok()?.lines().next()?.trim().to_string();
+    is_live_postmaster(&pid).then(|| pid.parse().ok())?
+}
+
+/// Whether `pid` is a live postgres process: a process, not a thread (a thread's id opens
+/// /proc/ID too, and ids come round again at pid_max, 32768 here: a killed server's pid file
+/// once named a thread of the test itself), and a postgres one.
+fn is_live_postmaster(pid: &str) -> bool {
+    let Ok(pid) = pid.parse::<u32>() else { return false };
+    let Ok(status) = fs::read_to_string(format!("/proc/{pid}/status")) else { return false };
     let field = |name: &str| status.lines().find_map(|l| l.strip_prefix(name)).map(str::trim);
-    (field("Tgid:") == Some(&pid.to_string()) && field("Name:") == Some("postgres")).then_some(pid)
+    field("Tgid:") == Some(&pid.to_string()) && field("Name:") == Some("postgres")
 }
 
 fn signal(pid: i32, sig: &str) {

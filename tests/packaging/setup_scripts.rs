@@ -18,6 +18,8 @@
 //! That suites which `scripts/test-suites.py` runs side by side take their ports from blocks of
 //! their own.
 //!
+//! How `scripts/test-suites.py` checks a suite's `//! Majors:` line.
+//!
 //! That a test run removes the directories that ended runs left behind, but not a running
 //! server's.
 //!
@@ -381,9 +383,47 @@ fn hand_out_ports() {
     }
 }
 
+/// A suite's `//! Majors:` line, as scripts/test-suites.py reads it for a run (and for
+/// scripts/setup.sh, `--majors-of`): the majors it names are printed; a line that starts like
+/// a mark but is none, a second mark, or a major outside the run's majors stops everything,
+/// naming the file, for the suite would otherwise run on every major or on none.
+#[test]
+fn a_suites_majors_mark_is_checked_as_a_run_checks_it() {
+    let dir = scratch_dir("marks");
+    let majors_of = |text: &str| {
+        let file = dir.join("suite.rs");
+        fs::write(&file, format!("//! A suite.\n{text}\n#[test]\nfn t() {{}}\n")).unwrap();
+        let out =
+            Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/test-suites.py"))
+                .arg("--majors-of")
+                .arg(&file)
+                .arg("--majors=15 16 17 18 19")
+                .output()
+                .unwrap();
+        let text = |b: Vec<u8>| String::from_utf8(b).unwrap().trim().to_string();
+        (out.status.success(), text(out.stdout), text(out.stderr))
+    };
+    let suite = dir.join("suite.rs").display().to_string();
+    assert_eq!(majors_of("//! Majors: 15 17.\n//! Why."), (true, "15 17".into(), String::new()));
+    assert_eq!(majors_of("//! Runs everywhere."), (true, String::new(), String::new()));
+    for (mark, said) in [
+        ("//! Majors: 15, 17.", "'//! Majors: 15, 17.' is not `//! Majors: 15 17.`"),
+        ("//! Majors: 15 17", "'//! Majors: 15 17' is not `//! Majors: 15 17.`"),
+        ("//! Majors: 17.\n//! Majors: 18.", "has 2 lines `//! Majors:`, where one is allowed"),
+        ("//! Majors: 14 17.", "is marked for 14 17, beyond the majors 15 16 17 18 19"),
+    ] {
+        let (ok, stdout, stderr) = majors_of(mark);
+        assert!(!ok && stdout.is_empty(), "{mark}: {stdout}");
+        assert!(stderr.starts_with(&format!("test-suites: {suite}")), "{mark}: {stderr}");
+        assert!(stderr.contains(said), "{mark}: {stderr}");
+    }
+    fs::remove_dir_all(dir).unwrap();
+}
+
 /// What a failed or killed test left in the clusters' directory goes at the next run: the
-/// first cluster a test binary makes removes each `name-PID-n` of a process that has ended,
-/// unless a server still runs there (its postmaster.pid names a live process). This binary runs
+/// first cluster a test binary makes removes each `name-PID-n` of a process that has ended and
+/// in which nothing changed for 10 minutes, unless a server still runs there (a postmaster.pid
+/// naming a live postgres, as deep as a Debian root's servers keep theirs). This binary runs
 /// itself (`make_a_scratch_directory`) as that next run. Without it, a day of runs left 21 GB
 /// and CI failed at initdb with no space left.
 #[test]
@@ -393,24 +433,49 @@ fn directories_of_ended_runs_go_at_the_next_run_unless_a_server_runs_there() {
         child.wait().unwrap();
         child.id()
     };
-    let live = std::process::id();
+    let server = Cluster::init("leftover_server", &[]);
+    server.start();
+    let postmaster = live_postmaster_pid(&server.data()).expect("the server runs");
     let scratch = scratch_dir("leftovers");
     let base = scratch.parent().unwrap().to_path_buf();
-    let dir = |name: String| {
+    let dir = |name: String, pid_file: Option<u32>| {
         let dir = base.join(name);
-        fs::create_dir_all(dir.join("data")).unwrap();
+        let data = dir.join("root/var/lib/postgresql/x/data");
+        fs::create_dir_all(&data).unwrap();
+        if let Some(pid) = pid_file {
+            fs::write(data.join("postmaster.pid"), format!("{pid}\n/some/data\n")).unwrap();
+        }
         dir
     };
-    let gone = dir(format!("leftover_failed-{ended}-3"));
-    let of_a_live_test = dir(format!("leftover_live-{live}-7"));
-    let server_runs = dir(format!("leftover_server-{ended}-4"));
-    fs::write(server_runs.join("data/postmaster.pid"), format!("{live}\n/some/data\n")).unwrap();
-    let server_ended = dir(format!("leftover_server_ended-{ended}-5"));
-    fs::write(server_ended.join("data/postmaster.pid"), format!("{ended}\n/some/data\n")).unwrap();
-    let not_ours = dir(format!("leftover-not-a-pid-{ended}"));
+    let gone = dir(format!("leftover_failed-{ended}-3"), None);
+    let just_failed = dir(format!("leftover_just_failed-{ended}-2"), None);
+    let of_a_live_test = dir(format!("leftover_live-{}-7", std::process::id()), None);
+    let server_runs = dir(format!("leftover_server-{ended}-4"), Some(postmaster as u32));
+    let server_ended = dir(format!("leftover_server_ended-{ended}-5"), Some(ended));
+    // A live process that is no server: this test's own.
+    let no_server = dir(format!("leftover_no_server-{ended}-6"), Some(std::process::id()));
+    // A FIFO under the name: read, it would wait for a writer for good.
+    let fifo = dir(format!("leftover_fifo-{ended}-8"), None);
+    let pid_fifo = fifo.join("root/var/lib/postgresql/x/data/postmaster.pid");
+    check(Command::new("mkfifo").arg(&pid_fifo).output().unwrap(), "mkfifo");
+    let not_ours = dir(format!("leftover-not-a-pid-{ended}"), None);
+    // Everything but `just_failed` last changed an hour ago.
+    for path in [&gone, &of_a_live_test, &server_runs, &server_ended, &no_server, &fifo, &not_ours]
+    {
+        check(
+            Command::new("find")
+                .arg(path)
+                .args(["-exec", "touch", "-h", "-d", "1 hour ago", "{}", "+"])
+                .output()
+                .unwrap(),
+            "find -exec touch",
+        );
+    }
 
     let out = check(
-        Command::new(std::env::current_exe().unwrap())
+        Command::new("timeout")
+            .arg("120")
+            .arg(std::env::current_exe().unwrap())
             .args(["--exact", "make_a_scratch_directory", "--ignored", "--nocapture"])
             .output()
             .unwrap(),
@@ -418,17 +483,21 @@ fn directories_of_ended_runs_go_at_the_next_run_unless_a_server_runs_there() {
     );
     let stdout = String::from_utf8(out.stdout).unwrap();
     let made = stdout.lines().find_map(|l| l.strip_prefix("made ")).expect("the tool took effect");
-    fs::remove_dir_all(made).unwrap();
+    // Another suite's first cluster may have removed it already.
+    let _ = fs::remove_dir_all(made);
     for (path, kept) in [
         (&gone, false),
         (&server_ended, false),
+        (&no_server, false),
+        (&fifo, false),
+        (&just_failed, true),
         (&of_a_live_test, true),
         (&server_runs, true),
         (&not_ours, true),
     ] {
         assert_eq!(path.exists(), kept, "{}", path.display());
     }
-    for path in [of_a_live_test, server_runs, not_ours, scratch] {
+    for path in [just_failed, of_a_live_test, server_runs, not_ours, scratch] {
         fs::remove_dir_all(path).unwrap();
     }
 }
