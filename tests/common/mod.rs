@@ -232,12 +232,10 @@ pub fn remove_leftovers(base: &Path) {
         if !is_dir || n.parse::<usize>().is_err() || Path::new(&format!("/proc/{pid}")).exists() {
             continue;
         }
-        let dir = entry.path();
-        let changed = |m: &fs::Metadata| m.modified().is_ok_and(|t| t > since);
-        if entry.metadata().is_ok_and(|m| changed(&m)) || in_use(&dir, since, 8) {
-            continue;
+        let changed = entry.metadata().is_ok_and(|m| m.modified().is_ok_and(|t| t > since));
+        if !changed && !in_use(&entry.path(), since, 8) {
+            let _ = fs::remove_dir_all(entry.path());
         }
-        let _ = fs::remove_dir_all(&dir);
     }
 }
 
