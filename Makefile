@@ -201,9 +201,12 @@ nemesis-run: install tools
 # replays them. A debug build, whose dependencies test-pgrx has built, so only pg_snowflake is
 # compiled (the mutation profile compiled pgrx-pg-sys too: 1 min 34 s on a fresh machine); then
 # the release build goes back in. On 15: the id is the same code on every major.
+# (Through REINSTALL: a line that names $(MAKE) itself runs under `make -n` too, and this one
+# would run the test.)
+REINSTALL = $(MAKE) --no-print-directory install
 test-rmgr-id: install
 	PG_SNOWFLAKE_RMGR_ID=200 cargo pgrx install --pg-config "$$(command -v $(PG_CONFIG))"
-	PG_SNOWFLAKE_RMGR_ID=200 cargo test --test wal_rmgr -- --test-threads=2 || { $(MAKE) --no-print-directory install; exit 1; }
+	PG_SNOWFLAKE_RMGR_ID=200 cargo test --test wal_rmgr -- --test-threads=2 || { $(REINSTALL); exit 1; }
 	@$(MAKE) --no-print-directory install
 
 # Installs and removes the package, so alone; then the release build goes back in. Then the

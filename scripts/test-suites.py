@@ -101,7 +101,11 @@ def majors_of(source: str, tested=None) -> list:
     that starts like a mark but is not one stops the run: it would run the suite everywhere. So
     does a mark naming a major outside `tested` (the majors of the whole run, when known): the
     suite would run nowhere."""
-    lines = [l for l in pathlib.Path(source).read_text().splitlines() if l.startswith("//! Majors")]
+    try:
+        text = pathlib.Path(source).read_text()
+    except OSError as e:
+        sys.exit(f"test-suites: {source}: {e.strerror}")
+    lines = [l for l in text.splitlines() if l.startswith("//! Majors")]
     # mutant: suite_marks
     bad = [l for l in lines if not MAJORS_MARK.match(l)]
     if bad:

@@ -458,7 +458,15 @@ fn directories_of_ended_runs_go_at_the_next_run_unless_a_server_runs_there() {
     let fifo = dir(format!("leftover_fifo-{ended}-8"), None);
     let pid_fifo = fifo.join("root/var/lib/postgresql/x/data/postmaster.pid");
     check(Command::new("mkfifo").arg(&pid_fifo).output().unwrap(), "mkfifo");
+    // No run's name: no run removes it, so this test does, failed or not.
     let not_ours = dir(format!("leftover-not-a-pid-{ended}"), None);
+    struct RemovedAtEnd(std::path::PathBuf);
+    impl Drop for RemovedAtEnd {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+    let _not_ours_goes = RemovedAtEnd(not_ours.clone());
     // Everything but `just_failed` last changed an hour ago.
     for path in [&gone, &of_a_live_test, &server_runs, &server_ended, &no_server, &fifo, &not_ours]
     {
@@ -497,7 +505,7 @@ fn directories_of_ended_runs_go_at_the_next_run_unless_a_server_runs_there() {
     ] {
         assert_eq!(path.exists(), kept, "{}", path.display());
     }
-    for path in [just_failed, of_a_live_test, server_runs, not_ours, scratch] {
+    for path in [just_failed, of_a_live_test, server_runs, scratch] {
         fs::remove_dir_all(path).unwrap();
     }
 }
