@@ -729,9 +729,9 @@ fn postmaster_alive(data: &Path) -> bool {
 
 /// The postmaster of a data directory, if it is alive.
 pub fn live_postmaster_pid(data: &Path) -> Option<i32> {
-    let pid =
-        fs::read_to_string(data.join("postmaster.pid")).ok()?.lines().next()?.trim().to_string();
-    is_live_postmaster(&pid).then(|| pid.parse().ok())?
+    let line = first_line_of(&data.join("postmaster.pid"))?;
+    let pid = line.trim();
+    is_live_postmaster(pid).then(|| pid.parse().ok())?
 }
 
 /// Whether `pid` is a live postgres process: a process, not a thread (a thread's id opens
