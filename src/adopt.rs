@@ -31,6 +31,7 @@
 //! is refused before anything changes, with the way round it (docs/citus.md).
 
 use crate::errors::{self, Code};
+use crate::text::printable;
 use crate::{generator, gucs, planner};
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
@@ -305,20 +306,39 @@ $pg_snowflake$$do$, $1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.tex
                    $4::pg_catalog.text)",
         &[OURS.into(), NOT_OURS.into(), top.to_string().into(), name.as_str().into()],
     );
-    let failures = Spi::get_one_with_args::<String>(
-        "SELECT pg_catalog.string_agg(pg_catalog.format('node %s (%s:%s) answered: %s',
-                                                        r.nodeid, d.nodename, d.nodeport,
-                                                        pg_catalog.left(r.result, 200)),
-                                      '; ' ORDER BY r.nodeid)
-           FROM pg_catalog.run_command_on_all_nodes($1::pg_catalog.text) r
-           LEFT JOIN pg_catalog.pg_dist_node d ON d.nodeid OPERATOR(pg_catalog.=) r.nodeid
-          WHERE NOT r.success OR r.result OPERATOR(pg_catalog.=) $2",
-        &[command.as_str().into(), NOT_OURS.into()],
-    );
+    // What a node answered is its own text: each made printable (a newline in it would start a
+    // line of the node's own in this server's log), five nodes at most.
+    let failures = Spi::connect(|client| {
+        client
+            .select(
+                "SELECT pg_catalog.format('node %s (%s:%s)', r.nodeid, d.nodename, d.nodeport),
+                        pg_catalog.textsend(pg_catalog.left(r.result, 200))
+                   FROM pg_catalog.run_command_on_all_nodes($1::pg_catalog.text) r
+                   LEFT JOIN pg_catalog.pg_dist_node d
+                          ON d.nodeid OPERATOR(pg_catalog.=) r.nodeid
+                  WHERE NOT r.success OR r.result OPERATOR(pg_catalog.=) $2
+                  ORDER BY r.nodeid",
+                None,
+                &[command.as_str().into(), NOT_OURS.into()],
+            )?
+            .map(|row| {
+                let node = row.get::<String>(1)?.unwrap_or_default();
+                let said = row.get::<Vec<u8>>(2)?.unwrap_or_default();
+                Ok(format!("{} answered: {}", printable(node.as_bytes()), printable(&said)))
+            })
+            .collect::<Result<Vec<String>, pgrx::spi::SpiError>>()
+    });
     match failures {
-        Ok(None) => {}
-        Ok(Some(failures)) => citus_nodes(table, &failures),
-        Err(e) => citus_nodes(table, &e.to_string()),
+        Ok(failures) if failures.is_empty() => {}
+        Ok(failures) => {
+            let shown = failures.len().min(5);
+            let mut text = failures[..shown].join("; ");
+            if failures.len() > shown {
+                text.push_str(&format!("; and {} nodes more", failures.len() - shown));
+            }
+            citus_nodes(table, &text)
+        }
+        Err(e) => citus_nodes(table, &printable(e.to_string().as_bytes())),
     }
 }
 

@@ -230,7 +230,8 @@ fn unknown_layout(name: &str) -> ! {
         .join(", ");
     errors::report(
         Code::ERRCODE_INVALID_PARAMETER_VALUE,
-        format!("unknown snowflake layout \"{name}\""),
+        // Escaped: a control character in the argument starts no line of its own.
+        format!("unknown snowflake layout \"{}\"", name.escape_debug()),
         format!(
             "The layouts are {names}. A custom layout decodes on a server configured with it, \
              through snowflake_decode(id)."

@@ -54,9 +54,12 @@ impl Preset {
         }
     }
 
-    /// Case-insensitive, as PostgreSQL's enum settings are.
+    /// By the rule of PostgreSQL's enum settings, which `snowflake.layout` is: the whole text,
+    /// ignoring case only. Nothing is trimmed: `'twitter '` and `E'twitter\n'` name no layout,
+    /// in `snowflake_decode(id, layout)` as in the setting (0.5.0 trimmed the argument only).
+    // mutant: settings_trimmed
     pub fn parse(name: &str) -> Option<Preset> {
-        Preset::ALL.into_iter().find(|p| p.name().eq_ignore_ascii_case(name.trim()))
+        Preset::ALL.into_iter().find(|p| p.name().eq_ignore_ascii_case(name))
     }
 
     /// The preset's layout; `None` for `custom`, whose fields come from the settings.
@@ -632,6 +635,9 @@ mod tests {
             assert_eq!(Preset::parse(&p.name().to_uppercase()), Some(p));
         }
         assert_eq!(Preset::parse("snowflake"), None);
+        for padded in ["twitter ", " twitter", "twitter\n", "\ttwitter"] {
+            assert_eq!(Preset::parse(padded), None, "{padded:?}");
+        }
     }
 
     #[test]

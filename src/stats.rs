@@ -7,7 +7,7 @@
 use crate::generator::Generator;
 use crate::layout::Order;
 use crate::text::iso_unix;
-use crate::{clock, generator, gucs, registry};
+use crate::{claims, clock, generator, gucs, registry};
 use pgrx::prelude::*;
 use pgrx::JsonB;
 use serde_json::{json, Value};
@@ -139,6 +139,12 @@ fn collect() -> Value {
     // The worker-id lease from `snowflake.registry`; absent without a registry.
     if let Some(registry) = registry_stats() {
         stats["registry"] = registry;
+    }
+    // The last gathering of a Citus cluster's claims by this node's claims worker: when, how
+    // many nodes were read, and which were not, and why; absent without
+    // `snowflake.claims_database`, and before the first gathering on a Citus node.
+    if let Some(claims) = claims::stats() {
+        stats["claims"] = claims;
     }
     stats
 }

@@ -60,7 +60,6 @@ impl Written {
     }
 
     /// `Err` names the first setting PostgreSQL would refuse, and why.
-    // mutant: settings_trimmed
     pub(super) fn check(&self) -> Result<(), String> {
         for kind in checked() {
             let Some(text) = self.text(kind.name()) else {
@@ -70,7 +69,7 @@ impl Written {
             match kind {
                 // PostgreSQL compares the whole text, ignoring case only: nothing is trimmed.
                 Kind::Layout => {
-                    if !layout::Preset::ALL.iter().any(|p| p.name().eq_ignore_ascii_case(text)) {
+                    if layout::Preset::parse(text).is_none() {
                         let names = layout::Preset::ALL.map(layout::Preset::name).join(", ");
                         return Err(format!("{name} = '{text}' is not one of {names}"));
                     }

@@ -94,6 +94,8 @@ struct Api {
     PQconninfoParse: unsafe extern "C" fn(*const c_char, *mut *mut c_char) -> *mut PQconninfoOption,
     PQconninfoFree: unsafe extern "C" fn(*mut PQconninfoOption),
     PQfreemem: unsafe extern "C" fn(*mut c_void),
+    PQconnectionUsedPassword: unsafe extern "C" fn(*const PGconn) -> c_int,
+    PQhost: unsafe extern "C" fn(*const PGconn) -> *const c_char,
 }
 
 static API: std::sync::OnceLock<Result<Api, String>> = std::sync::OnceLock::new();
@@ -176,6 +178,8 @@ fn load_api(server_lib: Option<&std::path::Path>) -> Result<Api, String> {
             PQconninfoParse,
             PQconninfoFree,
             PQfreemem,
+            PQconnectionUsedPassword,
+            PQhost,
         ));
     }
     Err(format!("libpq could not be loaded: {}", tried.join("; ")))
@@ -239,6 +243,22 @@ pub fn version() -> i32 {
         Some(Ok(api)) => unsafe { (api.PQlibVersion)() },
         _ => 0,
     }
+}
+
+/// What the last connection attempt of this process met, answered or not: whether the server
+/// asked for a password (`PQconnectionUsedPassword`, also after a refusal), and the host libpq
+/// tried last (`PQhost`: a socket directory, or a host name or address).
+#[derive(Clone, Debug, Default)]
+pub struct Attempt {
+    pub password_asked: bool,
+    pub host: String,
+}
+
+static LAST_ATTEMPT: std::sync::Mutex<Option<Attempt>> = std::sync::Mutex::new(None);
+
+/// The last connection attempt's `Attempt`, if one was made.
+pub fn last_attempt() -> Option<Attempt> {
+    LAST_ATTEMPT.lock().map(|a| a.clone()).unwrap_or_default()
 }
 
 /// An error of the registry's server (with its SQLSTATE), of the connection (without), or an
@@ -535,6 +555,15 @@ impl Connection {
         if unsafe { (api.PQstatus)(conn.0) } == CONNECTION_BAD {
             return Err(plain(conn.error_message()));
         }
+        let polled = conn.poll(deadline, wait);
+        conn.record_attempt();
+        polled?;
+        Ok(conn)
+    }
+
+    /// Polls a started connection until it is made or fails.
+    fn poll(&self, deadline: Instant, wait: Wait) -> Result<(), Error> {
+        let (conn, api) = (self, self.1);
         // As after PQconnectStartParams: the first poll comes once the socket is writable.
         let mut polled = PGRES_POLLING_WRITING;
         loop {
@@ -556,7 +585,25 @@ impl Connection {
         if unsafe { (api.PQstatus)(conn.0) } != CONNECTION_OK {
             return Err(plain(conn.error_message()));
         }
-        Ok(conn)
+        Ok(())
+    }
+
+    fn record_attempt(&self) {
+        // SAFETY: a live connection object; PQhost returns NULL or a string it owns.
+        let attempt = unsafe {
+            let host = (self.1.PQhost)(self.0);
+            Attempt {
+                password_asked: (self.1.PQconnectionUsedPassword)(self.0) != 0,
+                host: if host.is_null() {
+                    String::new()
+                } else {
+                    CStr::from_ptr(host).to_string_lossy().into_owned()
+                },
+            }
+        };
+        if let Ok(mut last) = LAST_ATTEMPT.lock() {
+            *last = Some(attempt);
+        }
     }
 
     /// Waits with `wait` for the socket, until `deadline`.

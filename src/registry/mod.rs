@@ -29,7 +29,7 @@ mod worker;
 use crate::errors::{self, Code};
 use crate::layout::Layout;
 use crate::shared_memory::InitLock;
-use crate::text::{iso_unix, sentence};
+use crate::text::{iso_unix, one_line, sentence};
 use crate::{clock, generator, gucs};
 use pgrx::prelude::*;
 use pgrx::{PGRXSharedMemory, PgSharedMemoryInitialization};
@@ -242,8 +242,11 @@ impl Registry {
 
     /// Records the outcome of a call, and logs each new problem once (a WARNING): the server log
     /// says what a refusal cannot tell every role.
+    // mutant: registry_printable
     fn report(&self, kind: Problem, problem: &str) {
-        let problem = &redact::redact(problem);
+        // On one line: the registry's own text is in it, and a line break would start a line
+        // of the registry's choosing in this server's log.
+        let problem = &one_line(&redact::redact(problem));
         let before = self.problem();
         if before.as_deref().unwrap_or_default() == problem {
             return;

@@ -9,11 +9,10 @@ use crate::background::{self, Reaches};
 use crate::errors::{self, Code};
 use crate::layout::Order;
 use crate::{clock, generator, gucs};
-use pgrx::bgworkers::BackgroundWorker;
 use pgrx::prelude::*;
 use std::ffi::CStr;
 use std::path::Path;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// After a failed call, the next try comes this soon (or at a third of the lease, if sooner).
@@ -38,7 +37,7 @@ const CONNECTION_DEFAULTS: [(&str, &str); 7] = [
 /// is `prefer`, which takes a server that does not offer TLS) could otherwise ask for the
 /// password in clear text, and libpq would send it (seen against a fake registry). md5 and SCRAM
 /// still work, and so does trust. A `require_auth` in `snowflake.registry` wins. Older libpq
-/// cannot refuse: `warn_of_cleartext` says so at start.
+/// cannot refuse: `warn_of_cleartext` says so.
 // mutant: registry_require_auth
 fn connection_defaults() -> Vec<(&'static str, &'static str)> {
     let mut defaults = CONNECTION_DEFAULTS.to_vec();
@@ -50,14 +49,52 @@ fn connection_defaults() -> Vec<(&'static str, &'static str)> {
 }
 
 /// With a libpq older than 16 (Debian 12's is 15), which cannot refuse to send a password in
-/// clear text, and a connection string that does not make libpq authenticate the server: a
-/// WARNING at start, with what to do.
+/// clear text: a WARNING, once, after the first connection attempt in which the registry (or
+/// whoever answered in its place) asked for a password, where someone else could answer in its
+/// place. Not where no password is asked (the fleet authenticates without one), where libpq
+/// authenticates the server (`sslmode` require or verify-*), nor over a unix socket in a
+/// directory no other user may write or with `requirepeer` (0.5.0 warned at every start, even
+/// over a socket, and only `sslmode=require`, which libpq ignores on a socket, silenced it).
 // mutant: registry_cleartext_warning
 fn warn_of_cleartext(conninfo: &str) {
+    static WARNED: AtomicBool = AtomicBool::new(false);
     let version = libpq::version();
-    if version == 0 || version >= 160000 || libpq::requires_tls(conninfo) {
+    let Some(attempt) = libpq::last_attempt() else { return };
+    if WARNED.load(Ordering::Relaxed)
+        || version == 0
+        || version >= 160000
+        || !attempt.password_asked
+        || private_socket(&attempt.host, conninfo)
+        || (!is_socket(&attempt.host) && libpq::requires_tls(conninfo))
+    {
         return;
     }
+    WARNED.store(true, Ordering::Relaxed);
+    let (detail, hint) = if is_socket(&attempt.host) {
+        (
+            format!(
+                "The registry asked for a password over the unix socket in {}, a directory other \
+                 users may write to: one of them can answer there in its place and ask for the \
+                 password in clear text, and this libpq sends it. libpq 16 and later refuse \
+                 (require_auth).",
+                attempt.host
+            ),
+            "Set requirepeer to the registry's operating-system user in snowflake.registry, or \
+             use a socket directory only that user may write, or install libpq 16 or later \
+             (libpq5).",
+        )
+    } else {
+        (
+            "The registry asked for a password, and snowflake.registry does not make libpq \
+             authenticate the server (sslmode is not require, verify-ca or verify-full): whoever \
+             answers in the registry's place can ask for the password in clear text, and this \
+             libpq sends it. libpq 16 and later refuse (require_auth)."
+                .to_string(),
+            "Set sslmode=verify-full (with sslrootcert) in snowflake.registry, or install libpq \
+             16 or later (libpq5), or authenticate the fleet without a password (a certificate), \
+             or reach the registry over a unix socket.",
+        )
+    };
     errors::report(
         Code::ERRCODE_WARNING,
         format!(
@@ -66,17 +103,30 @@ fn warn_of_cleartext(conninfo: &str) {
             version / 10000,
             version % 10000
         ),
-        "Set sslmode=verify-full (with sslrootcert) in snowflake.registry, or install libpq 16 or \
-         later (libpq5), or use an authentication method without a password over a network only \
-         the fleet reaches.",
+        hint,
     )
-    .detail(
-        "snowflake.registry does not make libpq authenticate the server (sslmode is not require, \
-         verify-ca or verify-full): whoever answers in the registry's place can ask for the \
-         password in clear text, and this libpq sends it. libpq 16 and later refuse \
-         (require_auth).",
-    )
+    .detail(detail)
     .warn();
+}
+
+/// A socket directory (libpq's `host` that starts with a slash) or an abstract socket (`@`).
+fn is_socket(host: &str) -> bool {
+    host.starts_with('/') || host.starts_with('@')
+}
+
+/// Whether `host` is a socket that only its server can answer on: libpq checks the server's
+/// user (`requirepeer`), or the socket's directory is no other user's to write (an abstract
+/// socket's name anyone in the network namespace can take).
+fn private_socket(host: &str, conninfo: &str) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    if !is_socket(host) {
+        return false;
+    }
+    if libpq::option(conninfo, c"requirepeer").is_some_and(|p| !p.is_empty()) {
+        return true;
+    }
+    // World-writable (as /tmp is): anyone may make the socket file while the server is down.
+    host.starts_with('/') && std::fs::metadata(host).is_ok_and(|m| m.mode() & 0o002 == 0)
 }
 
 /// `connect_timeout`'s default, as above (libpq applies it to blocking connections only; `open`
@@ -105,7 +155,7 @@ fn wait(fd: std::ffi::c_int, write: bool, timeout: Duration) -> libpq::Waited {
     if fired & pg_sys::WL_LATCH_SET != 0 {
         // SAFETY: resetting this process's own latch, before looking at why it was set.
         unsafe { pg_sys::ResetLatch(pg_sys::MyLatch) };
-        if BackgroundWorker::sigterm_received() {
+        if background::stopping() {
             // SAFETY: proc_exit runs PostgreSQL's exit callbacks and does not return; the
             // connection goes with the process. Exit code 1: as after the worker's own wait.
             unsafe { pg_sys::proc_exit(1) };
@@ -165,16 +215,16 @@ pub extern "C-unwind" fn pg_snowflake_registry_main(_arg: pg_sys::Datum) {
         // Nothing to retry until the configuration changes, which takes a restart. (libpq
         // quotes a string it cannot parse: `report` masks its password.)
         registry.report(Problem::Settings, &why);
-        while BackgroundWorker::wait_latch(Some(Duration::from_secs(3600))) {}
+        while background::wait(Duration::from_secs(3600)) {}
         // SAFETY: see below.
         unsafe { pg_sys::proc_exit(1) };
     }
     libpq::bound_memory();
     registry.libpq_version.store(libpq::version().max(0) as u32, Ordering::Release);
-    warn_of_cleartext(&gucs::registry().unwrap_or_default());
     loop {
         let wait = renew(registry);
-        if !BackgroundWorker::wait_latch(Some(wait)) {
+        warn_of_cleartext(&conninfo);
+        if !background::wait(wait) {
             // SIGTERM. Exit code 1: the postmaster starts the worker again after its restart
             // time (at a shutdown it starts nothing).
             // SAFETY: proc_exit runs PostgreSQL's exit callbacks and does not return.

@@ -133,6 +133,30 @@ fn bad_layout_settings_are_reported_and_keep_the_worker_id_unset() {
     cluster.assert_ids_refused_at_start();
 }
 
+/// `snowflake_decode(id, layout)` and `snowflake_compose(..., layout)` read a layout's name by
+/// the rule of the setting `snowflake.layout` (the whole text, any case): 0.5.0 took
+/// `'twitter '` and `E'twitter\n'` there, which the setting refuses.
+#[test]
+fn a_layout_name_is_read_by_the_settings_rule_in_decode_and_compose() {
+    let cluster = Cluster::start_new("layout_names", &[]);
+    let mut c = cluster.connect_ext();
+    for name in ["twitter ", " twitter", "twitter\n", "\ttwitter"] {
+        for sql in [
+            "SELECT (snowflake_decode(1, $1)).worker_id",
+            "SELECT snowflake_compose('2030-01-01', 1, 0, $1)",
+        ] {
+            let err = c.query_one(sql, &[&name]).expect_err(name);
+            let db = err.as_db_error().unwrap_or_else(|| panic!("{name:?}: {err}"));
+            assert_eq!(db.code().code(), "22023", "{name:?}: {}", db.message());
+            assert!(db.message().starts_with("unknown snowflake layout"), "{}", db.message());
+            assert!(!db.message().contains('\n'), "a control character reached the message");
+        }
+    }
+    let worker: i32 =
+        c.query_one("SELECT (snowflake_decode(4194304, 'TWITTER')).worker_id", &[]).unwrap().get(0);
+    assert_eq!(worker, 1, "a name in capitals is the layout, as in the setting");
+}
+
 #[test]
 fn alter_system_refuses_an_epoch_that_is_not_a_fixed_timestamp() {
     let cluster = Cluster::start_new("epoch_check", &[]);

@@ -1,5 +1,5 @@
 //! ALTER EXTENSION pg_snowflake UPDATE from every earlier release: a database created at 0.1.0,
-//! 0.2.0, 0.3.0 or 0.4.0, with a table that takes its ids from the default, is updated in place; old and new
+//! 0.2.0, 0.3.0, 0.4.0 or 0.5.0, with a table that takes its ids from the default, is updated in place; old and new
 //! functions work, the table keeps its rows and its default, and the database then holds
 //! exactly the objects (definitions, flags, privileges, settings, comments; a table's columns,
 //! indexes and triggers) of a fresh install of the current version.
@@ -156,6 +156,18 @@ fn update_from_0_4_0_keeps_the_registry_and_matches_a_fresh_install() {
 fn update_from_0_4_0_keeps_the_claims_and_the_registry_and_matches_a_fresh_install() {
     update_keeps_the_data_and_matches_a_fresh_install(
         "0.4.0",
+        "SELECT snowflake.snowflake_registry_lease('default', 'twitter', 1288834974657, 1, 41, 10,
+                                                   12, false, NULL, 7, 'n', 60000, 1);
+         INSERT INTO snowflake.snowflake_claims
+         VALUES (42, 1, 'twitter', 'other', now(), now(), now() + interval '1 hour')",
+    );
+}
+
+/// 0.5.0's install script as pgrx 0.19.3 generated it (sql/).
+#[test]
+fn update_from_0_5_0_keeps_the_claims_and_the_registry_and_matches_a_fresh_install() {
+    update_keeps_the_data_and_matches_a_fresh_install(
+        "0.5.0",
         "SELECT snowflake.snowflake_registry_lease('default', 'twitter', 1288834974657, 1, 41, 10,
                                                    12, false, NULL, 7, 'n', 60000, 1);
          INSERT INTO snowflake.snowflake_claims

@@ -1274,39 +1274,139 @@ fn with_claims(name: &str, workers: usize) -> Citus {
     citus
 }
 
-/// A worker that takes the claims worker's query and never answers (stopped, as a hung disk
-/// or a half-open connection would leave it): Citus waits for the answer without end, and
-/// SIGTERM does not end that wait (found by a hostile review), so the claims worker held its
-/// transaction, its lock on the claims table and any shutdown. Now the gather times out after
-/// 5 s and the worker starts again. (A fast stop of the coordinator still waits for the frozen
-/// node: Citus's own maintenance daemon does, here for more than 60 s, with the claims worker
-/// gone 3 s after the request.)
-#[test]
-fn a_citus_node_that_never_answers_holds_the_claims_worker_no_longer_than_the_gathers_timeout() {
-    // The claims worker has read the worker's claim through Citus (its connection is open).
-    let citus = with_claims("citus_frozen", 1);
-    let before = citus.coordinator.log().len();
-    let frozen = freeze(&citus.workers[0]);
-    let started = Instant::now();
-    poll(Duration::from_secs(20), Duration::from_millis(100), || {
-        let log = citus.coordinator.log();
-        let log = log.get(before..).unwrap_or_default();
-        let cancelled = log.contains("canceling statement due to statement timeout");
-        let restarted = log.contains("background worker \"pg_snowflake claims\"")
-            && log.contains("exited with exit code 1");
-        (cancelled && restarted).then_some(()).ok_or(format!(
-            "the claims worker's gather was not ended (cancelled: {cancelled}, worker exited: \
-             {restarted})"
-        ))
+/// A Citus cluster whose coordinator and first worker share worker id 1 (a real clash) and
+/// whose second worker has worker id 2, each gathering the others' claims every `interval`
+/// seconds; returns once the coordinator reports the clash. No registry: worker ids by hand.
+fn with_a_clash(name: &str, interval: u32) -> Citus {
+    let interval = format!("snowflake.claims_interval = {interval}");
+    let mut citus = Citus::start_with(
+        name,
+        1,
+        &["snowflake.worker_id = 1", "snowflake.claims_database = 'postgres'", &interval],
+        false,
+        "CREATE EXTENSION pg_snowflake",
+    );
+    let w2 = citus.init_worker(&["snowflake.worker_id = 2"]);
+    w2.start();
+    citus.join(&w2);
+    citus.workers.push(w2);
+    let mut c = citus.coordinator.connect();
+    poll(Duration::from_secs(60), Duration::from_millis(200), || {
+        let clusters: i64 =
+            c.scalar("SELECT count(DISTINCT system_identifier) FROM snowflake.snowflake_claims");
+        let clashes: i64 =
+            c.scalar("SELECT count(*) FROM snowflake.snowflake_clashes WHERE ongoing");
+        (clusters == 3 && clashes == 1)
+            .then_some(())
+            .ok_or(format!("{clusters} clusters' claims and {clashes} clashes on the coordinator"))
     });
-    let took = started.elapsed();
+    citus
+}
+
+fn sysid(node: &Cluster) -> i64 {
+    node.connect().scalar("SELECT system_identifier FROM pg_control_system()")
+}
+
+/// One stopped worker (SIGSTOP: it takes the connection and answers nothing, as a hung disk or
+/// a half-open connection would) blinded every node in 0.5.0: the gathering asked every node in
+/// one statement, whose timeout cancelled all of it, so the coordinator read nothing of the
+/// healthy worker either, and the real clash between the coordinator and that worker showed
+/// `ongoing = f`. Now each node is asked on its own: for 15 s with the second worker stopped,
+/// the coordinator's copy of the first worker's claim stays current, the clash stays ongoing,
+/// and the stopped node is named in `snowflake_stats()` and the log.
+#[test]
+fn a_stopped_node_leaves_the_other_nodes_claims_current_and_a_real_clash_ongoing() {
+    let citus = with_a_clash("citus_stopped", 2);
+    let (w1, w2) = (&citus.workers[0], &citus.workers[1]);
+    let w1_sysid = sysid(w1);
+    let log_from = citus.coordinator.log().len();
+    let frozen = freeze(w2);
+    let mut c = citus.coordinator.connect();
+    let started = Instant::now();
+    let mut lag_ms: i64 = 0;
+    let mut samples = 0;
+    while started.elapsed() < Duration::from_secs(15) {
+        let (ongoing, behind): (bool, i64) = {
+            let row = c
+                .query_one(
+                    "SELECT (SELECT bool_or(ongoing) FROM snowflake.snowflake_clashes
+                              WHERE worker_id = 1),
+                            (SELECT (extract(epoch FROM now() - last_seen) * 1000)::int8
+                               FROM snowflake.snowflake_claims WHERE system_identifier = $1)",
+                    &[&w1_sysid],
+                )
+                .unwrap();
+            (row.get::<_, Option<bool>>(0).unwrap_or(false), row.get(1))
+        };
+        assert!(ongoing, "the clash of the coordinator and the healthy worker is not ongoing");
+        lag_ms = lag_ms.max(behind);
+        samples += 1;
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let unread = stats(&mut c)["claims"]["unread"].to_string();
+    let port = format!(":{}) did not answer within 2 s", w2.port);
+    citus.coordinator.await_log_line(log_from, &[&port]);
     drop(frozen);
     println!(
-        "the claims worker's wait for a frozen worker ended {:.1} s after the freeze",
-        took.as_secs_f64()
+        "15 s with a worker stopped: the clash ongoing in all {samples} samples, the healthy \
+         worker's claim at most {lag_ms} ms old on the coordinator; unread: {unread}"
     );
-    // The next gather starts within the 1 s interval and ends 5 s later.
-    assert!(took < Duration::from_secs(10), "{took:?}");
+    assert!(unread.contains(&port), "{unread}");
+    // Its claims are renewed every 2 s to 4 s (its own gatherings wait 2 s for the stopped node
+    // too) and valid 10 s (three intervals and twice the node's bound): a copy never as old as
+    // that was read at every gathering or two.
+    assert!(lag_ms < 10_000, "the healthy worker's claim was {lag_ms} ms old on the coordinator");
+}
+
+/// A SIGTERM ends the claims worker wherever it is: here inside Citus's wait for a stopped node,
+/// whose bound is 5 s (at a 5 s interval). In 0.5.0 pgrx's handler only set a flag, which a check
+/// inside the gathering could use up (the worker then looped on past a fast shutdown); now the
+/// worker ends at once, as PostgreSQL's own backends do (`die`), and the postmaster starts it
+/// again.
+#[test]
+fn a_sigterm_ends_the_claims_worker_at_once_while_it_waits_for_a_stopped_node() {
+    let citus = with_a_clash("citus_sigterm", 5);
+    let w2 = &citus.workers[1];
+    let frozen = freeze(w2);
+    let mut c = citus.coordinator.connect();
+    let asking = format!("asking node % (127.0.0.1:{}) for its claims", w2.port);
+    let mut pid = 0;
+    poll(Duration::from_secs(30), Duration::from_millis(20), || {
+        let found: Option<i32> = c
+            .query_opt(
+                "SELECT pid FROM pg_stat_activity
+                  WHERE backend_type = 'pg_snowflake claims' AND state = 'active'
+                    AND query LIKE $1",
+                &[&asking],
+            )
+            .unwrap()
+            .map(|r| r.get(0));
+        pid = found.unwrap_or(0);
+        found.map(|_| ()).ok_or("the claims worker is not asking the stopped node".into())
+    });
+    let stopped = Instant::now();
+    let terminated: bool = c.scalar_with("SELECT pg_terminate_backend($1::int4)", &[&pid]);
+    assert!(terminated);
+    poll(Duration::from_secs(30), Duration::from_millis(10), || {
+        (!std::path::Path::new(&format!("/proc/{pid}")).exists())
+            .then_some(())
+            .ok_or(format!("the claims worker {pid} still runs"))
+    });
+    let took = stopped.elapsed();
+    println!("the claims worker ended {} ms after its SIGTERM", took.as_millis());
+    assert!(took < Duration::from_secs(2), "it waited for the node's bound: {took:?}");
+    // Exit code 1: the postmaster starts it again (after its 10 s restart time).
+    poll(Duration::from_secs(30), Duration::from_millis(200), || {
+        let again: Option<i32> = c
+            .query_opt(
+                "SELECT pid FROM pg_stat_activity WHERE backend_type = 'pg_snowflake claims'",
+                &[],
+            )
+            .unwrap()
+            .map(|r| r.get(0));
+        again.filter(|p| *p != pid).map(|_| ()).ok_or("no claims worker again".into())
+    });
+    drop(frozen);
 }
 
 /// A node whose answer is no list of claims (its table altered, as a hostile superuser of that
@@ -1351,12 +1451,7 @@ fn a_node_answering_what_is_no_list_of_claims_keeps_no_other_nodes_claims_from_b
             .get(log_from..)
             .unwrap_or_default()
             .lines()
-            .find(|l| {
-                l.contains(&format!(
-                    ":{}) answered what is no list of claims",
-                    citus.workers[0].port
-                ))
-            })
+            .find(|l| l.contains(&format!(":{}) answered claim ", citus.workers[0].port)))
             .map(str::to_string);
         match (seen, &logged) {
             (Some(seen), Some(_)) if seen > broken_at => Ok(()),
@@ -1371,12 +1466,9 @@ fn a_node_answering_what_is_no_list_of_claims_keeps_no_other_nodes_claims_from_b
         started.elapsed().as_secs_f64()
     );
     let logged = citus.coordinator.log();
-    let line = logged[log_from..]
-        .lines()
-        .find(|l| l.contains("answered what is no list of claims"))
-        .unwrap();
+    let line = logged[log_from..].lines().find(|l| l.contains(") answered claim ")).unwrap();
     println!("{line}");
-    assert!(line.contains("out of range for type integer"), "{line}");
+    assert!(line.contains("worker_id 1099511627776 is outside 0 to 2147483647"), "{line}");
     // Nothing of the broken answer was written.
     let n: i64 = c.scalar_with(
         "SELECT count(*) FROM snowflake.snowflake_claims WHERE system_identifier = $1
@@ -1545,68 +1637,144 @@ fn the_claims_gather_runs_nothing_a_role_planted_where_pg_snowflake_is_not_insta
     assert!(ran.is_empty(), "the claims gather ran the function a role planted: {ran:?}");
 }
 
-/// A superuser of one worker answers for other clusters: first 100 claims of fresh system
-/// identifiers (one such answer of 380 claims had every other node log 144,020 WARNINGs of
-/// clashes, 315 MB, each interval), then the claims of another worker's cluster with stale times
-/// (which erased a real clash from every node's `snowflake_clashes`). Both answers are passed
-/// over, saying why, and the real claims stand.
+/// A superuser of one worker forges its node's answer to the claims gathering: it shadows
+/// `pg_catalog.json_agg(snowflake.snowflake_claims)` with an aggregate of its own, which answers
+/// whatever is in `forged.answer`. In 0.5.0 (0.5.0's audit): system identifiers sent as JSON
+/// strings passed every check and were written as bigints (64 invented clusters an answer, and
+/// a claim in another node's name), `last_seen` and `since` of `infinity` replaced a real node's
+/// row for good and erased a real clash, nothing deleted a claim (444 rows of 441 invented
+/// clusters in about 10 s), and each of two other nodes logged about 111,000 WARNINGs (290 MB)
+/// in that time. Here it answers, in turn: 64 claims with string identifiers, a claim seen a
+/// day ahead, the first worker's cluster with `since = infinity` and with valid times, 3,000
+/// invented clusters, and 20 fresh clusters of 64 claims one after the other. The coordinator
+/// and the first worker, which share worker id 1 (a real clash), refuse every one of these
+/// answers and name the forging node; the real clash stays ongoing with its times, the first
+/// worker's claim is its own, and the tables and logs stay small.
 #[test]
-fn a_worker_answering_for_other_clusters_is_passed_over() {
-    let citus = with_claims("citus_forged", 2);
-    let mut c = citus.coordinator.connect();
+fn a_node_forging_claims_changes_no_other_clusters_claims_and_a_real_clash_stays_reported() {
+    let citus = with_a_clash("citus_forged", 1);
     let (w1, w2) = (&citus.workers[0], &citus.workers[1]);
-    let w1_sysid: i64 = w1.connect().scalar("SELECT system_identifier FROM pg_control_system()");
-    // Her answer is whatever is in forged.answer: json_agg of the claims' row type, hers.
+    let witnesses = [&citus.coordinator, w1];
+    let (w1_sysid, coord_sysid) = (sysid(w1), sysid(&citus.coordinator));
+    // The real clash as each witness has it before the forging.
+    let clash = |node: &Cluster| -> (String, bool) {
+        node.connect()
+            .query_one(
+                "SELECT since::text, ongoing FROM snowflake.snowflake_clashes WHERE worker_id = 1",
+                &[],
+            )
+            .map(|r| (r.get(0), r.get(1)))
+            .unwrap_or_else(|e| panic!("{}: no clash of worker id 1: {e}", node.name))
+    };
+    let before: Vec<(String, bool)> = witnesses.iter().map(|n| clash(n)).collect();
+    let logs_before: Vec<usize> = witnesses.iter().map(|n| n.log().len()).collect();
     let mut w2c = w2.connect();
     w2c.batch_execute(
         "SET citus.enable_ddl_propagation = off;
          CREATE SCHEMA forged;
          CREATE TABLE forged.answer (j json);
+         INSERT INTO forged.answer VALUES ('[]');
          CREATE FUNCTION forged.step(json, snowflake.snowflake_claims) RETURNS json
              LANGUAGE sql AS 'SELECT j FROM forged.answer';
          CREATE AGGREGATE pg_catalog.json_agg(snowflake.snowflake_claims)
-             (sfunc = forged.step, stype = json);
-         INSERT INTO forged.answer
-         SELECT json_agg(json_build_object(
-                    'system_identifier', 1000 + g, 'worker_id', 9, 'layout', 'twitter',
-                    'node_name', 'forged', 'since', now(), 'last_seen', now(),
-                    'expires', '3000-01-01'::timestamptz))
-           FROM generate_series(1, 100) g;",
+             (sfunc = forged.step, stype = json);",
     )
     .unwrap();
-    let port = format!(":{}) answered ", w2.port);
-    let passed_over =
-        |what: &str, from: usize| citus.coordinator.await_log_line(from, &[&port, what]);
-    passed_over("100 claims, more than the 64 of one node", 0);
-    let none_of_hers = |c: &mut Client| {
-        let forged: i64 =
-            c.scalar("SELECT count(*) FROM snowflake.snowflake_claims WHERE node_name = 'forged'");
-        assert_eq!(forged, 0, "claims of her answer were written");
+    // Each forged answer, and what both witnesses say of it (in snowflake_stats(), which they
+    // renew at every gathering): one of `said`.
+    let forge = |w2c: &mut Client, answer: &str, said: &[&str]| {
+        w2c.execute(&format!("UPDATE forged.answer SET j = ({answer})"), &[]).unwrap();
+        for node in witnesses {
+            let mut c = node.connect();
+            poll(Duration::from_secs(30), Duration::from_millis(100), || {
+                let unread = stats(&mut c)["claims"]["unread"].to_string();
+                (unread.contains(&format!(":{}) answered ", w2.port))
+                    && said.iter().any(|s| unread.contains(s)))
+                .then_some(())
+                .ok_or(format!("{}: {unread}", node.name))
+            });
+        }
     };
-    none_of_hers(&mut c);
-    // Now the claims of the first worker's cluster, stale.
-    let from = citus.coordinator.log().len();
-    w2c.execute(
-        "UPDATE forged.answer SET j = json_build_array(json_build_object(
-             'system_identifier', $1::bigint, 'worker_id', 9, 'layout', 'twitter',
-             'node_name', 'forged', 'since', '1999-01-01'::timestamptz,
-             'last_seen', '1999-01-01'::timestamptz, 'expires', '1999-01-02'::timestamptz))",
-        &[&w1_sysid],
-    )
-    .unwrap();
-    passed_over("claims of the system identifier node", from);
-    let at: std::time::SystemTime = c.scalar("SELECT now()");
-    poll(Duration::from_secs(30), Duration::from_millis(200), || {
-        let seen: Option<std::time::SystemTime> = c.scalar_with(
-            "SELECT max(last_seen) FROM snowflake.snowflake_claims
-                  WHERE system_identifier = $1 AND node_name <> 'forged'",
-            &[&w1_sysid],
+    let claims = |n: u32, sysid: &str, since: &str, seen: &str| {
+        format!(
+            "SELECT json_agg(json_build_object('system_identifier', {sysid}, 'worker_id', g, \
+             'layout', 'twitter', 'node_name', 'forged', 'since', {since}, 'last_seen', {seen}, \
+             'expires', now() + interval '1 hour')) FROM generate_series(1, {n}) g"
+        )
+    };
+    let started = Instant::now();
+    forge(
+        &mut w2c,
+        &claims(64, "(1000 + g)::text", "now()", "now()"),
+        &["system_identifier is the string"],
+    );
+    let own = sysid(w2).to_string();
+    forge(
+        &mut w2c,
+        &claims(1, &own, "now()", "now() + interval '1 day'"),
+        &["ahead of this node's clock"],
+    );
+    let w1s = w1_sysid.to_string();
+    forge(&mut w2c, &claims(1, &w1s, "'infinity'", "'infinity'"), &["is not a time"]);
+    forge(
+        &mut w2c,
+        &claims(1, &w1s, "now()", "now()"),
+        &[
+            &format!("claims of system identifier {w1_sysid}, which node"),
+            "claims of this node's own system identifier",
+        ],
+    );
+    forge(&mut w2c, &claims(3000, "5000", "now()", "now()"), &["bytes, more than 65536"]);
+    forge(
+        &mut w2c,
+        &claims(200, "5000", "now()", "now()"),
+        &["200 claims, more than the 64 of one node"],
+    );
+    for round in 0..20 {
+        let cluster = 100_000 + round;
+        forge(
+            &mut w2c,
+            &claims(64, &cluster.to_string(), "now()", "now()"),
+            &[&format!("claims of system identifier {cluster}, where it answered for")],
         );
-        seen.filter(|s| *s > at)
-            .map(|_| ())
-            .ok_or(format!("the first worker's claim last seen {seen:?}"))
-    });
-    none_of_hers(&mut c);
+    }
+    let forging = started.elapsed();
+    for (i, node) in witnesses.iter().enumerate() {
+        let mut c = node.connect();
+        let rows: i64 = c.scalar("SELECT count(*) FROM snowflake.snowflake_claims");
+        let forged: i64 = c.scalar(
+            "SELECT count(*) FROM snowflake.snowflake_claims
+              WHERE node_name = 'forged' OR system_identifier > 1000 AND system_identifier < 1000000",
+        );
+        let log = node.log();
+        let grown = log.len() - logs_before[i];
+        let warnings = log[logs_before[i]..].matches("is claimed by two clusters").count();
+        let (since, ongoing) = clash(node);
+        println!(
+            "{}: after {:.1} s of forged answers, {rows} claims ({forged} forged), the log {grown} \
+             bytes longer with {warnings} clash warnings; the real clash since {since}, ongoing {ongoing}",
+            node.name,
+            forging.as_secs_f64()
+        );
+        assert_eq!(forged, 0, "{}: forged claims were written", node.name);
+        assert_eq!(rows, 3, "{}: one claim a cluster", node.name);
+        assert!(ongoing, "{}: the real clash is no longer ongoing", node.name);
+        assert_eq!(since, before[i].0, "{}: the real clash's start moved", node.name);
+        assert!(grown < 256 << 10, "{}: the log grew by {grown} bytes", node.name);
+        assert!(warnings <= 3, "{}: {warnings} clash warnings", node.name);
+        // The first worker's and the coordinator's claims are their own: renewed, not forged.
+        let names: Vec<String> = c
+            .query(
+                "SELECT node_name FROM snowflake.snowflake_claims
+                  WHERE system_identifier = ANY($1)",
+                &[&vec![w1_sysid, coord_sysid]],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert!(!names.iter().any(|n| n == "forged"), "{}: {names:?}", node.name);
+    }
 }
 
 /// The distributed table `table` keyed `(k, id)`, with ids from `snowflake_next()`, and 1,000

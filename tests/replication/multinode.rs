@@ -397,3 +397,73 @@ fn two_peers_exchanging_claims_both_ways_report_their_clash_and_settle() {
         );
     }
 }
+
+/// The claims worker deletes the claims that ended more than a week ago (0.5.0 deleted none:
+/// with one node inventing clusters, the table grew without end) and keeps those that ended
+/// since, with the clashes they show.
+#[test]
+fn claims_that_ended_more_than_a_week_ago_are_deleted_and_later_ones_kept() {
+    let node = Cluster::start_new("claims_retained", &CLAIMS);
+    let mut c = node.connect_ext();
+    wait_for_claims(&node, 1);
+    c.batch_execute(
+        "INSERT INTO snowflake.snowflake_claims VALUES
+             (71, 7, 'twitter', 'old', now() - interval '9 days', now() - interval '8 days',
+              now() - interval '8 days'),
+             (72, 7, 'twitter', 'recent', now() - interval '7 days', now() - interval '6 days',
+              now() - interval '6 days'),
+             (73, 7, 'twitter', 'recent', now() - interval '7 days', now() - interval '6 days',
+              now() - interval '6 days')",
+    )
+    .unwrap();
+    poll(Duration::from_secs(30), Duration::from_millis(100), || {
+        let left: Vec<String> = c
+            .query("SELECT node_name FROM snowflake.snowflake_claims ORDER BY 1", &[])
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        (!left.contains(&"old".to_string()))
+            .then_some(())
+            .ok_or(format!("the claim that ended 8 days ago is still there: {left:?}"))
+    });
+    let kept: i64 =
+        c.scalar("SELECT count(*) FROM snowflake.snowflake_claims WHERE node_name = 'recent'");
+    assert_eq!(kept, 2, "the claims that ended 6 days ago were deleted");
+    let history: i64 = c.scalar("SELECT count(*) FROM snowflake.snowflake_clashes");
+    assert_eq!(history, 1, "the clash of 6 days ago is no longer listed");
+}
+
+/// A clash is logged at most three times a minute for each pair of clusters. 0.5.0 logged every
+/// start of an overlap: a claim whose times go back and forth (a forging node's, say) had two
+/// nodes log about 111,000 lines in 10 s. Here another cluster's claim to this server's worker
+/// id starts to overlap 50 times in a row: three WARNINGs.
+#[test]
+fn a_clash_is_warned_of_at_most_three_times_a_minute_for_each_pair_of_clusters() {
+    let node = Cluster::start_new("claims_rate", &["snowflake.worker_id = 4"]);
+    let mut c = node.connect_ext();
+    c.batch_execute("SELECT snowflake_claim()").unwrap();
+    let from = node.log().len();
+    for i in 0..50 {
+        // Ended before this server's claim began, then overlapping it: a new clash each time.
+        let (since, expires) = if i % 2 == 0 {
+            ("now() - interval '2 days'", "now() - interval '1 day'")
+        } else {
+            ("now() - interval '1 hour'", "now() + interval '1 hour'")
+        };
+        c.batch_execute(&format!(
+            "INSERT INTO snowflake.snowflake_claims
+             VALUES (81, 4, 'twitter', 'other', {since}, {since}, {expires})
+             ON CONFLICT (system_identifier, worker_id, layout)
+             DO UPDATE SET since = excluded.since, last_seen = excluded.last_seen,
+                           expires = excluded.expires"
+        ))
+        .unwrap();
+    }
+    let log = node.log();
+    let warned = log[from..].matches("WARNING:  worker id 4 is claimed by two clusters").count();
+    println!("25 starts of one clash: {warned} WARNINGs");
+    assert_eq!(warned, 3, "{}", &log[from..]);
+    let ongoing: i64 = c.scalar("SELECT count(*) FROM snowflake.snowflake_clashes WHERE ongoing");
+    assert_eq!(ongoing, 1, "the 50th write made the clash again");
+}

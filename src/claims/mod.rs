@@ -1,0 +1,410 @@
+//! Worker-id claims: each server records which worker id it uses, and since when, in the
+//! `snowflake_claims` table (claims_table.sql), so that two servers that share a worker id are
+//! found wherever their claims meet: at a subscriber that receives both through logical
+//! replication, or in any database the tables are copied into.
+//!
+//! The identity of a server is its system identifier (`pg_control_system()`), which a physical
+//! standby shares with its primary: a primary and its promoted standby legitimately share a
+//! worker id (they never generate at once, see lease.rs), and they write the same claim.
+//!
+//! A background worker renews the claim every `snowflake.claims_interval` in
+//! `snowflake.claims_database`, and deletes claims that ended more than `RETAINED` ago: the
+//! table holds the claims in force and a week of ended ones. Without the worker, an operator or
+//! a scheduler can call `snowflake_claim()` just as well.
+//!
+//! On a node of a Citus cluster (the claims database has Citus), the worker also gathers every
+//! other node's own claims through Citus (`citus`), each node's answer checked (`answer`); a
+//! flood of clash WARNINGs is rate-limited (`clash_log`).
+
+mod answer;
+mod citus;
+mod clash_log;
+
+use crate::background::{self, Reaches};
+use crate::errors::{self, Code};
+use crate::layout::Layout;
+use crate::text::iso_unix;
+use crate::{clock, generator, gucs, own_schema, privileges, registry};
+use pgrx::bgworkers::BackgroundWorker;
+use pgrx::lwlock::PgLwLock;
+use pgrx::prelude::*;
+use pgrx::shmem::PGRXSharedMemory;
+use std::ffi::CString;
+use std::time::{Duration, Instant};
+
+/// How long a claim stays valid after its renewal: three intervals, so that one missed renewal
+/// (a busy server, a slow replication link) does not end it, and twice the bound of one Citus
+/// node's answer, which a gathering may spend on a node that does not answer (`citus`): 40 s
+/// at the default 10 s, after which a server that stopped has no claim in force.
+fn valid_for() -> Duration {
+    let interval = gucs::claims_interval();
+    interval * 3 + citus::node_timeout(interval) * 2
+}
+
+/// How long a claim that ended is kept: a clash stays listed in `snowflake_clashes` (with
+/// `ongoing` false) for that long after it ended, and then goes with the claims that made it.
+/// 0.5.0 deleted nothing, and a node inventing clusters grew the table without end.
+const RETAINED: &str = "7 days";
+
+/// Sets up the clash log's shared memory and the status of the gatherings, and registers the
+/// claims worker when `snowflake.claims_database` is set and a worker id is in use. Called from
+/// `_PG_init` while the library is preloaded; the worker never during pg_upgrade, whose server
+/// must not write user tables.
+pub fn init() {
+    clash_log::init();
+    pgrx::pg_shmem_init!(STATUS);
+    // SAFETY: a plain read of a flag set from the command line before _PG_init.
+    if unsafe { pg_sys::IsBinaryUpgrade }
+        || (gucs::worker_id().is_none() && gucs::registry().is_none())
+    {
+        return;
+    }
+    if gucs::claims_database().is_none() {
+        return;
+    }
+    // After an error (the database dropped, the table altered), it tries again a little later.
+    background::register(
+        "pg_snowflake claims",
+        "pg_snowflake_claims_main",
+        Reaches::Database,
+        Duration::from_secs(10),
+    );
+}
+
+/// The worker: renews the claim at once and then every interval, while the extension is
+/// installed in its database (at a version that has the schema `snowflake`), and on a Citus
+/// node gathers the other nodes' claims.
+///
+/// It runs as the bootstrap superuser in a database where other roles may create objects, so
+/// nothing it runs can resolve to one of theirs: it calls no SQL function (the claim is written
+/// by `write_claim`, here), its search_path holds only pg_catalog (and pg_temp, last, where
+/// PostgreSQL never looks for functions or operators), every function, operator and relation it
+/// names is named by schema anyway, and the one schema it names is `snowflake`, which only a
+/// superuser can rename (checked at every renewal: see own_schema.rs).
+///
+/// A SIGTERM (a fast shutdown, `pg_terminate_backend()`) ends it wherever it is, as
+/// PostgreSQL's worker_spi is ended: `die` marks the process to end at its next check for
+/// interrupts, which every wait (this worker's, Citus's for a node's answer) makes, and the
+/// mark is never cleared. 0.5.0 took pgrx's handler, whose flag is cleared as it is read: a
+/// check inside the gathering could use it up, and the worker then looped on past a fast
+/// shutdown (twice a stopped worker node ended only with `-m immediate`). Exit code 1 has the
+/// postmaster start the worker again after its restart time (at a shutdown it starts
+/// nothing).
+#[pg_guard]
+#[unsafe(no_mangle)]
+// mutant: worker_defaults
+// mutant: claims_restart
+// mutant: citus_claims
+// mutant: claims_elsewhere
+pub extern "C-unwind" fn pg_snowflake_claims_main(_arg: pg_sys::Datum) {
+    background::attach_signals();
+    background::end_at_sigterm();
+    let database = gucs::claims_database().expect("registered only with a database");
+    BackgroundWorker::connect_worker_to_spi(Some(&database), None);
+    // The database's owner sets its defaults (ALTER DATABASE ... SET): the worker takes none
+    // that could stop its writes, whatever they are.
+    BackgroundWorker::transaction(|| {
+        Spi::run(
+            "SET search_path = pg_catalog, pg_temp;
+             SET default_transaction_read_only = off;
+             SET statement_timeout = 0;
+             SET lock_timeout = 0;
+             SET idle_in_transaction_session_timeout = 0",
+        )
+        .expect("built-in settings")
+    });
+    let mut reported = Reported::default();
+    let mut gatherer = citus::Gatherer::default();
+    loop {
+        if BackgroundWorker::sighup_received() {
+            // SAFETY: between transactions, as every PostgreSQL process reloads its settings.
+            unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
+        }
+        activity(Some("renewing this server's claim"));
+        let skipped = BackgroundWorker::transaction(|| renew(&database));
+        // After this node's claim is committed: an error here restarts the worker, whose claim
+        // is written.
+        let gathered = if skipped.is_some() { None } else { gather(&mut gatherer, &database) };
+        activity(None);
+        reported.report(skipped, gathered);
+        if !background::wait(gucs::claims_interval()) {
+            // SAFETY: proc_exit runs PostgreSQL's exit callbacks and does not return.
+            unsafe { pg_sys::proc_exit(1) };
+        }
+    }
+}
+
+/// Renews this server's claim and deletes the claims that ended more than `RETAINED` ago;
+/// `Some` says why no claim was written.
+// mutant: claims_retained
+fn renew(database: &str) -> Option<String> {
+    if !installed() {
+        return Some(format!("pg_snowflake is not installed in database {database}"));
+    }
+    if let Err(why) = own_schema::check() {
+        return Some(format!("its schema snowflake cannot be used: {why}"));
+    }
+    Spi::run_with_args(
+        "DELETE FROM snowflake.snowflake_claims c
+          WHERE c.expires OPERATOR(pg_catalog.<)
+                (pg_catalog.now() OPERATOR(pg_catalog.-) $1::pg_catalog.interval)",
+        &[RETAINED.into()],
+    )
+    .unwrap_or_else(|e| table_failed("delete the ended", &e));
+    // With a registry, nothing to claim until it has leased a worker id.
+    let worker_id = registry::worker_id()?;
+    write_claim(gucs::layout(), worker_id);
+    None
+}
+
+/// On a Citus node, the other nodes' claims (`None` elsewhere), this node's claim renewed
+/// between two nodes when it is due. A node of a Citus cluster whose claims database has no
+/// Citus says so: its claim is written, and never meets the other nodes' (this setting is what
+/// spares a worker id set by hand the refusal of `gucs::resolve`).
+fn gather(gatherer: &mut citus::Gatherer, database: &str) -> Option<citus::Gathered> {
+    let gathered = if BackgroundWorker::transaction(citus::installed) {
+        let interval = gucs::claims_interval();
+        let mut renewed = Instant::now();
+        gatherer.gather(|| {
+            if renewed.elapsed() >= interval {
+                BackgroundWorker::transaction(|| renew(database));
+                renewed = Instant::now();
+            }
+        })
+    } else if gucs::citus_preloaded() {
+        citus::Gathered {
+            unread: vec![format!(
+                "Citus is not installed in database {database} (snowflake.claims_database): set \
+                 snowflake.claims_database to the database where CREATE EXTENSION citus ran"
+            )],
+            ..citus::Gathered::default()
+        }
+    } else {
+        return None;
+    };
+    STATUS.exclusive().set(clock::now_unix_ms(), &gathered);
+    Some(gathered)
+}
+
+/// What the worker last logged, so that each state is logged once, when it begins.
+#[derive(Default)]
+struct Reported {
+    skipped: Option<String>,
+    unread: Vec<String>,
+    other_layouts: Vec<String>,
+}
+
+impl Reported {
+    fn report(&mut self, skipped: Option<String>, gathered: Option<citus::Gathered>) {
+        let gathered = gathered.unwrap_or_default();
+        if gathered.unread != self.unread && !gathered.unread.is_empty() {
+            errors::report(
+                Code::ERRCODE_WARNING,
+                format!(
+                    "pg_snowflake: the claims of some Citus nodes cannot be read, and are not \
+                     compared with this node's until they can: {}",
+                    listed(&gathered.unread)
+                ),
+                "Make every node of the Citus cluster reachable from this one, with pg_snowflake \
+                 installed and snowflake.claims_database naming the Citus database \
+                 (docs/citus.md); snowflake_stats() -> 'claims' lists the nodes.",
+            )
+            .warn();
+        }
+        if gathered.other_layouts != self.other_layouts && !gathered.other_layouts.is_empty() {
+            errors::report(
+                Code::ERRCODE_WARNING,
+                format!(
+                    "pg_snowflake: the nodes of this Citus cluster make ids of different layouts: \
+                     this node's is {}, and {}: time ranges and snowflake_decode() read a \
+                     distributed table's ids wrong",
+                    gucs::layout().describe(),
+                    listed(&gathered.other_layouts)
+                ),
+                "Give every node of the Citus cluster the same snowflake.layout (docs/citus.md).",
+            )
+            .warn();
+        }
+        self.unread = gathered.unread;
+        self.other_layouts = gathered.other_layouts;
+        if skipped != self.skipped {
+            if let Some(why) = &skipped {
+                errors::log(format!("pg_snowflake: no worker id claim is written: {why}"));
+            }
+            self.skipped = skipped;
+        }
+    }
+}
+
+/// What the worker is doing, in `pg_stat_activity.query` (`state` active), or idle.
+fn activity(doing: Option<&str>) {
+    let text = CString::new(doing.unwrap_or_default()).unwrap_or_default();
+    let state = if doing.is_some() {
+        pg_sys::BackendState::STATE_RUNNING
+    } else {
+        pg_sys::BackendState::STATE_IDLE
+    };
+    // SAFETY: a NUL-terminated string, copied by PostgreSQL into its own buffer.
+    unsafe { pg_sys::pgstat_report_activity(state, text.as_ptr()) };
+}
+
+/// The first few of `items`, for a log line whose length the number of nodes must not set.
+fn listed(items: &[String]) -> String {
+    const SHOWN: usize = 5;
+    let mut text = items[..items.len().min(SHOWN)].join("; ");
+    if items.len() > SHOWN {
+        text.push_str(&format!("; and {} more", items.len() - SHOWN));
+    }
+    text
+}
+
+/// The last gathering, for `snowflake_stats()`: when, how many nodes were read, and which were
+/// not and why (as many as fit, one a line).
+#[derive(Clone, Copy)]
+pub struct Status {
+    gathered_ms: i64,
+    read: u32,
+    unread: u32,
+    text_len: u32,
+    text: [u8; 2048],
+}
+
+impl Default for Status {
+    fn default() -> Self {
+        Status { gathered_ms: 0, read: 0, unread: 0, text_len: 0, text: [0; 2048] }
+    }
+}
+
+// SAFETY: plain integers and bytes: valid at the same address in every process.
+unsafe impl PGRXSharedMemory for Status {}
+
+static STATUS: PgLwLock<Status> =
+    // SAFETY: initialised by pg_shmem_init! in `init` before any process uses it.
+    unsafe { PgLwLock::new(c"pg_snowflake claims status") };
+
+impl Status {
+    fn set(&mut self, now_ms: i64, gathered: &citus::Gathered) {
+        self.gathered_ms = now_ms;
+        self.read = gathered.read as u32;
+        self.unread = gathered.unread.len() as u32;
+        // Whole lines only (each made printable, so without a newline of its own).
+        let mut len = 0;
+        for line in &gathered.unread {
+            let bytes = line.as_bytes();
+            if len + bytes.len() + 1 > self.text.len() {
+                break;
+            }
+            self.text[len..len + bytes.len()].copy_from_slice(bytes);
+            self.text[len + bytes.len()] = b'\n';
+            len += bytes.len() + 1;
+        }
+        self.text_len = len as u32;
+    }
+}
+
+/// `snowflake_stats() -> 'claims'`: `None` where no claims worker runs, or before its first
+/// gathering on a Citus node.
+pub fn stats() -> Option<serde_json::Value> {
+    gucs::claims_database()?;
+    let status = *STATUS.share();
+    if status.gathered_ms == 0 {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&status.text[..status.text_len as usize]).into_owned();
+    Some(serde_json::json!({
+        "gathered": iso_unix(status.gathered_ms),
+        "nodes_read": status.read,
+        "nodes_unread": status.unread,
+        "unread": text.lines().collect::<Vec<_>>(),
+    }))
+}
+
+/// Whether pg_snowflake is installed in this database.
+fn installed() -> bool {
+    Spi::get_one::<bool>(
+        "SELECT EXISTS (SELECT FROM pg_catalog.pg_extension e
+                         WHERE e.extname OPERATOR(pg_catalog.=) 'pg_snowflake')",
+    ) == Ok(Some(true))
+}
+
+/// Writes (or renews) this server's claim to its worker id in `snowflake_claims`, and returns
+/// how many other clusters claim the same worker id of the same layout at overlapping times.
+/// Each such clash is also reported as a WARNING by the table's trigger.
+///
+/// Superuser only, whatever is granted: a claim names the server. Its own search_path is
+/// pg_catalog alone, and its statements name every object by schema.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn snowflake_claim() -> i32 {
+    privileges::require_superuser("snowflake_claim()");
+    generator::get();
+    let Some((layout, worker_id)) = gucs::generating().or_else(registry::generating) else {
+        gucs::worker_id_unset()
+    };
+    if let Err(why) = own_schema::check() {
+        own_schema::untrusted(&why);
+    }
+    write_claim(layout, worker_id)
+}
+
+/// The claim itself, in `snowflake.snowflake_claims` (a schema that only a superuser can rename:
+/// the caller checked it in this transaction).
+fn write_claim(layout: &Layout, worker_id: u32) -> i32 {
+    let valid_for = valid_for();
+    // SAFETY: reads a value PostgreSQL set at start.
+    let system_identifier = unsafe { pg_sys::GetSystemIdentifier() } as i64;
+    // Two short statements rather than one: a clash's WARNING (from the table's trigger) shows
+    // the statement as its context, in the server log of every renewal's caller.
+    Spi::run_with_args(
+        "INSERT INTO snowflake.snowflake_claims AS c
+         VALUES ($1, $2, $3, $4, pg_catalog.now(), pg_catalog.now(),
+                 pg_catalog.now() OPERATOR(pg_catalog.+) $5::pg_catalog.interval)
+         ON CONFLICT (system_identifier, worker_id, layout) DO UPDATE SET
+             node_name = excluded.node_name, last_seen = pg_catalog.now(),
+             expires = excluded.expires,
+             since = CASE WHEN c.expires OPERATOR(pg_catalog.<) pg_catalog.now()
+                          THEN pg_catalog.now() ELSE c.since END",
+        &[
+            system_identifier.into(),
+            (worker_id as i32).into(),
+            layout.describe().into(),
+            registry::node_name().into(),
+            format!("{} ms", valid_for.as_millis()).into(),
+        ],
+    )
+    .unwrap_or_else(|e| table_failed("write", &e));
+    // A claim that had ended starts again (the CASE above): the time between is not claimed.
+    let clashes = Spi::get_one_with_args::<i64>(
+        "SELECT pg_catalog.count(*)
+           FROM snowflake.snowflake_claims o, snowflake.snowflake_claims m
+          WHERE m.system_identifier OPERATOR(pg_catalog.=) $1
+            AND m.worker_id OPERATOR(pg_catalog.=) $2
+            AND m.layout OPERATOR(pg_catalog.=) $3
+            AND o.worker_id OPERATOR(pg_catalog.=) m.worker_id
+            AND o.layout OPERATOR(pg_catalog.=) m.layout
+            AND o.system_identifier OPERATOR(pg_catalog.<>) m.system_identifier
+            AND o.since OPERATOR(pg_catalog.<) m.expires
+            AND m.since OPERATOR(pg_catalog.<) o.expires",
+        &[system_identifier.into(), (worker_id as i32).into(), layout.describe().into()],
+    )
+    .unwrap_or_else(|e| table_failed("read", &e))
+    .unwrap_or(0);
+    clashes as i32
+}
+
+extension_sql_file! { "../../sql/claims_table.sql", name = "snowflake_claims", requires = ["own_schema", snowflake_claim] }
+extension_sql_file! { "../../sql/claims_check.sql", name = "snowflake_claims_check", requires = ["snowflake_claims", "snowflake_clash_warning_due"] }
+extension_sql_file! { "../../sql/clashes.sql", name = "snowflake_clashes", requires = ["snowflake_claims"] }
+
+/// SPI refused a statement on `snowflake_claims` (PostgreSQL's own errors, such as a dropped
+/// column, pass through with their SQLSTATE; this is what SPI itself reports).
+#[cold]
+#[track_caller]
+fn table_failed(action: &str, e: &pgrx::spi::SpiError) -> ! {
+    errors::report(
+        Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!("could not {action} the worker id claims in snowflake_claims: {e}"),
+        "Check that snowflake_claims has the columns CREATE EXTENSION pg_snowflake gave it.",
+    )
+    .raise()
+}
