@@ -4,6 +4,14 @@
 //! What needs another server configuration (not preloaded, worker id unset, ALTER SYSTEM,
 //! restarts, clock steps) lives in the black-box suites under `tests/`.
 
+// The server `cargo pgrx test` starts trusts every connection and listens on localhost: the
+// test process (never the library, which servers load) makes its own network namespace first,
+// as the black-box suites do.
+#[cfg(all(test, feature = "pg_test"))]
+#[path = "../tests/common/private_network.rs"]
+#[allow(dead_code)]
+mod private_network;
+
 mod backtraces;
 mod claims;
 mod compose;

@@ -51,7 +51,7 @@ MUTATIONS=(
   "epoch_parser~an error of the timestamp parser is not caught (it ended the start with FATAL)~s/        .catch_others\(\|_\| Err\(\(\)\)\)\n//"
   "backtraces~Rust backtraces are not turned off~s/    no_backtraces_for_clients\(\);\n    \/\/ SAFETY/    \/\/ SAFETY/"
   "state_file_first~the mark goes to WAL before the state file is written~s/    let prepared = state_file::prepare\(Path::new\(\".\"\), Loaded::Mark\(mark\)\)\?;\n    let lsn = wal::log_mark\(mark\);/    let lsn = wal::log_mark(mark);\n    let prepared = state_file::prepare(Path::new(\".\"), Loaded::Mark(mark))?;/"
-  "claims_restart~the claims worker ends for good when it is terminated~s/            unsafe \{ pg_sys::proc_exit\(1\) \};/            break;/"
+  "claims_restart~the claims worker ends for good when it is terminated~s/    background::end_at_sigterm\(\);\n//~s/            unsafe \{ pg_sys::proc_exit\(1\) \};/            break;/"
   "pacing_slots~pacing slots are not limited to the clock's rate (every paced caller may go at once)~s/    \(slot \+ 1, layout.units\(Tick\(slot\)\)\)/    (slot + 1, now)/"
   "pacing_pull_back~the pacing slot counter is never pulled back (a backward step or abandoned slots push every later turn back)~s/    \} else if next > most \{/    } else if false {/"
   "pacing_bound~a wait for a pacing slot is not bounded by drift_wait~s/            self.nap\(naps, Event::Pacing, &self.counters.paced_waits, \|waited\| \{\n                problems::paced_too_long\(waited, gucs::max_drift_ms\(\), layout\)\n            \}\);/            let _ = (\&naps, gucs::max_drift_ms); nap_one_ms(Event::Pacing); self.counters.paced_waits.fetch_add(1, Ordering::Relaxed);/"
@@ -61,7 +61,7 @@ MUTATIONS=(
   "data_dir_replace~a link, file or FIFO under the copy's directory's name is left there (every renewal then fails)~s/        if stat == 0 && st.st_mode & libc::S_IFMT != libc::S_IFDIR \{/        if false {/"
   "registry_notices~libpq prints the registry's notices whole into the server log~s/        unsafe \{ \(api.PQsetNoticeReceiver\)\(conn.0, Some\(drop_notice\), std::ptr::null_mut\(\)\) \};\n//"
   "registry_require_auth~with libpq 16 and later the member sends its password in clear text to whoever asks (no require_auth; run with PG=17)~s/        defaults.push\(\(\"require_auth\", \"!password\"\)\);\n//"
-  "registry_cleartext_warning~with an older libpq the member says nothing of sending its password in clear text~s/    if version == 0 \|\| version >= 160000 \|\| libpq::requires_tls\(conninfo\) \{/    if true {/"
+  "registry_cleartext_warning~with an older libpq the member says nothing of sending its password in clear text~s/    let Some\(attempt\) = libpq::last_attempt\(\) else \{ return \};/    let Some(attempt) = libpq::last_attempt() else { return };\n    if version != i32::MIN { return; }/"
   "registry_resolve~libpq resolves the registry's host name, blocking a fast shutdown~s/        for \(key, value\) in resolved\(conninfo, deadline, wait\)\? \{/        let _ = resolved;\n        for (key, value) in Vec::<(\&str, String)>::new() {/"
   "registry_secrets~the secrets of snowflake.registry are masked only where a pattern shows them~s/    for secret in SECRETS.get\(\).into_iter\(\).flatten\(\) \{/    for secret in SECRETS.get().into_iter().flatten().filter(|_| false) {/"
   "planner_sublink~a sub-select compared with = goes into two bounds (two runs, two answers)~s/        if strategy == EQUAL && pg_sys::contain_subplans\(value\) \{/        if false {/"
@@ -102,7 +102,7 @@ MUTATIONS=(
   "adopt_rls~adopt takes the largest id that row-level security lets the table's owner see~s/        if Spi::get_one_with_args::<bool>\(\n            \"SELECT pg_catalog.row_security_active\(\\\$1\)\",\n            &\[tbl.into\(\)\],\n        \) == Ok\(Some\(true\)\)/        if false/~s/SET row_security = off\n//"
   "adopt_advance_grant~adopt moves the generator for a role without EXECUTE on snowflake_advance_past~s/    \) != Ok\(Some\(true\)\)\n    \{\n        errors::report\(\n            Code::ERRCODE_INSUFFICIENT_PRIVILEGE,/    ) == Ok(Some(false)) \&\& false\n    {\n        errors::report(\n            Code::ERRCODE_INSUFFICIENT_PRIVILEGE,/"
   "scripts_check~the install and upgrade scripts do not check by OID that every object ended in the extension's schemas~s/    IF stray IS NOT NULL THEN/    IF false THEN/"
-  "registry_wait_latch~the member's wait for the registry does not end at a shutdown~s/        if BackgroundWorker::sigterm_received\(\) \{\n            \/\/ SAFETY: proc_exit/        if false {\n            \/\/ SAFETY: proc_exit/"
+  "registry_wait_latch~the member's wait for the registry does not end at a shutdown~s/        if background::stopping\(\) \{\n            \/\/ SAFETY: proc_exit/        if false {\n            \/\/ SAFETY: proc_exit/"
   "wait_event_names~a wait shows the event Extension on 17 and later, not pg_snowflake's own names (run with PG=18)~s/let new = unsafe \{ pg_sys::WaitEventExtensionNew\(self.name\(\).as_ptr\(\)\) \};/let new = pg_sys::PG_WAIT_EXTENSION;/"
   "pin_schema~the scripts do not lock their schema's row (a rename on 16 and later then sends their grants elsewhere; run with PG=18)~s/\n       FOR UPDATE;/;/"
   "adopt_as_owner~adopt reads the largest id with the caller's rights (a table owner's index code then runs as a superuser)~s/        pg_sys::SetUserIdAndSecContext\(\n            owner,/        pg_sys::SetUserIdAndSecContext(\n            user,/"
@@ -125,13 +125,27 @@ MUTATIONS=(
   "foreign_postgres~PG=N replaces a postgresql-N that this project did not install~s/\nif \[ -n \x22\\\$foreign\x22 \]; then/\nif false; then/"
   "repo_signature~the apt repository's Release is signed neither inline (InRelease) nor apart (Release.gpg) (run with PG=17)~s/gpg_ --local-user \x22\\\$fingerprint\x22 --clearsign[^\n]*\ngpg_ --local-user[^\n]*\n//"
   "flag_format_bool~the synchronous-standby flag of servers from before May 2025 is read as the later bits~s/FlagFormat::Bool => flag != 0,/FlagFormat::Bool => flag \& SYNC_STANDBY_DEFINED != 0,/"
-  "citus_claims~the claims worker does not read the claims of the other Citus nodes~s/\} else if citus_installed\(\) \{/} else if false \&\& citus_installed() {/"
-  "claims_gather_apart~one Citus node's answer that is no list of claims fails the gathering of every node's~s/    let result = PgTryBuilder::new\(move \|\| Ok\(step\(\)\)\)/    let result: Result<T, String> = Ok(step());\n    let _ = PgTryBuilder::new(move || Ok::<(), String>(()))/"
+  "citus_claims~the claims worker does not read the claims of the other Citus nodes~s/let gathered = if BackgroundWorker::transaction\(citus::installed\) \{/let gathered = if false \&\& BackgroundWorker::transaction(citus::installed) {/"
+  "claims_gather_apart~an error of one Citus node's question or write (its bound passed, an answer the table cannot take) fails the gathering of every node's~s/    let result = PgTryBuilder::new\(move \|\| Ok\(step\(\)\)\)/    let result: Result<T, String> = Ok(step());\n    let _ = PgTryBuilder::new(move || Ok::<(), String>(()))/"
   "claims_elsewhere~a Citus node whose claims database has no Citus says nothing of the comparison it does not make~s/\} else if gucs::citus_preloaded\(\) \{/} else if false \&\& gucs::citus_preloaded() {/"
   "citus_layouts~the claims worker does not compare the layouts of the Citus nodes~s/\/\/ mutant: citus_layouts\n\s*gathered\s*\.other_layouts\s*\.push\(/let _ = (/"
-  "claims_planted~the claims gather sends its read to nodes where snowflake_claims is not pg_snowflake's~s/            \} else if is_ours \{/            } else if true || is_ours {/"
-  "claims_cluster_once~the claims gather takes a cluster's claims from any node that answers them~s/clusters\.iter\(\)\.find\(\|\(s, _\)\| \*s == sysid\)/clusters.iter().find(|(s, _)| false \&\& *s == sysid)/"
-  "claims_gather_timeout~the claims worker waits for the Citus nodes' answers without a bound~s/    let _timeout = GatherTimeout::arm\(\);/    let _timeout = GatherTimeout;/"
+  "claims_planted~the claims gather sends its read to nodes where snowflake_claims is not pg_snowflake's~s/        if !\(ours && said == b\"t\"\) \{/        if false \&\& !(ours \&\& said == b\"t\") {/"
+  "claims_cluster_once~the claims gather takes a cluster's claims from any node that answers them~s/match self\.bound\.iter\(\)\.find\(\|\(_, b\)\| b\.system_identifier == sysid\) \{/match self.bound.iter().find(|(_, b)| false \&\& b.system_identifier == sysid) {/~s/\.find\(\|\(n, a\)\| n\.id != node\.id && a\.system_identifier\(\) == Some\(sysid\)\)/.find(|(n, a)| false \&\& n.id != node.id \&\& a.system_identifier() == Some(sysid))/"
+  "claims_gather_timeout~the claims worker waits for a Citus node's answer without a bound~s/    let _timeout = NodeTimeout::arm\(timeout\);/    let _timeout = NodeTimeout;/"
+  "claims_one_cluster~a Citus node's answer may hold the claims of many clusters~s/find\(\|c\| c\.system_identifier != first\.system_identifier\)/find(|c| false \&\& c.system_identifier != first.system_identifier)/"
+  "claims_types~a Citus node's system identifier or worker id sent as a JSON string is taken for a number (0.5.0: 64 invented clusters an answer)~s/        _ => Err\(format!\(\"\{name\} is \{\}, not an integer\", kind\(value\)\)\),/        Value::String(s) if s.parse::<i64>().is_ok() => Ok(s.parse().unwrap_or(0)),\n        _ => Err(format!(\"{name} is {}, not an integer\", kind(value))),/"
+  "claims_future~a Citus node's claim may be seen any time ahead of this node's clock (0.5.0: last_seen = infinity replaced a real claim for good)~s/    if last_seen_us > now_us \+ AHEAD_ALLOWED_US \{/    if false \&\& last_seen_us > now_us + AHEAD_ALLOWED_US {/"
+  "claims_rebind~a Citus node may speak for a new cluster at every gathering~s/Some\(b\) if now_ms - b\.since_ms < REBIND_AFTER_MS => /Some(b) if false \&\& now_ms - b.since_ms < REBIND_AFTER_MS => /"
+  "claims_per_node~one Citus node that does not answer loses the other nodes' answers of the gathering (0.5.0: one statement for all, cancelled whole)~s/                    self\.silent\.insert\(node\.id, asked_ms\);/                    self.silent.insert(node.id, asked_ms);\n                    answers.clear();/"
+  "claims_retained~claims are never deleted (0.5.0: the table grew without end)~s/        \&\[RETAINED\.into\(\)\],/        \&[\"1000 years\".into()],/"
+  "clash_rate~every start of a clash is logged (0.5.0: 111,000 lines in 10 s)~s/        if pair\.logged < LINES_PER_MINUTE \{/        if true {/"
+  "claims_sigterm~a SIGTERM only sets a flag in the claims worker, which a wait inside Citus does not see~s/    unsafe \{ pg_sys::pqsignal\(pg_sys::SIGTERM as std::ffi::c_int, Some\(die\)\) \};/    let _ = die;/"
+  "printable~a peer's text (a Citus node's answer or error) goes into a message with its line breaks~s/        \.map\(\|c\| if c\.is_control\(\) \{ '\?' \} else \{ c \}\)\n        \.collect\(\)/        .collect()/"
+  "registry_printable~the registry's error text goes into the member's log with its line breaks~s/let problem = \&one_line\(\&redact::redact\(problem\)\);/let problem = \&redact::redact(problem);/"
+  "private_network~test processes run on the machine's own network (0.5.0: any local user was a test server's superuser)~s/    if unsafe \{ libc::unshare\(libc::CLONE_NEWNET\) \} != 0 \{/    if false {/"
+  "demo_socket_only~make run's demo trusts connections on 127.0.0.1 (0.5.0: any local user was its superuser)~s/--auth-local=trust --auth-host=reject/-A trust/~s/      echo \"listen_addresses = ''\"/      echo \"listen_addresses = '127.0.0.1'\"/"
+  "demo_socket_dir~make run's socket is open to every local user (its directory and the socket itself)~s/  as_pg chmod 0700 \"\\\$SOCKETS\"\n//~s/      echo \"unix_socket_permissions = 0700\"\n//"
+  "no_follow~the harness, as root, follows the links postgres plants in a cluster's directory (0.5.0: a root file of mode 600 linked as TRAP was emptied)~s/    let flags = flags \| libc::O_NOFOLLOW \| libc::O_CLOEXEC \| libc::O_NONBLOCK;/    let flags = flags | libc::O_CLOEXEC | libc::O_NONBLOCK;/~s/let follow = if only_root_writes\(here\)\? \{ 0 \} else \{ libc::O_NOFOLLOW \};/let follow = 0;/"
   "citus_unchecked~a Citus node makes ids with a worker id set by hand that nothing compares with the other nodes'~s/    if registry\(\).is_none\(\) && claims_database\(\).is_none\(\) && citus_preloaded\(\) \{/    if false \&\& citus_preloaded() {/"
   "adopt_every_node~snowflake_adopt() on a Citus table moves the generator of its own node alone~s/            advance_every_node\(advance, top, &table\);/            let _ = (advance_every_node, \&table);/"
   "adopt_planted~snowflake_adopt() on a Citus table calls whatever function a node finds by the name~s/\n\s*AND p\.oid OPERATOR\(pg_catalog\.=\) \(%1\\\$s\);/;/"
@@ -153,7 +167,8 @@ MUTATIONS=(
 # What mutations change, restored from git after each (scripts/: the scripts they change, never
 # this one, which bash is still reading).
 MUTABLE=(src sql scripts/build-postgres.sh scripts/build-citus.sh scripts/own-dir.sh scripts/repo.sh
-         scripts/test-suites.py tests/common/mod.rs)
+         scripts/run.sh scripts/test-suites.py tests/common/mod.rs tests/common/files.rs
+         tests/common/private_network.rs)
 # The files that hold the marker of row $1.
 marked() { grep -rlE "mutant: $1([^A-Za-z0-9_]|\$)" "${MUTABLE[@]}" || true; }
 count_matches() { perl -0777 -ne "\$n = ${2}g; print \$n + 0" "$1"; }

@@ -7,8 +7,14 @@
 #
 # The clusters of major N live in target/run-pgN when the postgres user can reach it
 # (PostgreSQL refuses to run as root), else in /tmp/pg_snowflake-run-pgN (a checkout under /root
-# is closed to postgres). The demo cluster listens on 127.0.0.1:28815, the hub on 28820 and the
-# shards on 28821-28823.
+# is closed to postgres); PGSNOWFLAKE_RUN_DIR names another directory (the tests do).
+#
+# They trust every connection, so they take none from the network: each listens on a unix
+# socket only, in DIR/sockets, a directory only its owner (postgres, or you when not root) may
+# enter, as port 28815 (the demo), 28820 (the hub) and 28821-28823 (the shards). You reach them
+# as root or as that owner: the connect lines printed say how. (0.5.0's demo listened on
+# 127.0.0.1 with trust: any local user was its superuser, and ran programs as postgres with
+# COPY ... TO PROGRAM.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,6 +26,7 @@ WORKER_ID=${PGSNOWFLAKE_WORKER_ID:-1}
 as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 
 pick_dir() {
+  if [ -n "${PGSNOWFLAKE_RUN_DIR:-}" ]; then echo "$PGSNOWFLAKE_RUN_DIR"; return; fi
   mkdir -p target
   if [ "$(id -u)" -ne 0 ] || runuser -u postgres -- test -x "$PWD/target"; then
     echo "$PWD/target/run-pg$MAJOR"
@@ -28,12 +35,14 @@ pick_dir() {
   fi
 }
 DIR=$(pick_dir)
+SOCKETS=$DIR/sockets
 
 # Every cluster of every major that `start` made, each stopped with its own pg_ctl (a running
 # server has the library mapped, so `make install` stops them before it overwrites it).
 stop() {
   for d in "$PWD"/target/run-pg*/*/data /tmp/pg_snowflake-run-pg*/*/data \
-           "$PWD"/target/run-pg*/data /tmp/pg_snowflake-run-pg*/data; do
+           "$PWD"/target/run-pg*/data /tmp/pg_snowflake-run-pg*/data \
+           ${PGSNOWFLAKE_RUN_DIR:+"$PGSNOWFLAKE_RUN_DIR"/*/data}; do
     if [ -f "$d/postmaster.pid" ]; then
       pid=$(head -1 "$d/postmaster.pid")
       # Only a server running in that very directory, with its own pg_ctl: under /tmp, anyone
@@ -46,24 +55,39 @@ stop() {
   done
 }
 
+# The lines every cluster ends its postgresql.conf with (later lines win, also over a cluster
+# that an older run.sh made listening on 127.0.0.1).
+ACCESS="# make run: a unix socket in $SOCKETS only, no TCP"
+
 # start NAME PORT [postgresql.conf lines...]: initdb once, then start if it is not running.
 start() {
   local name=$1 port=$2; shift 2
   local data=$DIR/$name/data
   # Also when the cluster exists: under /tmp, another user could have made it.
-  scripts/own-dir.sh "$DIR" "$DIR/$name"
+  scripts/own-dir.sh "$DIR" "$DIR/$name" "$SOCKETS"
+  # Only its owner (and root) may enter the socket directory: nobody else reaches a socket
+  # in it, whatever the socket's own mode.
+  as_pg chmod 0700 "$SOCKETS"
   if [ -e "$data" ] && [ "$(stat -c %U "$data")" != "$(as_pg id -un)" ]; then
     echo "$0: $data does not belong to $(as_pg id -un); remove it and run again" >&2; exit 1
   fi
   if [ ! -f "$data/PG_VERSION" ]; then
-    as_pg "$PG_BIN/initdb" -A trust -U postgres -D "$data" >/dev/null
+    as_pg "$PG_BIN/initdb" --auth-local=trust --auth-host=reject -U postgres -D "$data" >/dev/null
     {
-      echo "listen_addresses = '127.0.0.1'"
       echo "port = $port"
-      echo "unix_socket_directories = ''"
       echo "shared_preload_libraries = 'pg_snowflake'"
       printf '%s\n' "$@"
-    } >> "$data/postgresql.conf"
+    } | as_pg tee -a "$data/postgresql.conf" >/dev/null
+  fi
+  # mutant: demo_socket_only
+  # mutant: demo_socket_dir
+  if ! as_pg grep -qxF "$ACCESS" "$data/postgresql.conf"; then
+    {
+      echo "$ACCESS"
+      echo "listen_addresses = ''"
+      echo "unix_socket_directories = '$SOCKETS'"
+      echo "unix_socket_permissions = 0700"
+    } | as_pg tee -a "$data/postgresql.conf" >/dev/null
   fi
   if [ ! -f "$data/postmaster.pid" ]; then
     as_pg "$PG_BIN/pg_ctl" start -D "$data" -l "$DIR/$name/server.log" -w >/dev/null
@@ -74,7 +98,7 @@ psql_on() {
   local port=$1; shift
   # Quiet about IF NOT EXISTS on a second run.
   PGOPTIONS='-c client_min_messages=warning' \
-    "$PG_BIN/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -X -v ON_ERROR_STOP=1 "$@"
+    "$PG_BIN/psql" -h "$SOCKETS" -p "$port" -U postgres -d postgres -X -v ON_ERROR_STOP=1 "$@"
 }
 
 demo() {
@@ -90,7 +114,7 @@ SQL
   psql_on "$PORT" -c "SELECT id, note, (snowflake_decode(id)).* FROM demo ORDER BY id DESC LIMIT 6"
   cat <<MSG
 pg_snowflake is running (worker id $WORKER_ID, data in $DIR/demo/data).
-  connect: $PG_BIN/psql -h 127.0.0.1 -p $PORT -U postgres
+  connect: $PG_BIN/psql -h $SOCKETS -p $PORT -U postgres
   stop:    make stop
 MSG
 }
@@ -119,7 +143,7 @@ cluster() {
   local hub=28820 shards=3
   local claims=("snowflake.claims_database = 'postgres'" "snowflake.claims_interval = 2")
   # The hub holds the registry, and leases its own worker id from it like the shards.
-  local registry="snowflake.registry = 'host=127.0.0.1 port=$hub dbname=postgres user=fleet'"
+  local registry="snowflake.registry = 'host=$SOCKETS port=$hub dbname=postgres user=fleet'"
   start hub $hub "cluster_name = 'hub'" "$registry" "${claims[@]}" \
     "max_logical_replication_workers = $((shards * 3))" \
     "max_worker_processes = $((shards * 3 + 10))"
@@ -144,7 +168,7 @@ SQL
       psql_on $port -qc "CREATE PUBLICATION to_hub FOR TABLE orders, snowflake.snowflake_claims"
     [ "$(psql_on $hub -Atc "SELECT count(*) FROM pg_subscription WHERE subname = 'from_shard_$i'")" = 1 ] ||
       psql_on $hub -qc "CREATE SUBSCRIPTION from_shard_$i
-                        CONNECTION 'host=127.0.0.1 port=$port dbname=postgres' PUBLICATION to_hub" 2>&1 |
+                        CONNECTION 'host=$SOCKETS port=$port dbname=postgres' PUBLICATION to_hub" 2>&1 |
       grep -v 'created replication slot' || true
   done
   # Logical replication is asynchronous: wait (at most 30 s) for the rows just inserted and for
@@ -162,8 +186,8 @@ SQL
   psql_on $hub -c "SELECT count(*) AS ongoing_clashes FROM snowflake.snowflake_clashes WHERE ongoing"
   cat <<MSG
 Three shards replicate to a hub, whose registry leased every worker id (data in $DIR).
-  shards: $PG_BIN/psql -h 127.0.0.1 -p 28821 (28822, 28823) -U postgres
-  hub:    $PG_BIN/psql -h 127.0.0.1 -p $hub -U postgres
+  shards: $PG_BIN/psql -h $SOCKETS -p 28821 (28822, 28823) -U postgres
+  hub:    $PG_BIN/psql -h $SOCKETS -p $hub -U postgres
   stop:   make stop
 MSG
 }

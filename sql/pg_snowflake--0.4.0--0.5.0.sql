@@ -15,7 +15,6 @@
 -- script's transaction ends (on 16 and later nothing else makes it wait), and while the schema
 -- has the name, no other schema can take it. A rename that came first fails the script, and the
 -- whole CREATE EXTENSION or ALTER EXTENSION with it: run it again.
--- mutant: pin_schema
 DO $pin$
 DECLARE
     pinned pg_catalog.name;
@@ -59,9 +58,6 @@ $pin$;
 -- may grant more afterwards; snowflake_reset_layout() and snowflake_claim() check for a superuser
 -- themselves, whatever is granted. (The registry's functions and tables keep the grants the
 -- administrator gave the members: registry_lease.sql sets them at creation only.)
--- mutant: default_privileges
--- mutant: own_schema_taken
--- mutant: scripts_check
 DO $privileges$
 DECLARE
     ext pg_catalog.oid;

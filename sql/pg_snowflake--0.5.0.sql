@@ -18,7 +18,6 @@ The ordering of items is not stable, it is driven by a dependency graph.
 -- script's transaction ends (on 16 and later nothing else makes it wait), and while the schema
 -- has the name, no other schema can take it. A rename that came first fails the script, and the
 -- whole CREATE EXTENSION or ALTER EXTENSION with it: run it again.
--- mutant: pin_schema
 DO $pin$
 DECLARE
     pinned pg_catalog.name;
@@ -49,7 +48,6 @@ $pin$;
 -- the caller's rights; its search_path is pg_catalog alone (pg_temp last), and row_security is
 -- off, so that a row-level security policy that would hide some of the column's values from the
 -- caller makes it fail instead of advancing past too small a value.
--- mutant: adopt_rls
 CREATE FUNCTION @extschema@.snowflake_adopt(tbl regclass, col name) RETURNS void
 LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -87,8 +85,6 @@ COMMENT ON TYPE @extschema@.snowflake_parts IS 'The fields of a snowflake id, as
 -- A schema of that name that someone else made first is refused, never adopted: whoever owns it
 -- could rename it, or plant objects in it, under a superuser's feet. (`CREATE EXTENSION
 -- pg_snowflake SCHEMA snowflake` into a schema a superuser owns puts everything in it.)
--- mutant: own_schema_owner
--- mutant: own_schema_taken
 DO $schema$
 DECLARE
     found_owner pg_catalog.oid;
@@ -128,7 +124,6 @@ GRANT USAGE ON SCHEMA snowflake TO PUBLIC;
 -- current one starts above. Deleting a row forgets that coverage: the next holder of that worker
 -- id could then repeat ids, so nothing here ever deletes one. A row with
 -- `expires = 'infinity'` reserves a worker id for a server outside the registry.
--- mutant: registry_negative
 CREATE TABLE snowflake.snowflake_registry (
     namespace text NOT NULL,
     worker_id integer NOT NULL CHECK (worker_id OPERATOR(pg_catalog.>=) 0),
@@ -205,13 +200,6 @@ SELECT pg_catalog.pg_extension_config_dump('snowflake.snowflake_registry_namespa
 -- moves later; a held worker id is never taken. Its search_path holds only pg_catalog, and its
 -- tables live in the extension's own schema, which only a superuser can rename (schema.sql): it
 -- checks that a superuser still owns that schema before it reads through its name.
--- mutant: registry_lock_wait
--- mutant: registry_owner
--- mutant: registry_negative
--- mutant: registry_shorten
--- mutant: registry_holder
--- mutant: registry_layout
--- mutant: registry_skip
 CREATE FUNCTION snowflake.snowflake_registry_lease(
     namespace text,
     layout text,
@@ -437,8 +425,6 @@ $lease$;
 -- selects (the expired ones), and an insert that finds the row there does nothing, so that no
 -- member's call, however long its transaction stays open, leaves another's worker id locked.
 -- Called by snowflake_registry_lease() alone (it runs as the same owner).
--- mutant: registry_exclusive
--- mutant: registry_take_locks
 CREATE FUNCTION snowflake.snowflake_registry_take(
     namespace text,
     candidate integer,
@@ -766,8 +752,6 @@ SELECT a.worker_id, a.layout,
 -- can rename (schema.sql); should a superuser hand that schema to another role, the trigger
 -- refuses to read through it. Nobody but the table's trigger may call it: a role that attached
 -- it to a table of its own would have a superuser's writes run it there.
--- mutant: claims_trigger_path
--- mutant: claims_trigger_owner
 CREATE FUNCTION snowflake.snowflake_claims_check() RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -811,7 +795,6 @@ $check$;
 
 CREATE TRIGGER snowflake_claims_check AFTER INSERT OR UPDATE ON snowflake.snowflake_claims
 FOR EACH ROW EXECUTE FUNCTION snowflake.snowflake_claims_check();
--- mutant: claims_always
 ALTER TABLE snowflake.snowflake_claims ENABLE ALWAYS TRIGGER snowflake_claims_check;
 /* </end connected objects> */
 
@@ -990,9 +973,6 @@ AS 'MODULE_PATHNAME', 'snowflake_to_base62_wrapper';
 -- may grant more afterwards; snowflake_reset_layout() and snowflake_claim() check for a superuser
 -- themselves, whatever is granted. (The registry's functions and tables keep the grants the
 -- administrator gave the members: registry_lease.sql sets them at creation only.)
--- mutant: default_privileges
--- mutant: own_schema_taken
--- mutant: scripts_check
 DO $privileges$
 DECLARE
     ext pg_catalog.oid;

@@ -61,7 +61,7 @@ impl Answer {
 /// the log, why the whole answer is refused: one bad claim makes every claim of the answer
 /// suspect.
 // mutant: claims_types
-// mutant: claims_cluster_once
+// mutant: claims_one_cluster
 pub fn read(bytes: &[u8], now_us: i64) -> Result<Answer, String> {
     let text = std::str::from_utf8(bytes)
         .map_err(|_| format!("what is not UTF-8: {}", printable(bytes)))?;

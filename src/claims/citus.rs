@@ -113,6 +113,7 @@ impl Gatherer {
     /// Reads the other nodes' claims, each node in a transaction of its own, and writes them
     /// here. `between` runs between two nodes (the worker renews its own claim there when it
     /// is due). Call outside a transaction.
+    // mutant: claims_per_node
     pub fn gather(&mut self, mut between: impl FnMut()) -> Gathered {
         let mut gathered = Gathered::default();
         let nodes = BackgroundWorker::transaction(other_nodes);

@@ -147,7 +147,7 @@ impl<'a> RootCluster<'a> {
     }
 
     fn log(&self) -> String {
-        fs::read_to_string(self.root.path(&format!("/var/lib/postgresql/{}.log", self.name)))
+        files::read_to_string(&self.root.path(&format!("/var/lib/postgresql/{}.log", self.name)))
             .unwrap_or_default()
     }
 
@@ -209,14 +209,9 @@ impl<'a> RootCluster<'a> {
     }
 
     fn append_conf(&self, lines: &[String]) {
-        use std::io::Write;
-        let mut f = fs::OpenOptions::new()
-            .append(true)
-            .open(self.root.path(&format!("{}/postgresql.conf", self.data())))
-            .unwrap();
-        for l in lines {
-            writeln!(f, "{l}").unwrap();
-        }
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        let conf = self.root.path(&format!("{}/postgresql.conf", self.data()));
+        files::append(&conf, text.as_bytes()).unwrap();
     }
 
     /// A streaming standby of this running cluster (pg_basebackup -R); not started.

@@ -20,10 +20,12 @@ pub mod debian_root;
 pub mod failover;
 pub mod fake_registry;
 pub mod faultfs;
+pub mod files;
 pub mod http;
 pub mod load;
 pub mod mallory;
 pub mod nemesis;
+pub mod private_network;
 pub mod proxy;
 pub mod registry;
 pub mod release;
@@ -257,18 +259,7 @@ fn in_use(dir: &Path, since: std::time::SystemTime, depth: u32) -> bool {
 /// The first line of a regular file, from its first 64 bytes. Opened without following a link
 /// and without waiting: a FIFO swapped in under the name would wait for a writer for good.
 fn first_line_of(path: &Path) -> Option<String> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .ok()?;
-    if !file.metadata().ok()?.is_file() {
-        return None;
-    }
-    let mut head = Vec::new();
-    file.take(64).read_to_end(&mut head).ok()?;
+    let head = files::read_head(path, 64).ok()?;
     String::from_utf8_lossy(&head).lines().next().map(str::to_string)
 }
 
@@ -283,10 +274,11 @@ fn fresh_dir(name: &str) -> PathBuf {
     dir
 }
 
-/// A new empty directory owned by `postgres`, for tools that make their own clusters.
+/// A new empty directory owned by `postgres`, for tools that make their own clusters. Made, not
+/// found: a name that exists (a link `postgres` planted in the base directory) fails.
 pub fn scratch_dir(name: &str) -> PathBuf {
     let dir = fresh_dir(name);
-    fs::create_dir_all(&dir).unwrap();
+    fs::create_dir(&dir).unwrap_or_else(|e| panic!("making {}: {e}", dir.display()));
     owned_by_postgres(&dir);
     dir
 }
@@ -365,8 +357,9 @@ impl Cluster {
         (0..n).map(|_| self.connect()).collect()
     }
 
+    /// Its server log (made by `pg_ctl` as `postgres`, read without following a link).
     pub fn log(&self) -> String {
-        fs::read_to_string(self.log_path()).unwrap_or_default()
+        files::read_text(&self.log_path())
     }
 
     /// Waits until a line of its log after byte `from` says every one of `parts`; prints it.
@@ -402,12 +395,10 @@ impl Cluster {
     }
 
     pub fn append_conf(&self, lines: &[&str]) {
-        use std::io::Write;
-        let mut f =
-            fs::OpenOptions::new().append(true).open(self.data().join("postgresql.conf")).unwrap();
-        for l in lines {
-            writeln!(f, "{l}").unwrap();
-        }
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        let conf = self.data().join("postgresql.conf");
+        files::append(&conf, text.as_bytes())
+            .unwrap_or_else(|e| panic!("{}: appending to postgresql.conf: {e}", self.name));
     }
 
     /// Environment for the server processes from the next start on (for instance libfaketime).
@@ -590,9 +581,7 @@ impl Cluster {
     /// A streaming standby of this (running) cluster, made with `pg_basebackup -R`; not started.
     /// It inherits the primary's postgresql.conf, worker id included.
     pub fn basebackup(&self, name: &str) -> Cluster {
-        let dir = fresh_dir(name);
-        fs::create_dir_all(&dir).unwrap();
-        owned_by_postgres(&dir);
+        let dir = scratch_dir(name);
         let standby = Cluster {
             name: name.into(),
             dir,
@@ -649,7 +638,8 @@ impl Drop for Cluster {
         // test whose client happened to survive it must not pass.
         let log = self.log();
         if !std::thread::panicking() && log.contains("TRAP:") {
-            let _ = fs::write(self.dir.join("TRAP"), "");
+            // A mark for whoever looks at the directory later; never over a link.
+            let _ = files::create_new(&self.dir.join("TRAP"), b"");
             panic!("server {} failed an assertion:\n{log}", self.name);
         }
         if std::thread::panicking() {
@@ -678,9 +668,8 @@ pub struct FakeClock {
 /// that read the empty file once failed to parse it, and hung inside libfaketime until killed
 /// (seen once in sid's root, 5 minutes, in a test that turned the clock back to 0 s).
 pub fn write_clock_file(file: &Path, offset_s: f64) {
-    let new = file.with_extension(format!("new-{}", std::process::id()));
-    fs::write(&new, format!("{offset_s:+}s\n")).unwrap();
-    fs::rename(&new, file).unwrap();
+    files::replace(file, format!("{offset_s:+}s\n").as_bytes())
+        .unwrap_or_else(|e| panic!("writing the clock file: {e}"));
 }
 
 impl FakeClock {
@@ -696,8 +685,8 @@ impl FakeClock {
 
     /// The offset the clock file asks for.
     fn wanted_s(&self) -> f64 {
-        let text = fs::read_to_string(&self.file).unwrap();
-        text.trim().trim_end_matches('s').parse().unwrap()
+        let text = files::read(&self.file).expect("the clock file");
+        String::from_utf8_lossy(&text).trim().trim_end_matches('s').parse().unwrap()
     }
 
     /// Fails unless the server's clock is at the offset the file asks for (within 1 s).

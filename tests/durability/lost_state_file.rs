@@ -42,7 +42,7 @@ fn lose(data: &Path, loss: Loss) {
     assert!(state.exists(), "no state file after a clean shutdown");
     match loss {
         Loss::Deleted => std::fs::remove_file(&state).unwrap(),
-        Loss::Emptied => std::fs::write(&state, b"").unwrap(),
+        Loss::Emptied => files::write(&state, b"").unwrap(),
     }
 }
 

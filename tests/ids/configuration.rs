@@ -179,9 +179,9 @@ fn a_corrupt_state_file_stops_the_start_and_deleting_it_recovers() {
     cluster.connect_ext().query_one("SELECT snowflake_next()", &[]).unwrap();
     cluster.stop("fast");
     let state = cluster.data().join("pg_snowflake.state");
-    let mut bytes = std::fs::read(&state).unwrap();
+    let mut bytes = files::read(&state).unwrap();
     bytes[10] ^= 0x40;
-    std::fs::write(&state, &bytes).unwrap();
+    files::write(&state, &bytes).unwrap();
     let log = cluster.start_fails();
     assert!(log.contains("FATAL:  could not read the snowflake state file \"pg_snowflake.state\": checksum mismatch"), "{log}");
     assert!(log.contains("HINT:  Restore the file from a backup"), "{log}");
@@ -212,7 +212,7 @@ fn a_cluster_whose_mark_was_not_carried_refuses_until_settled() {
     // What pg_upgrade leaves in a new cluster when the old server did not pass its mark on (the
     // pg_upgrade suite makes it for real, with two majors; this is the refusal itself).
     let cluster = Cluster::init("not_carried", &[]);
-    std::fs::write(cluster.data().join("pg_snowflake.state"), not_carried_marker()).unwrap();
+    files::write(&cluster.data().join("pg_snowflake.state"), not_carried_marker()).unwrap();
     cluster.start();
     let mut c = cluster.connect_ext();
     expect_refusal(

@@ -83,7 +83,7 @@ fn package_repository_installs_by_name_upgrades_with_apt_and_removes() {
     .unwrap();
     root.run(&["apt-get", "update", "-qq"]);
     // The tool took effect: apt read the signed index from this server.
-    let requests = fs::read_to_string(root.scratch.join("requests.log")).unwrap();
+    let requests = files::read_to_string(&root.scratch.join("requests.log")).unwrap();
     assert!(requests.contains("GET /dists/pg-snowflake/InRelease HTTP/1.1\" 200"), "{requests}");
     root.run(&["apt-get", "install", "-y", "-qq", "--no-install-recommends", &package]);
     assert_eq!(root.installed(&package), format!("{old_version}-1"));

@@ -64,7 +64,7 @@ impl Mirror {
 
     /// The requests the mirror answered, as http.server logs them ("GET /pool/... 404").
     fn requests(&self) -> String {
-        fs::read_to_string(self.dir.join("requests.log")).unwrap()
+        files::read_to_string(&self.dir.join("requests.log")).unwrap()
     }
 }
 
@@ -443,7 +443,7 @@ fn directories_of_ended_runs_go_at_the_next_run_unless_a_server_runs_there() {
         let data = dir.join("root/var/lib/postgresql/x/data");
         fs::create_dir_all(&data).unwrap();
         if let Some(pid) = pid_file {
-            fs::write(data.join("postmaster.pid"), format!("{pid}\n/some/data\n")).unwrap();
+            files::write(&data.join("postmaster.pid"), format!("{pid}\n/some/data\n")).unwrap();
         }
         dir
     };

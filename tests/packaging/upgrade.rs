@@ -75,7 +75,7 @@ fn pg_upgrade(old: &Cluster, new: &Cluster) -> String {
     let mut logs = String::new();
     for entry in walk(&new.data().join("pg_upgrade_output.d")) {
         if entry.ends_with("pg_upgrade_server.log") {
-            logs.push_str(&std::fs::read_to_string(&entry).unwrap());
+            logs.push_str(&files::read_to_string(&entry).unwrap());
         }
     }
     assert!(

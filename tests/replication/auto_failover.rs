@@ -135,7 +135,7 @@ impl Formation {
         ["monitor", "n1", "n2"]
             .iter()
             .map(|n| {
-                let log = fs::read_to_string(self.dir.join(format!("{n}.log"))).unwrap_or_default();
+                let log = files::read_text(&self.dir.join(format!("{n}.log")));
                 format!("--- pg_autoctl {n} ---\n{log}")
             })
             .collect()
@@ -260,13 +260,13 @@ fn start_formation(p1: u16, p2: u16) -> Formation {
         f.create(&args.iter().map(String::as_str).collect::<Vec<_>>());
         if node == "n1" {
             let conf = f.pgdata(node).join("postgresql.conf");
-            let mut text = fs::read_to_string(&conf).unwrap();
+            let mut text = files::read_to_string(&conf).unwrap();
             text.push_str(
                 "shared_preload_libraries = 'pg_stat_statements,pg_snowflake'\n\
                  snowflake.worker_id = 1\n\
                  snowflake.max_drift = '300s'\n",
             );
-            fs::write(&conf, text).unwrap();
+            files::write(&conf, text).unwrap();
             f.run(node, &n1_clock());
             f.wait_for(&["n1 single single"], Duration::from_secs(60));
         } else {

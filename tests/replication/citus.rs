@@ -1204,6 +1204,41 @@ fn adopt_on_a_citus_table_runs_no_function_a_database_owner_planted_on_a_worker(
     assert!(!ran, "adopt ran the function the database owner planted on a worker");
 }
 
+/// A node's error, as adopt reports it, on one line: a superuser of a worker makes
+/// pg_snowflake's own `snowflake_advance_past` there raise an error with a line break and a
+/// forged log line in it. 0.5.0 put the node's text into the error as it came (a line of the
+/// node's own in the coordinator's log); now its control characters are replaced.
+#[test]
+fn adopt_reports_a_nodes_error_on_one_line() {
+    let citus = Citus::start("citus_adopt_text", 1, &[]);
+    citus.workers[0]
+        .connect()
+        .batch_execute(
+            "SET citus.enable_ddl_propagation = off;
+             CREATE OR REPLACE FUNCTION public.snowflake_advance_past(bigint) RETURNS void
+                 LANGUAGE plpgsql AS
+                 $$ BEGIN RAISE EXCEPTION E'refused\nLOG:  forged by a node'; END $$;",
+        )
+        .unwrap();
+    let mut c = citus.coordinator.connect();
+    c.batch_execute(
+        "CREATE TABLE texts (tenant int NOT NULL, id bigserial, PRIMARY KEY (tenant, id));
+         SELECT create_distributed_table('texts', 'tenant');
+         INSERT INTO texts (tenant) SELECT g % 7 FROM generate_series(1, 50) g;",
+    )
+    .unwrap();
+    let (code, message, detail, _) = failure(&mut c, "SELECT snowflake_adopt('texts', 'id')");
+    println!("adopt with a node raising a line break: {code}: {message} ({detail})");
+    assert_eq!(code, "55000", "{message}");
+    assert!(detail.contains("refused?LOG:  forged by a node"), "{detail}");
+    assert!(!detail.contains('\n'), "{detail}");
+    let log = citus.coordinator.log();
+    assert!(
+        !log.lines().any(|l| l.starts_with("LOG:  forged by a node")),
+        "a node's error started a line of its own in the coordinator's log"
+    );
+}
+
 /// Every process of `node` stopped (SIGSTOP) until the guard is dropped: the node keeps its
 /// connections open and answers nothing.
 struct Frozen(Vec<i32>);
@@ -1645,8 +1680,9 @@ fn the_claims_gather_runs_nothing_a_role_planted_where_pg_snowflake_is_not_insta
 /// row for good and erased a real clash, nothing deleted a claim (444 rows of 441 invented
 /// clusters in about 10 s), and each of two other nodes logged about 111,000 WARNINGs (290 MB)
 /// in that time. Here it answers, in turn: 64 claims with string identifiers, a claim seen a
-/// day ahead, the first worker's cluster with `since = infinity` and with valid times, 3,000
-/// invented clusters, and 20 fresh clusters of 64 claims one after the other. The coordinator
+/// day ahead, 64 claims of 64 clusters, a line break, the first worker's cluster with
+/// `since = infinity` and with valid times, 3,000 and 200 invented claims, and 20 fresh clusters
+/// of 64 claims one after the other. The coordinator
 /// and the first worker, which share worker id 1 (a real clash), refuse every one of these
 /// answers and name the forging node; the real clash stays ongoing with its times, the first
 /// worker's claim is its own, and the tables and logs stay small.
@@ -1708,6 +1744,9 @@ fn a_node_forging_claims_changes_no_other_clusters_claims_and_a_real_clash_stays
         &claims(64, "(1000 + g)::text", "now()", "now()"),
         &["system_identifier is the string"],
     );
+    forge(&mut w2c, &claims(64, "1000 + g", "now()", "now()"), &["claims of two clusters"]);
+    // A line break in an answer starts no line of the node's own in the witnesses' logs.
+    forge(&mut w2c, "SELECT E'{\"x\":\\n\"FORGED LINE\"}'::json", &["what is no list of claims"]);
     let own = sysid(w2).to_string();
     forge(
         &mut w2c,
@@ -1762,6 +1801,11 @@ fn a_node_forging_claims_changes_no_other_clusters_claims_and_a_real_clash_stays
         assert_eq!(since, before[i].0, "{}: the real clash's start moved", node.name);
         assert!(grown < 256 << 10, "{}: the log grew by {grown} bytes", node.name);
         assert!(warnings <= 3, "{}: {warnings} clash warnings", node.name);
+        assert!(
+            !log.lines().any(|l| l.starts_with("\"FORGED LINE")),
+            "{}: the forging node started a line of its own in the log",
+            node.name
+        );
         // The first worker's and the coordinator's claims are their own: renewed, not forged.
         let names: Vec<String> = c
             .query(

@@ -21,7 +21,6 @@ mod common;
 use common::failover::{check_failover, check_rejoined, write_through_failover, ORDERS};
 use common::*;
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -119,17 +118,18 @@ impl Patroni {
     fn configure(&mut self, name: &str, i: usize, bindir: &Path, etcd_port: u16) {
         let postgres = if name == "m1" {
             let wrapper = self.dir.join("postgres-ahead");
-            fs::write(
+            files::create_new_mode(
                 &wrapper,
                 format!(
                     "#!/bin/sh\nexport LD_PRELOAD={} FAKETIME=+{M1_AHEAD_S}s \
                      FAKETIME_DONT_FAKE_MONOTONIC=1\nexec {} \"$@\"\n",
                     faketime_lib(),
                     bindir.join("postgres").display()
-                ),
+                )
+                .as_bytes(),
+                0o755,
             )
             .unwrap();
-            fs::set_permissions(&wrapper, fs::Permissions::from_mode(0o755)).unwrap();
             wrapper
         } else {
             bindir.join("postgres")
@@ -175,7 +175,7 @@ etcd3:
             postgres = postgres.display(),
             dir = self.dir.display(),
         );
-        fs::write(self.dir.join(format!("{name}.yml")), yaml).unwrap();
+        files::write(&self.dir.join(format!("{name}.yml")), yaml).unwrap();
         owned_by_postgres_recursively(&self.dir);
         self.members.push((name.to_string(), None));
     }
@@ -276,7 +276,7 @@ etcd3:
         ["etcd", "m1", "m2"]
             .iter()
             .map(|n| {
-                let log = fs::read_to_string(self.dir.join(format!("{n}.log"))).unwrap_or_default();
+                let log = files::read_text(&self.dir.join(format!("{n}.log")));
                 let tail: Vec<&str> = log.lines().rev().take(40).collect();
                 format!(
                     "--- {n}.log (last lines) ---\n{}\n",

@@ -238,3 +238,88 @@ fn a_name_server_that_does_not_answer_delays_no_fast_stop() {
         "pg_ctl stop -m fast took {stop:?} while the registry's name was being resolved"
     );
 }
+
+/// A registry's error is its own text, and a line break in it would start a line of the
+/// registry's choosing in the member's log (the claims path made a Citus node's text printable
+/// in 0.5.0; the registry's path did not). The member now logs it on one line.
+#[test]
+fn a_registrys_error_text_starts_no_line_of_its_own_in_the_members_log() {
+    let fake = FakeRegistry::start(grant(7));
+    fake.set_auth(Auth::Refuse("refused\nLOG:  forged by the registry"));
+    let m = fake.member("attack33_error_text", "");
+    m.start();
+    poll(Duration::from_secs(30), Duration::from_millis(100), || {
+        m.log()
+            .lines()
+            .find(|l| l.contains("WARNING:  pg_snowflake:") && l.contains("forged by the registry"))
+            .map(|l| println!("{l}"))
+            .ok_or("no warning of the registry's refusal yet".into())
+    });
+    m.stop("fast");
+    let log = m.log();
+    assert!(
+        !log.lines().any(|l| l.starts_with("LOG:  forged by the registry")),
+        "the registry started a line of its own in the member's log:\n{log}"
+    );
+}
+
+/// With a libpq older than 16, which cannot refuse to send a password in clear text, the member
+/// warns once, after a connection in which the registry asked for a password, where someone
+/// else could answer in its place: over TCP. Not where no password was asked (a role the
+/// registry trusts), nor over a unix socket in a directory only the registry's user may enter
+/// (0.5.0 warned at every start, a socket's too, and only `sslmode=require`, which libpq
+/// ignores on a socket, silenced it). Each member still leases its worker id.
+#[test]
+fn the_clear_text_warning_is_given_only_where_a_password_was_asked_and_could_reach_another() {
+    let hub = Cluster::init("cleartext_registry", &[]);
+    let sockets = hub.dir.join("sockets");
+    let made = std::process::Command::new("runuser")
+        .args(["-u", "postgres", "--", "mkdir", "-m", "0700"])
+        .arg(&sockets)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    hub.append_conf(&[&format!("unix_socket_directories = '{}'", sockets.display())]);
+    // The registry asks `fleet` for its password, on the socket and on TCP; `fleet_a` is
+    // trusted.
+    let hba = hub.data().join("pg_hba.conf");
+    let rest = files::read_to_string(&hba).unwrap();
+    files::write(
+        &hba,
+        format!("local all fleet scram-sha-256\nhost all fleet 127.0.0.1/32 scram-sha-256\n{rest}"),
+    )
+    .unwrap();
+    hub.start();
+    let mut c = hub.connect_ext();
+    for role in ["fleet", "fleet_a"] {
+        common::registry::grant_lease(&mut c, role);
+    }
+    c.batch_execute("ALTER ROLE fleet PASSWORD 'S3cretPW'").unwrap();
+    let registry = |host: &str, role: &str| {
+        let password = if role == "fleet" { "password=S3cretPW" } else { "" };
+        format!(
+            "snowflake.registry = 'host={host} port={} user={role} dbname=postgres {password}'",
+            hub.port
+        )
+    };
+    let members = [
+        ("cleartext_socket", registry(&sockets.display().to_string(), "fleet"), false),
+        ("cleartext_trusted", registry("127.0.0.1", "fleet_a"), false),
+        ("cleartext_tcp", registry("127.0.0.1", "fleet"), true),
+    ];
+    for (name, setting, over_a_network) in members {
+        let m = Cluster::start_new(name, &["snowflake.worker_id = -1", &setting, SHORTEST_LEASE]);
+        let mut mc = m.connect_ext();
+        let leased = common::citus::leased_worker_id(&m);
+        let libpq = registry_stats(&mut mc)["libpq"].as_str().unwrap_or_default().to_string();
+        let major: u32 = libpq.split('.').next().unwrap().parse().unwrap();
+        // The worker warns right after the call that leased, before it waits: a stop (which
+        // ends its wait) comes after the warning, if there is one.
+        drop(mc);
+        m.stop("fast");
+        let warned =
+            m.log().contains("cannot refuse to send the registry's password in clear text");
+        println!("{name}: worker id {leased}, libpq {libpq}, warned: {warned}");
+        assert_eq!(warned, over_a_network && major < 16, "{name}:\n{}", m.log());
+    }
+}

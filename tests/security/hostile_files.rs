@@ -88,7 +88,7 @@ fn a_state_file_that_is_not_a_regular_file_of_its_size_refuses_the_start_at_once
         ids(&mut cluster.connect_ext(), "SELECT snowflake_next() FROM generate_series(1, 1000)");
     cluster.stop("fast");
     let state = cluster.data().join("pg_snowflake.state");
-    let good = std::fs::read(&state).unwrap();
+    let good = files::read(&state).unwrap();
     for planted in ALL {
         planted.plant(&state);
         let started = Instant::now();
@@ -104,7 +104,7 @@ fn a_state_file_that_is_not_a_regular_file_of_its_size_refuses_the_start_at_once
         assert!(took < Duration::from_secs(10), "{planted:?}: the refusal took {took:?}");
     }
     std::fs::remove_file(&state).unwrap();
-    std::fs::write(&state, &good).unwrap();
+    files::write(&state, &good).unwrap();
     cluster.start();
     let after = ids(&mut cluster.connect_ext(), "SELECT snowflake_next()");
     assert!(after[0] > *before.last().unwrap());

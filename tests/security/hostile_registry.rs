@@ -417,7 +417,7 @@ fn a_correct_answer_through_the_fake_is_a_lease_and_a_hostile_renewal_changes_no
     let registry = registry_stats(&mut c);
     assert_eq!(registry["source"], "leased", "{registry}");
     assert_eq!(stats(&mut c)["worker_id"], 7);
-    let cached = std::fs::read_to_string(m.data().join(CACHE)).expect("the grant is cached");
+    let cached = files::read_to_string(&m.data().join(CACHE)).expect("the grant is cached");
     assert!(cached.contains("worker_id=7\n"), "{cached}");
 
     let calls = fake.calls();
@@ -446,7 +446,7 @@ fn a_correct_answer_through_the_fake_is_a_lease_and_a_hostile_renewal_changes_no
     // Renewed every third of the lease (3.3 s), asking for the worker id it holds.
     fake.wait_for("lease statements", 2, Duration::from_secs(20), FakeRegistry::lease_statements);
     poll(Duration::from_secs(10), Duration::from_millis(50), || {
-        let cached_now = std::fs::read_to_string(m.data().join(CACHE)).unwrap();
+        let cached_now = files::read_to_string(&m.data().join(CACHE)).unwrap();
         (cached_now != cached).then_some(()).ok_or("the renewal did not rewrite the cache".into())
     });
     assert_eq!(fake.calls()[1].wanted(), Some(7));
@@ -461,7 +461,7 @@ fn a_correct_answer_through_the_fake_is_a_lease_and_a_hostile_renewal_changes_no
             .then_some(())
             .ok_or(format!("no refused renewal yet: {registry}"))
     });
-    let before = std::fs::read_to_string(m.data().join(CACHE)).unwrap();
+    let before = files::read_to_string(&m.data().join(CACHE)).unwrap();
     let id = ids(&mut c, "SELECT snowflake_next()")[0];
     assert_eq!(worker_id_of(&mut c, id), 7);
     let statements = fake.lease_statements();
@@ -472,7 +472,7 @@ fn a_correct_answer_through_the_fake_is_a_lease_and_a_hostile_renewal_changes_no
         FakeRegistry::lease_statements,
     );
     assert_eq!(
-        std::fs::read_to_string(m.data().join(CACHE)).unwrap(),
+        files::read_to_string(&m.data().join(CACHE)).unwrap(),
         before,
         "a refused renewal changed the cached lease"
     );
@@ -487,7 +487,7 @@ fn a_correct_answer_through_the_fake_is_a_lease_and_a_hostile_renewal_changes_no
     });
     let id = first_id(&mut c, Duration::from_secs(10));
     assert_eq!(worker_id_of(&mut c, id), 7);
-    assert_ne!(std::fs::read_to_string(m.data().join(CACHE)).unwrap(), before);
+    assert_ne!(files::read_to_string(&m.data().join(CACHE)).unwrap(), before);
     drop(c);
     let t = Instant::now();
     m.stop("fast");
