@@ -72,9 +72,8 @@ fn open(path: &Path, flags: i32, mode: libc::mode_t) -> std::io::Result<File> {
     let (dir, name) = parent_of(path)?;
     let flags = flags | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK;
     // SAFETY: a directory descriptor and a NUL-terminated name; the file is owned below.
-    let fd: RawFd = unsafe {
-        libc::openat(std::os::fd::AsRawFd::as_raw_fd(&dir), name.as_ptr(), flags, mode as u32)
-    };
+    let fd: RawFd =
+        unsafe { libc::openat(std::os::fd::AsRawFd::as_raw_fd(&dir), name.as_ptr(), flags, mode) };
     if fd < 0 {
         return Err(last_error("open (no link followed)", path));
     }
