@@ -489,12 +489,15 @@ fn runner(file: &str, path: &Path, dir: &Path) -> Command {
             // the versions of this repository's Cargo.lock where it has them.
             std::fs::copy(root().join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
             let target = root().join("target/clients-rust");
-            let out = Command::new("cargo")
-                .args(["build", "--quiet", "--manifest-path"])
-                .arg(dir.join("Cargo.toml"))
-                .env("CARGO_TARGET_DIR", &target)
-                .output()
-                .unwrap();
+            // On the machine's network: the first build downloads the recipe's crates.
+            let out = private_network::with_host_network(
+                Command::new("cargo")
+                    .args(["build", "--quiet", "--manifest-path"])
+                    .arg(dir.join("Cargo.toml"))
+                    .env("CARGO_TARGET_DIR", &target),
+            )
+            .output()
+            .unwrap();
             check(out, "cargo build of the Rust recipe");
             let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
             let name = manifest
