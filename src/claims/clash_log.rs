@@ -119,8 +119,7 @@ pub fn init() {
 /// In the schema `snowflake` (sql/clash_log.sql declares it there), where only a superuser
 /// creates functions: the trigger, which runs with the rights of whoever writes a claim, calls
 /// it by that name.
-#[pg_extern(volatile, strict, parallel_unsafe)]
-#[pgrx(sql = false)]
+#[pg_extern(volatile, strict, parallel_unsafe, sql = false)]
 fn snowflake_clash_warning_due(a: i64, b: i64) -> Option<i64> {
     privileges::require_superuser("snowflake_clash_warning_due()");
     if !PRELOADED.load(Ordering::Relaxed) {
