@@ -302,17 +302,14 @@ impl Status {
     }
 }
 
-/// `snowflake_stats() -> 'claims'`: `None` where no claims worker runs, or before its first
-/// gathering on a Citus node.
+/// `snowflake_stats() -> 'claims'`: `None` without `snowflake.claims_database`; `gathered` is
+/// null until the claims worker has gathered a Citus cluster's claims (and elsewhere).
 pub fn stats() -> Option<serde_json::Value> {
     gucs::claims_database()?;
     let status = *STATUS.share();
-    if status.gathered_ms == 0 {
-        return None;
-    }
     let text = String::from_utf8_lossy(&status.text[..status.text_len as usize]).into_owned();
     Some(serde_json::json!({
-        "gathered": iso_unix(status.gathered_ms),
+        "gathered": (status.gathered_ms != 0).then(|| iso_unix(status.gathered_ms)),
         "nodes_read": status.read,
         "nodes_unread": status.unread,
         "unread": text.lines().collect::<Vec<_>>(),

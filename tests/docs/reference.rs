@@ -128,14 +128,18 @@ fn resolve(c: &mut Client, signature: &str) -> Option<i64> {
         .and_then(|r| r.get::<_, Option<i64>>(0))
 }
 
-/// `snowflake.registry` set to the cluster itself, so that `snowflake_stats()` has every key it
-/// can have (the `registry` key is absent without one).
+/// `snowflake.registry` set to the cluster itself, and `snowflake.claims_database`, so that
+/// `snowflake_stats()` has every key it can have (the `registry` and `claims` keys are absent
+/// without them).
 fn reference_cluster() -> Cluster {
     let cluster = Cluster::init("reference", &[]);
-    cluster.append_conf(&[&format!(
-        "snowflake.registry = 'host=127.0.0.1 port={} dbname=postgres user=postgres'",
-        cluster.port
-    )]);
+    cluster.append_conf(&[
+        &format!(
+            "snowflake.registry = 'host=127.0.0.1 port={} dbname=postgres user=postgres'",
+            cluster.port
+        ),
+        "snowflake.claims_database = 'postgres'",
+    ]);
     cluster.start();
     cluster
 }
