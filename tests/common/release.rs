@@ -45,12 +45,13 @@ pub fn package_of_release(version: &str, commit: &str) -> PathBuf {
             &format!("git worktree add of the {version} release (is the history of main cloned?)"),
         );
     }
+    // On the machine's network: the first build downloads that release's crates (its own pgrx).
     check(
-        Command::new(root_dir().join("scripts/package.sh"))
-            .arg(default_pg_config())
-            .arg(&old)
-            .output()
-            .unwrap(),
+        private_network::with_host_network(
+            Command::new(root_dir().join("scripts/package.sh")).arg(default_pg_config()).arg(&old),
+        )
+        .output()
+        .unwrap(),
         &format!("scripts/package.sh of {version}"),
     );
     deb
