@@ -153,7 +153,7 @@ fn a_layout_name_is_read_by_the_settings_rule_in_decode_and_compose() {
         }
     }
     let worker: i32 =
-        c.query_one("SELECT (snowflake_decode(4194304, 'TWITTER')).worker_id", &[]).unwrap().get(0);
+        c.query_one("SELECT (snowflake_decode(4096, 'TWITTER')).worker_id", &[]).unwrap().get(0);
     assert_eq!(worker, 1, "a name in capitals is the layout, as in the setting");
 }
 
