@@ -41,33 +41,61 @@ pub fn attach_signals() {
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
 }
 
-/// After `attach_signals`, for a worker connected to a database: a SIGTERM ends the process at
-/// its next check for interrupts (PostgreSQL's `die`, as worker_spi does), inside a statement's
-/// wait too, such as Citus's for a node that does not answer.
+/// After `attach_signals`, for a worker connected to a database: a SIGTERM also cancels the
+/// statement the worker runs (as `pg_cancel_backend` would), so that a wait inside a statement
+/// ends at once, such as Citus's for a node that does not answer; the worker's own code catches
+/// the cancel, sees `stopping`, and exits outside any transaction. (PostgreSQL's `die`, which
+/// worker_spi takes, ends the process at the next check for interrupts, inside that wait too:
+/// there, on 17 built with assertions, Citus's wait set was released after its resource owner,
+/// and the exit failed an assertion.)
 // mutant: claims_sigterm
-pub fn end_at_sigterm() {
-    // SAFETY: PostgreSQL's own handler for a backend's SIGTERM, installed in this process.
-    unsafe { pg_sys::pqsignal(pg_sys::SIGTERM as std::ffi::c_int, Some(die)) };
+pub fn cancel_at_sigterm() {
+    // SAFETY: a handler that only sets flags and the latch, installed in this process.
+    unsafe { pg_sys::pqsignal(pg_sys::SIGTERM as std::ffi::c_int, Some(sigterm_cancels)) };
 }
 
-// postgres.c's handler itself: pgrx's `pg_sys::die` is a Rust wrapper, which no signal may
-// call. Its arguments are `SIGNAL_ARGS`, which 19 widened.
-unsafe extern "C-unwind" {
-    #[cfg(not(feature = "pg19"))]
-    fn die(signal: std::ffi::c_int);
-    #[cfg(feature = "pg19")]
-    fn die(signal: std::ffi::c_int, info: *const pg_sys::pg_signal_info);
+/// The handler: what pgrx's does (`ShutdownRequestPending`, the latch), and a cancel.
+#[cfg(not(feature = "pg19"))]
+unsafe extern "C-unwind" fn sigterm_cancels(_signal: std::ffi::c_int) {
+    // SAFETY: only sig_atomic_t flags and SetLatch, which PostgreSQL's own handlers use.
+    unsafe { cancel_and_wake() }
+}
+
+/// The handler of 19, whose `SIGNAL_ARGS` carry the signal's information.
+#[cfg(feature = "pg19")]
+unsafe extern "C-unwind" fn sigterm_cancels(
+    _signal: std::ffi::c_int,
+    _info: *const pg_sys::pg_signal_info,
+) {
+    // SAFETY: as above.
+    unsafe { cancel_and_wake() }
+}
+
+/// # Safety
+/// Only from a signal handler of this process, or where one could run.
+unsafe fn cancel_and_wake() {
+    // SAFETY: errno is this thread's; the flags are sig_atomic_t; SetLatch is async-signal-safe.
+    unsafe {
+        let saved = *libc::__errno_location();
+        pg_sys::ShutdownRequestPending = 1;
+        pg_sys::QueryCancelPending = 1;
+        pg_sys::InterruptPending = 1;
+        pg_sys::SetLatch(pg_sys::MyLatch);
+        *libc::__errno_location() = saved;
+    }
 }
 
 /// Whether a SIGTERM asked this worker to stop (or the postmaster died): sticky, unlike pgrx's
 /// `sigterm_received()`.
 pub fn stopping() -> bool {
-    // SAFETY: plain reads of flags that signal handlers set and nothing clears.
-    unsafe { pg_sys::ShutdownRequestPending != 0 || pg_sys::ProcDiePending != 0 }
+    // SAFETY: a plain read of a flag that signal handlers set and nothing clears.
+    unsafe { pg_sys::ShutdownRequestPending != 0 }
 }
 
 /// Waits `timeout` or until the latch is set; `false` once the worker is to stop (a SIGTERM,
 /// now or before, or the postmaster's death).
 pub fn wait(timeout: Duration) -> bool {
-    BackgroundWorker::wait_latch(Some(timeout)) && !stopping()
+    // A SIGTERM whose latch a wait inside a statement already consumed ends it here, not after
+    // the timeout.
+    !stopping() && BackgroundWorker::wait_latch(Some(timeout)) && !stopping()
 }

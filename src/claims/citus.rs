@@ -32,7 +32,7 @@
 
 use super::answer::{self, Answer, Claim};
 use crate::text::printable;
-use crate::{clock, gucs, subtransaction};
+use crate::{background, clock, gucs, subtransaction};
 use pgrx::bgworkers::BackgroundWorker;
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
@@ -123,6 +123,11 @@ impl Gatherer {
         let now_ms = clock::now_unix_ms();
         let mut answers: Vec<(Node, Answer)> = Vec::new();
         for node in self.in_turn(nodes, &mut gathered, timeout) {
+            // A SIGTERM cancelled the last node's question: the worker is to stop, and asks no
+            // other node.
+            if background::stopping() {
+                return gathered;
+            }
             between();
             super::activity(Some(&format!("asking {} for its claims", node.label())));
             let asked_ms = clock::now_unix_ms();

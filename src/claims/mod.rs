@@ -82,14 +82,13 @@ pub fn init() {
 /// names is named by schema anyway, and the one schema it names is `snowflake`, which only a
 /// superuser can rename (checked at every renewal: see own_schema.rs).
 ///
-/// A SIGTERM (a fast shutdown, `pg_terminate_backend()`) ends it wherever it is, as
-/// PostgreSQL's worker_spi is ended: `die` marks the process to end at its next check for
-/// interrupts, which every wait (this worker's, Citus's for a node's answer) makes, and the
-/// mark is never cleared. 0.5.0 took pgrx's handler, whose flag is cleared as it is read: a
-/// check inside the gathering could use it up, and the worker then looped on past a fast
-/// shutdown (twice a stopped worker node ended only with `-m immediate`). Exit code 1 has the
-/// postmaster start the worker again after its restart time (at a shutdown it starts
-/// nothing).
+/// A SIGTERM (a fast shutdown, `pg_terminate_backend()`) ends it wherever it is: it cancels the
+/// statement the worker runs (every wait, this worker's and Citus's for a node's answer, checks
+/// for it), and marks the process to stop, a mark never cleared (`background`). 0.5.0 took
+/// pgrx's handler alone, whose flag is cleared as it is read: a check inside the gathering could
+/// use it up, and the worker then looped on past a fast shutdown (twice a stopped worker node
+/// ended only with `-m immediate`). Exit code 1 has the postmaster start the worker again after
+/// its restart time (at a shutdown it starts nothing).
 #[pg_guard]
 #[unsafe(no_mangle)]
 // mutant: worker_defaults
@@ -98,7 +97,7 @@ pub fn init() {
 // mutant: claims_elsewhere
 pub extern "C-unwind" fn pg_snowflake_claims_main(_arg: pg_sys::Datum) {
     background::attach_signals();
-    background::end_at_sigterm();
+    background::cancel_at_sigterm();
     let database = gucs::claims_database().expect("registered only with a database");
     BackgroundWorker::connect_worker_to_spi(Some(&database), None);
     // The database's owner sets its defaults (ALTER DATABASE ... SET): the worker takes none
