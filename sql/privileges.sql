@@ -72,7 +72,7 @@ BEGIN
            AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
            AND d.refobjid OPERATOR(pg_catalog.=) ext AND d.deptype OPERATOR(pg_catalog.=) 'e'
            AND c.relname OPERATOR(pg_catalog.=) ANY (ARRAY['snowflake_claims',
-                   'snowflake_clashes']::pg_catalog.name[])
+                   'snowflake_clashes', 'snowflake_claims_nodes']::pg_catalog.name[])
     LOOP
         FOR grant_ IN SELECT DISTINCT a.grantee FROM pg_catalog.aclexplode(object_.acl) a
                        WHERE a.grantee OPERATOR(pg_catalog.<>) object_.owner LOOP
@@ -89,7 +89,7 @@ BEGIN
         IF object_.short OPERATOR(pg_catalog.=) 'snowflake_stats' THEN
             EXECUTE pg_catalog.format('GRANT EXECUTE ON %s TO pg_monitor', object_.name);
         ELSIF object_.short OPERATOR(pg_catalog.=) ANY (ARRAY['snowflake_claims',
-                  'snowflake_clashes']::pg_catalog.name[]) THEN
+                  'snowflake_clashes', 'snowflake_claims_nodes']::pg_catalog.name[]) THEN
             EXECUTE pg_catalog.format('GRANT SELECT ON %s TO pg_monitor', object_.name);
         END IF;
     END LOOP;

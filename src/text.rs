@@ -31,20 +31,33 @@ pub fn sentence(message: &str) -> String {
 }
 
 /// At most 200 characters of what a peer sent (another server's error, a Citus node's answer),
-/// for a message or a log line: control characters replaced (a newline would start a line of
-/// the peer's own in the log) and invalid UTF-8 replaced.
+/// for a message or a log line: control characters (a newline would start a line of the peer's
+/// own in the log), the format characters that reorder or hide text, and invalid UTF-8 replaced.
 // mutant: printable
 pub fn printable(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes)
         .chars()
         .take(200)
-        .map(|c| if c.is_control() { '?' } else { c })
+        .map(|c| if unseen(c) { '?' } else { c })
         .collect()
+}
+
+/// A character that does not show as itself where a log is read: control characters, and the
+/// format characters that reorder or hide text (U+202E turns `ok 7` into `7 ko` on a terminal,
+/// U+2028 starts a line in some viewers, U+200B is invisible). 0.6.0's review found a Citus
+/// node's answer could carry them into the log.
+fn unseen(c: char) -> bool {
+    c.is_control()
+        || matches!(c,
+            '\u{00AD}' | '\u{061C}' | '\u{180E}' | '\u{200B}'..='\u{200F}' | '\u{2028}'..='\u{202E}'
+            | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{206F}' | '\u{FEFF}' | '\u{FFF9}'..='\u{FFFB}'
+            | '\u{E0001}' | '\u{E0020}'..='\u{E007F}')
 }
 
 /// What a peer said (libpq's message, the registry's error and detail) on one line: each run of
 /// line breaks and tabs (libpq's "...failed: Connection refused\n\tIs the server running...")
-/// becomes one space, any other control character a `?`. Not cut: the caller bounds it.
+/// becomes one space, any other control or hiding format character a `?`. Not cut: the caller
+/// bounds it.
 pub fn one_line(text: &str) -> String {
     let mut line = String::with_capacity(text.len());
     let mut in_break = false;
@@ -55,7 +68,7 @@ pub fn one_line(text: &str) -> String {
             }
             in_break = true;
         } else {
-            line.push(if c.is_control() { '?' } else { c });
+            line.push(if unseen(c) { '?' } else { c });
             in_break = false;
         }
     }
@@ -171,6 +184,7 @@ mod tests {
     fn printable_replaces_control_characters_and_cuts_at_200() {
         assert_eq!(printable(b"a\nb\rc\x1b[31m"), "a?b?c?[31m");
         assert_eq!(printable(&[0xff, b'x']), "\u{fffd}x");
+        assert_eq!(printable("ok\u{202e}7\u{2028}x\u{200b}".as_bytes()), "ok?7?x?");
         assert_eq!(printable("\u{e9}".repeat(300).as_bytes()).chars().count(), 200);
     }
 
@@ -181,6 +195,7 @@ mod tests {
             "failed: Connection refused Is the server running?"
         );
         assert_eq!(one_line("a\u{1b}[2Jb\u{7f}"), "a?[2Jb?");
+        assert_eq!(one_line("a\u{2066}b\u{feff}"), "a?b?");
     }
 
     #[test]

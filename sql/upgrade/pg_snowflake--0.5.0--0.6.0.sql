@@ -10,4 +10,8 @@
 -- counted in shared memory by snowflake_clash_warning_due().
 \ir ../clash_log.sql
 \ir-replace ../claims_check.sql
+-- Which cluster each Citus node speaks for, kept across restarts of the claims worker.
+\ir ../claims_nodes.sql
+-- Claims looked up by worker id.
+\ir ../claims_index.sql
 \ir ../privileges.sql

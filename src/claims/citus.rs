@@ -102,7 +102,10 @@ struct Binding {
 /// The claims worker's memory of the nodes, from one gathering to the next.
 #[derive(Default)]
 pub struct Gatherer {
-    /// By node id (`pg_dist_node.nodeid`, which a node keeps when its host or port changes).
+    /// By node id (`pg_dist_node.nodeid`, which a node keeps when its host or port changes):
+    /// read from `snowflake.snowflake_claims_nodes` at each gathering and written back, so that
+    /// a restart of the worker forgets nothing (kept here too, where the table is missing: a
+    /// database not yet updated to 0.6.0).
     bound: BTreeMap<i32, Binding>,
     /// The nodes that did not answer within their bound, and when each was asked last (Unix
     /// ms): asked again one a gathering, the one asked longest ago first.
@@ -114,10 +117,13 @@ impl Gatherer {
     /// here. `between` runs between two nodes (the worker renews its own claim there when it
     /// is due). Call outside a transaction.
     // mutant: claims_per_node
+    // mutant: claims_bindings_kept
     pub fn gather(&mut self, mut between: impl FnMut()) -> Gathered {
         let mut gathered = Gathered::default();
-        let nodes = BackgroundWorker::transaction(other_nodes);
-        self.bound.retain(|id, _| nodes.iter().any(|n| n.id == *id));
+        let (nodes, bound) = BackgroundWorker::transaction(|| (other_nodes(), bindings()));
+        if let Some(bound) = bound {
+            self.bound = bound;
+        }
         self.silent.retain(|id, _| nodes.iter().any(|n| n.id == *id));
         let timeout = node_timeout(gucs::claims_interval());
         let now_ms = clock::now_unix_ms();
@@ -166,12 +172,15 @@ impl Gatherer {
         }
         super::activity(Some("writing the claims of the Citus nodes"));
         let layout = gucs::layout().describe();
+        let bindings: Vec<(i32, i64, i64)> =
+            self.bound.iter().map(|(id, b)| (*id, b.system_identifier, b.since_ms)).collect();
         let written = std::panic::AssertUnwindSafe(&mut gathered);
         BackgroundWorker::transaction(move || {
             let gathered = { written }.0;
             for (node, answer) in &accepted {
                 write_answer(node, answer, &layout, gathered);
             }
+            keep_bindings(&bindings);
         });
         gathered
     }
@@ -262,6 +271,78 @@ impl Gatherer {
             })
             .collect()
     }
+}
+
+/// The bindings kept in `snowflake.snowflake_claims_nodes`, of the nodes still in this node's
+/// metadata (inactive ones included); `None` where the table is missing.
+fn bindings() -> Option<BTreeMap<i32, Binding>> {
+    if Spi::get_one::<bool>(
+        "SELECT pg_catalog.to_regclass('snowflake.snowflake_claims_nodes') IS NOT NULL",
+    ) != Ok(Some(true))
+    {
+        return None;
+    }
+    let rows = Spi::connect(|client| {
+        client
+            .select(
+                "SELECT b.node_id, b.system_identifier,
+                        (pg_catalog.date_part('epoch', b.since) OPERATOR(pg_catalog.*) 1000)
+                            ::pg_catalog.int8
+                   FROM snowflake.snowflake_claims_nodes b
+                  WHERE EXISTS (SELECT FROM pg_catalog.pg_dist_node d
+                                 WHERE d.nodeid OPERATOR(pg_catalog.=) b.node_id)",
+                None,
+                &[],
+            )?
+            .map(|row| {
+                Ok((
+                    row.get::<i32>(1)?.unwrap_or_default(),
+                    Binding {
+                        system_identifier: row.get::<i64>(2)?.unwrap_or_default(),
+                        since_ms: row.get::<i64>(3)?.unwrap_or_default(),
+                    },
+                ))
+            })
+            .collect::<Result<BTreeMap<i32, Binding>, pgrx::spi::SpiError>>()
+    })
+    .unwrap_or_else(|e| super::table_failed("read the Citus nodes' clusters in", &e));
+    Some(rows)
+}
+
+/// Writes the bindings back (`node id, system identifier, since` in Unix ms), and forgets those
+/// of nodes gone from this node's metadata. Nothing where the table is missing.
+fn keep_bindings(bindings: &[(i32, i64, i64)]) {
+    if Spi::get_one::<bool>(
+        "SELECT pg_catalog.to_regclass('snowflake.snowflake_claims_nodes') IS NOT NULL",
+    ) != Ok(Some(true))
+    {
+        return;
+    }
+    Spi::run_with_args(
+        "WITH kept AS (
+             SELECT * FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.int4[]),
+                                      pg_catalog.unnest($2::pg_catalog.int8[]),
+                                      pg_catalog.unnest($3::pg_catalog.int8[]))
+                    AS k(node_id, system_identifier, since_ms)),
+         gone AS (
+             DELETE FROM snowflake.snowflake_claims_nodes b
+              WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_dist_node d
+                                 WHERE d.nodeid OPERATOR(pg_catalog.=) b.node_id))
+         INSERT INTO snowflake.snowflake_claims_nodes AS b
+         SELECT k.node_id, k.system_identifier,
+                pg_catalog.to_timestamp(k.since_ms::pg_catalog.float8
+                                        OPERATOR(pg_catalog./) 1000)
+           FROM kept k
+         ON CONFLICT (node_id) DO UPDATE SET system_identifier = excluded.system_identifier,
+                                             since = excluded.since
+          WHERE b.system_identifier OPERATOR(pg_catalog.<>) excluded.system_identifier",
+        &[
+            bindings.iter().map(|b| b.0).collect::<Vec<i32>>().into(),
+            bindings.iter().map(|b| b.1).collect::<Vec<i64>>().into(),
+            bindings.iter().map(|b| b.2).collect::<Vec<i64>>().into(),
+        ],
+    )
+    .unwrap_or_else(|e| super::table_failed("write the Citus nodes' clusters in", &e));
 }
 
 /// The primary nodes of this node's metadata other than this node's group, in the order of
@@ -393,6 +474,7 @@ fn write_answer(node: &Node, answer: &Answer, layout: &str, gathered: &mut Gathe
     }
 }
 
+// mutant: claims_replaced
 /// Writes one node's checked claims into this node's table: a row replaces a gathered one only
 /// when seen later. Returns the layouts of its claims in force that are not `layout`.
 fn write(claims: &[Claim], layout: &str) -> Result<Option<String>, pgrx::spi::SpiError> {
@@ -404,6 +486,24 @@ fn write(claims: &[Claim], layout: &str) -> Result<Option<String>, pgrx::spi::Sp
     let times = |f: fn(&Claim) -> i64| -> Vec<Option<TimestampWithTimeZone>> {
         claims.iter().map(|c| time(f(c))).collect()
     };
+    // The node's answer replaces what this node held of its cluster: at most `MAX_CLAIMS` rows
+    // a cluster, whatever keys it invents from one gathering to the next (0.6.0's review: 64 new
+    // layouts a gathering grew every other node's table by 64 rows, for a week).
+    Spi::run_with_args(
+        "DELETE FROM snowflake.snowflake_claims c
+          WHERE c.system_identifier OPERATOR(pg_catalog.=) $1
+            AND NOT EXISTS (
+                SELECT FROM ROWS FROM (pg_catalog.unnest($2::pg_catalog.int4[]),
+                                       pg_catalog.unnest($3::pg_catalog.text[]))
+                            AS k(worker_id, layout)
+                 WHERE k.worker_id OPERATOR(pg_catalog.=) c.worker_id
+                   AND k.layout OPERATOR(pg_catalog.=) c.layout)",
+        &[
+            claims[0].system_identifier.into(),
+            claims.iter().map(|c| c.worker_id).collect::<Vec<i32>>().into(),
+            claims.iter().map(|c| c.layout.clone()).collect::<Vec<String>>().into(),
+        ],
+    )?;
     Spi::get_one_with_args::<String>(
         "WITH claims AS (
              SELECT DISTINCT ON (x.system_identifier, x.worker_id, x.layout) x.*

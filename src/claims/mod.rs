@@ -185,18 +185,57 @@ fn gather(gatherer: &mut citus::Gatherer, database: &str) -> Option<citus::Gathe
     Some(gathered)
 }
 
-/// What the worker last logged, so that each state is logged once, when it begins.
+/// What the worker last logged, so that each state is logged once, when it begins: at once when
+/// the nodes it names change, and at most once a minute when only what they said changes (a
+/// forging node varies its answer at every gathering: 0.6.0's review counted 52 WARNINGs in
+/// 52 s). `snowflake_stats() -> 'claims'` has the last gathering's whole list.
 #[derive(Default)]
 struct Reported {
     skipped: Option<String>,
-    unread: Vec<String>,
-    other_layouts: Vec<String>,
+    unread: Logged,
+    other_layouts: Logged,
+}
+
+/// One kind of WARNING: what it said last, and when.
+#[derive(Default)]
+struct Logged {
+    items: Vec<String>,
+    at: Option<Instant>,
+}
+
+impl Logged {
+    /// Whether `items` are to be logged now: not empty, and other nodes than last time, or other
+    /// words a minute or more after the last line.
+    // mutant: claims_log_rate
+    fn due(&mut self, items: &[String]) -> bool {
+        let nodes =
+            |list: &[String]| list.iter().map(|i| node_of(i).to_string()).collect::<Vec<_>>();
+        let due = !items.is_empty()
+            && (nodes(items) != nodes(&self.items)
+                || (items != self.items.as_slice()
+                    && self.at.is_none_or(|at| at.elapsed() >= Duration::from_secs(60))));
+        if due {
+            self.at = Some(Instant::now());
+        }
+        if due || items.is_empty() || nodes(items) != nodes(&self.items) {
+            self.items = items.to_vec();
+        }
+        due
+    }
+}
+
+/// The node an entry of the lists is about: its label, `node N (host:port)`.
+fn node_of(entry: &str) -> &str {
+    match entry.find(") ").or_else(|| entry.find(")'")) {
+        Some(end) if entry.starts_with("node ") => &entry[..=end],
+        _ => entry,
+    }
 }
 
 impl Reported {
     fn report(&mut self, skipped: Option<String>, gathered: Option<citus::Gathered>) {
         let gathered = gathered.unwrap_or_default();
-        if gathered.unread != self.unread && !gathered.unread.is_empty() {
+        if self.unread.due(&gathered.unread) {
             errors::report(
                 Code::ERRCODE_WARNING,
                 format!(
@@ -210,7 +249,7 @@ impl Reported {
             )
             .warn();
         }
-        if gathered.other_layouts != self.other_layouts && !gathered.other_layouts.is_empty() {
+        if self.other_layouts.due(&gathered.other_layouts) {
             errors::report(
                 Code::ERRCODE_WARNING,
                 format!(
@@ -224,8 +263,6 @@ impl Reported {
             )
             .warn();
         }
-        self.unread = gathered.unread;
-        self.other_layouts = gathered.other_layouts;
         if skipped != self.skipped {
             if let Some(why) = &skipped {
                 errors::log(format!("pg_snowflake: no worker id claim is written: {why}"));
@@ -391,6 +428,8 @@ fn write_claim(layout: &Layout, worker_id: u32) -> i32 {
 extension_sql_file! { "../../sql/claims_table.sql", name = "snowflake_claims", requires = ["own_schema", snowflake_claim] }
 extension_sql_file! { "../../sql/claims_check.sql", name = "snowflake_claims_check", requires = ["snowflake_claims", "snowflake_clash_warning_due"] }
 extension_sql_file! { "../../sql/clashes.sql", name = "snowflake_clashes", requires = ["snowflake_claims"] }
+extension_sql_file! { "../../sql/claims_index.sql", name = "snowflake_claims_worker_id", requires = ["snowflake_claims"] }
+extension_sql_file! { "../../sql/claims_nodes.sql", name = "snowflake_claims_nodes", requires = ["own_schema"] }
 
 /// SPI refused a statement on `snowflake_claims` (PostgreSQL's own errors, such as a dropped
 /// column, pass through with their SQLSTATE; this is what SPI itself reports).
@@ -403,4 +442,25 @@ fn table_failed(action: &str, e: &pgrx::spi::SpiError) -> ! {
         "Check that snowflake_claims has the columns CREATE EXTENSION pg_snowflake gave it.",
     )
     .raise()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_list_is_logged_when_its_nodes_change_and_its_words_once_a_minute() {
+        let mut logged = Logged::default();
+        let a = |why: &str| vec![format!("node 3 (10.0.0.3:5432) answered {why}")];
+        assert!(logged.due(&a("x")), "a first problem");
+        assert!(!logged.due(&a("x")), "the same again");
+        assert!(!logged.due(&a("y")), "other words within the minute");
+        let two = vec![a("y")[0].clone(), "node 4 (10.0.0.4:5432) did not answer".into()];
+        assert!(logged.due(&two), "another node");
+        assert!(!logged.due(&[]), "nothing to say");
+        assert!(logged.due(&a("z")), "a problem again after none");
+        logged.at = Some(Instant::now() - Duration::from_secs(61));
+        assert!(logged.due(&a("w")), "other words a minute later");
+        assert_eq!(node_of("node 2 (h:1)'s is sonyflake"), "node 2 (h:1)");
+    }
 }

@@ -375,10 +375,12 @@ pub fn connect_timeout(conninfo: &str) -> Option<Duration> {
         .map(|s| Duration::from_secs(s.max(2)))
 }
 
-/// Whether `conninfo` makes libpq authenticate the server (`sslmode` require or verify-*):
-/// only then can no one else answer in its place.
-pub fn requires_tls(conninfo: &str) -> bool {
-    matches!(option(conninfo, c"sslmode").as_deref(), Some("require" | "verify-ca" | "verify-full"))
+/// Whether `conninfo` makes libpq authenticate the server (`sslmode` verify-ca or verify-full):
+/// only then can no one else answer in its place. (`require` encrypts, and takes any
+/// certificate: whoever answers with one of its own gets the password all the same, found by
+/// 0.6.0's review.)
+pub fn authenticates_server(conninfo: &str) -> bool {
+    matches!(option(conninfo, c"sslmode").as_deref(), Some("verify-ca" | "verify-full"))
 }
 
 /// The registry's host names resolved by this process, not by libpq: libpq resolves them inside

@@ -52,7 +52,7 @@ fn connection_defaults() -> Vec<(&'static str, &'static str)> {
 /// clear text: a WARNING, once, after the first connection attempt in which the registry (or
 /// whoever answered in its place) asked for a password, where someone else could answer in its
 /// place. Not where no password is asked (the fleet authenticates without one), where libpq
-/// authenticates the server (`sslmode` require or verify-*), nor over a unix socket in a
+/// authenticates the server (`sslmode` verify-ca or verify-full), nor over a unix socket in a
 /// directory no other user may write or with `requirepeer` (0.5.0 warned at every start, even
 /// over a socket, and only `sslmode=require`, which libpq ignores on a socket, silenced it).
 // mutant: registry_cleartext_warning
@@ -65,7 +65,7 @@ fn warn_of_cleartext(conninfo: &str) {
         || version >= 160000
         || !attempt.password_asked
         || private_socket(&attempt.host, conninfo)
-        || (!is_socket(&attempt.host) && libpq::requires_tls(conninfo))
+        || (!is_socket(&attempt.host) && libpq::authenticates_server(conninfo))
     {
         return;
     }
@@ -86,7 +86,7 @@ fn warn_of_cleartext(conninfo: &str) {
     } else {
         (
             "The registry asked for a password, and snowflake.registry does not make libpq \
-             authenticate the server (sslmode is not require, verify-ca or verify-full): whoever \
+             authenticate the server (sslmode is not verify-ca or verify-full): whoever \
              answers in the registry's place can ask for the password in clear text, and this \
              libpq sends it. libpq 16 and later refuse (require_auth)."
                 .to_string(),

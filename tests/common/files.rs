@@ -79,8 +79,14 @@ fn open(path: &Path, flags: i32, mode: libc::mode_t) -> std::io::Result<File> {
     }
     // SAFETY: a descriptor just opened, owned once.
     let file = unsafe { File::from_raw_fd(fd) };
-    if !file.metadata()?.is_file() {
+    let meta = file.metadata()?;
+    if !meta.is_file() {
         return Err(std::io::Error::other(format!("{} is not a regular file", path.display())));
+    }
+    // A second name is a hard link someone made to a file of theirs or, where the kernel's
+    // protected_hardlinks is off, of anyone's: no file the harness or the server makes has one.
+    if std::os::unix::fs::MetadataExt::nlink(&meta) > 1 {
+        return Err(std::io::Error::other(format!("{} has another name", path.display())));
     }
     Ok(file)
 }

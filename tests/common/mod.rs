@@ -277,8 +277,21 @@ fn fresh_dir(name: &str) -> PathBuf {
 /// A new empty directory owned by `postgres`, for tools that make their own clusters. Made, not
 /// found: a name that exists (a link `postgres` planted in the base directory) fails.
 pub fn scratch_dir(name: &str) -> PathBuf {
+    scratch_dir_mode(name, 0o755)
+}
+
+/// `scratch_dir` that no other local user may enter: for servers that put their unix sockets
+/// in it (Patroni's, pg_auto_failover's), which trust local connections.
+pub fn private_scratch_dir(name: &str) -> PathBuf {
+    scratch_dir_mode(name, 0o700)
+}
+
+fn scratch_dir_mode(name: &str, mode: u32) -> PathBuf {
     let dir = fresh_dir(name);
-    fs::create_dir(&dir).unwrap_or_else(|e| panic!("making {}: {e}", dir.display()));
+    // Made with its mode (no chmod after: the name is in a directory of postgres's).
+    std::os::unix::fs::DirBuilderExt::mode(&mut fs::DirBuilder::new(), mode)
+        .create(&dir)
+        .unwrap_or_else(|e| panic!("making {}: {e}", dir.display()));
     owned_by_postgres(&dir);
     dir
 }

@@ -216,7 +216,7 @@ fn start_formation(p1: u16, p2: u16) -> Formation {
     assert!(so.exists(), "run `make install` first");
     let monitor_port = free_port();
     let f = Formation {
-        dir: scratch_dir("af"),
+        dir: private_scratch_dir("af"),
         bindir: pg_config(&pg_config_path, "--bindir"),
         monitor_port,
         monitor_uri: format!(

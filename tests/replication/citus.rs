@@ -1793,10 +1793,14 @@ fn a_node_forging_claims_changes_no_other_clusters_claims_and_a_real_clash_stays
         let log = node.log();
         let grown = log.len() - logs_before[i];
         let warnings = log[logs_before[i]..].matches("is claimed by two clusters").count();
+        // The node's unread answers, said in other words at each gathering: logged when the
+        // nodes unread change, else at most once a minute (0.6.0's review: a line a gathering).
+        let unread = log[logs_before[i]..].matches("cannot be read, and are not compared").count();
         let (since, ongoing) = clash(node);
         println!(
             "{}: after {:.1} s of forged answers, {rows} claims ({forged} forged), the log {grown} \
-             bytes longer with {warnings} clash warnings; the real clash since {since}, ongoing {ongoing}",
+             bytes longer with {warnings} clash warnings and {unread} of unread nodes; the real \
+             clash since {since}, ongoing {ongoing}",
             node.name,
             forging.as_secs_f64()
         );
@@ -1806,6 +1810,7 @@ fn a_node_forging_claims_changes_no_other_clusters_claims_and_a_real_clash_stays
         assert_eq!(since, before[i].0, "{}: the real clash's start moved", node.name);
         assert!(grown < 256 << 10, "{}: the log grew by {grown} bytes", node.name);
         assert!(warnings <= 3, "{}: {warnings} clash warnings", node.name);
+        assert!(unread <= 3, "{}: {unread} warnings of unread nodes", node.name);
         assert!(
             !log.lines().any(|l| l.starts_with("\"FORGED LINE")),
             "{}: the forging node started a line of its own in the log",
@@ -1823,6 +1828,71 @@ fn a_node_forging_claims_changes_no_other_clusters_claims_and_a_real_clash_stays
             .map(|r| r.get(0))
             .collect();
         assert!(!names.iter().any(|n| n == "forged"), "{}: {names:?}", node.name);
+    }
+    // Which cluster each node speaks for outlives the claims worker (0.6.0's review: a
+    // restarted worker forgot it, and the forging node then took a cluster of its choosing).
+    let restarted: Vec<i32> = witnesses
+        .iter()
+        .map(|node| {
+            let mut c = node.connect();
+            let pid: i32 = c.scalar(
+                "SELECT pid FROM pg_stat_activity WHERE backend_type = 'pg_snowflake claims'",
+            );
+            assert!(c.scalar_with::<bool>("SELECT pg_terminate_backend($1::int4)", &[&pid]));
+            pid
+        })
+        .collect();
+    for (node, pid) in witnesses.iter().zip(restarted) {
+        let mut c = node.connect();
+        poll(Duration::from_secs(30), Duration::from_millis(200), || {
+            let again: Option<i32> = c
+                .query_opt(
+                    "SELECT pid FROM pg_stat_activity WHERE backend_type = 'pg_snowflake claims'",
+                    &[],
+                )
+                .unwrap()
+                .map(|r| r.get(0));
+            again.filter(|p| *p != pid).map(|_| ()).ok_or("no claims worker again".into())
+        });
+    }
+    forge(
+        &mut w2c,
+        &claims(64, "200000", "now()", "now()"),
+        &["claims of system identifier 200000, where it answered for"],
+    );
+    // Its own cluster's claims under 64 new layouts a gathering: each answer replaces the last,
+    // so the table holds at most 64 rows of its cluster (0.6.0's review: it grew by 64 rows a
+    // gathering, kept a week).
+    for round in 0..5 {
+        let layouts = format!("'{round}-' || g");
+        w2c.execute(
+            &format!(
+                "UPDATE forged.answer SET j = (SELECT json_agg(json_build_object(\
+                 'system_identifier', {own}, 'worker_id', 900, 'layout', {layouts}, \
+                 'node_name', 'forged', 'since', now(), 'last_seen', now(), \
+                 'expires', now() + interval '1 hour')) FROM generate_series(1, 64) g)"
+            ),
+            &[],
+        )
+        .unwrap();
+        for node in witnesses {
+            let mut c = node.connect();
+            poll(Duration::from_secs(30), Duration::from_millis(100), || {
+                let seen: i64 = c.scalar_with(
+                    "SELECT count(*) FROM snowflake.snowflake_claims WHERE layout = $1",
+                    &[&format!("{round}-64")],
+                );
+                (seen == 1).then_some(()).ok_or(format!("{}: round {round} not read", node.name))
+            });
+        }
+    }
+    for node in witnesses {
+        let rows: i64 = node.connect().scalar_with(
+            "SELECT count(*) FROM snowflake.snowflake_claims WHERE system_identifier = $1",
+            &[&sysid(w2)],
+        );
+        println!("{}: {rows} claims of the forging node's cluster after 5 x 64 layouts", node.name);
+        assert!(rows <= 64, "{}: {rows} claims of one cluster", node.name);
     }
 }
 

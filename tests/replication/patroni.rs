@@ -59,7 +59,7 @@ impl Patroni {
         let pg_config_path = default_pg_config();
         let so = pg_config(&pg_config_path, "--pkglibdir").join("pg_snowflake.so");
         assert!(so.exists(), "run `make install` first");
-        let dir = scratch_dir(name);
+        let dir = private_scratch_dir(name);
         let (client, peer) = (free_port(), free_port());
         let log = fs::File::create(dir.join("etcd.log")).unwrap();
         let etcd = Command::new("/usr/bin/etcd")

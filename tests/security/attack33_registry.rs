@@ -263,6 +263,29 @@ fn a_registrys_error_text_starts_no_line_of_its_own_in_the_members_log() {
     );
 }
 
+/// A registry's error longer than the 511 bytes the member keeps was logged again at every
+/// attempt in 0.6.0's review (the kept text never equalled the new one): a registry could fill
+/// the member's log. Logged once while it repeats.
+#[test]
+fn a_long_error_from_the_registry_is_logged_once_while_it_repeats() {
+    let fake = FakeRegistry::start(grant(7));
+    let long: &'static str = format!("refused: {}", "é".repeat(450)).leak();
+    fake.set_auth(Auth::Refuse(long));
+    let m = fake.member("attack33_long_error", "");
+    m.start();
+    poll(Duration::from_secs(60), Duration::from_millis(100), || {
+        let seen = fake.startups();
+        (seen >= 4).then_some(()).ok_or(format!("{seen} attempts of the member so far").into())
+    });
+    m.stop("fast");
+    let log = m.log();
+    let warnings = log
+        .lines()
+        .filter(|l| l.contains("WARNING:  pg_snowflake:") && l.contains("refused: éé"))
+        .count();
+    assert_eq!(warnings, 1, "{} attempts, {warnings} warnings:\n{log}", fake.startups());
+}
+
 /// With a libpq older than 16, which cannot refuse to send a password in clear text, the member
 /// warns once, after a connection in which the registry asked for a password, where someone
 /// else could answer in its place: over TCP. Not where no password was asked (a role the
