@@ -150,7 +150,7 @@ cluster() {
   psql_on $hub -q <<'SQL'
 CREATE EXTENSION IF NOT EXISTS pg_snowflake;
 DO $$ BEGIN CREATE ROLE fleet LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
-GRANT EXECUTE ON FUNCTION snowflake.snowflake_registry_lease TO fleet;
+GRANT EXECUTE ON FUNCTION snowflake.snowflake_registry_hold TO fleet;
 CREATE TABLE IF NOT EXISTS orders (id bigint PRIMARY KEY DEFAULT snowflake_next(), item text NOT NULL);
 SQL
   wait_for_lease $hub

@@ -39,7 +39,8 @@ BEGIN
         SELECT o.* FROM snowflake.snowflake_claims o
          WHERE o.worker_id OPERATOR(pg_catalog.=) NEW.worker_id
            AND o.layout OPERATOR(pg_catalog.=) NEW.layout
-           AND o.system_identifier OPERATOR(pg_catalog.<>) NEW.system_identifier
+           AND (o.system_identifier, o.place) OPERATOR(pg_catalog.<>)
+               (NEW.system_identifier, NEW.place)
            AND o.since OPERATOR(pg_catalog.<) NEW.expires
            AND NEW.since OPERATOR(pg_catalog.<) o.expires
            AND (TG_OP OPERATOR(pg_catalog.=) 'INSERT'
@@ -52,6 +53,28 @@ BEGIN
                                                              other.system_identifier);
         END IF;
         CONTINUE WHEN skipped IS NULL;
+        IF other.system_identifier OPERATOR(pg_catalog.=) NEW.system_identifier THEN
+            -- One cluster at two places: a copy of its data directory (an image, a backup, a
+            -- snapshot) or a standby promoted while its primary went on.
+            RAISE WARNING 'worker id % is claimed by two servers of one cluster: "%" and "%"',
+                    NEW.worker_id, NEW.node_name, other.node_name
+                USING ERRCODE = '01000',
+                      DETAIL = pg_catalog.format(
+                          'Cluster %s makes %s ids with worker id %s at %s and at %s since %s: '
+                          'a copy of its data directory, or a split brain; ids they make in the '
+                          'same time unit can be equal.%s',
+                          NEW.system_identifier, NEW.layout, NEW.worker_id, NEW.place,
+                          other.place, greatest(NEW.since, other.since),
+                          CASE WHEN skipped OPERATOR(pg_catalog.>) 0
+                               THEN pg_catalog.format(
+                                   ' %s more warnings of these two were left out of the log (at '
+                                   'most 3 a minute).', skipped)
+                               ELSE '' END),
+                      HINT = 'Stop one of them, or give it another snowflake.worker_id and '
+                             'restart it; SELECT * FROM snowflake.snowflake_clashes lists every '
+                             'clash.';
+            CONTINUE;
+        END IF;
         RAISE WARNING 'worker id % is claimed by two clusters: "%" and "%"',
                 NEW.worker_id, NEW.node_name, other.node_name
             USING ERRCODE = '01000',

@@ -1,5 +1,6 @@
 -- Two clusters clash when they claim the same worker id of the same layout at overlapping
--- times. A worker id reused after its first cluster stopped (a replaced server, a pg_upgrade,
+-- times; so do two servers of one cluster at two places (0.6.0: a copy of its data directory,
+-- or a split brain), whose `place` and `other_place` then differ. A worker id reused after its first cluster stopped (a replaced server, a pg_upgrade,
 -- which gives a new system identifier) does not clash: the claims do not overlap. A clash stays
 -- listed after it ended (ids of that time may be equal), with ongoing false: monitoring alerts
 -- on `WHERE ongoing`, and deleting a stale claim clears its history.
@@ -12,12 +13,14 @@ SELECT a.worker_id, a.layout,
        b.node_name AS other_node_name, b.system_identifier AS other_system_identifier,
        greatest(a.since, b.since) AS since,
        least(a.expires, b.expires) AS until,
-       least(a.expires, b.expires) OPERATOR(pg_catalog.>) pg_catalog.now() AS ongoing
+       least(a.expires, b.expires) OPERATOR(pg_catalog.>) pg_catalog.now() AS ongoing,
+       a.place, b.place AS other_place
   FROM snowflake.snowflake_claims a
   JOIN snowflake.snowflake_claims b
     ON b.worker_id OPERATOR(pg_catalog.=) a.worker_id
    AND b.layout OPERATOR(pg_catalog.=) a.layout
    -- Each pair once, in the order of the node names.
-   AND (b.node_name, b.system_identifier) OPERATOR(pg_catalog.>) (a.node_name, a.system_identifier)
+   AND (b.node_name, b.system_identifier, b.place) OPERATOR(pg_catalog.>)
+       (a.node_name, a.system_identifier, a.place)
    AND a.since OPERATOR(pg_catalog.<) b.expires
    AND b.since OPERATOR(pg_catalog.<) a.expires;

@@ -1,14 +1,28 @@
--- Leases a worker id of a namespace to a cluster, or renews its lease; called by each member's
--- registry worker (src/registry/worker.rs). With `wanted` NULL any free worker id: the lowest
--- never leased, else the one whose lease ran out longest ago; else exactly `wanted`. The primary
--- key decides between clusters asking at once: an INSERT of a new worker id waits for the
--- other's, and the update of an expired one takes its row lock and checks the expiry again, so
--- a worker id is never granted twice.
+-- Holds a worker id of a namespace for one start of a member: takes one, or renews the one this
+-- start holds; called by each member's registry worker (src/registry/worker.rs). A lease belongs
+-- to one start of one data directory at one place (src/registry/identity.rs), never to a system
+-- identifier, which every copy of a data directory carries:
+-- - a renewal presents `secret`, which this registry gave the start at its last call, and
+--   `next_secret`, which replaces it; the registry keeps their hashes only. A renewal with a
+--   secret that no row holds is `lost`: another start holds the worker id now (this one was cut
+--   off past its lease, or another server presented its secret: a clone of it, a split brain);
+-- - a new start (no secret) resumes the worker id its data directory's last start held at the
+--   same `place` (a hash of boot, host and directory: that start has ended, since two servers
+--   cannot run one data directory at one place). Anywhere else it takes a worker id of its own
+--   while the old holder's lease runs: `wanted` exactly, or `preferred` first when it is free,
+--   or any free one (the lowest never leased, else the one whose lease ran out longest ago);
+--   and `copy_of` names the other start of its cluster that held the one it asked for;
+-- - members of 0.5.0 and 0.4.0 (`snowflake_registry_lease`, which calls this with no place and
+--   no secret) renew by system identifier as before, but never a lease a start of 0.6.0 holds.
+-- The primary key decides between starts asking at once: an INSERT of a new worker id waits for
+-- the other's, and the update of an expired one takes its row lock and checks the expiry again,
+-- so a worker id is never granted twice.
 --
 -- The answer is a row whose `outcome` says what happened, never a message to parse:
 --   granted  worker_id, expires, start_above_ms (the previous holders' coverage, to start above)
 --            and recorded_until_ms (the coverage recorded for this cluster, at most what it asked)
---   held     `wanted` is another cluster's; `holder` names it for superusers and pg_monitor only
+--   held     `wanted` is another start's; `holder` names it for superusers and pg_monitor only
+--   lost     the secret is no row's any more
 --   full     no worker id of the namespace is free
 --   layout   the namespace makes ids of another layout: `namespace_layout` describes it
 -- Calls it cannot answer (a null, a value out of range) are errors: 22004, 22023.
@@ -17,9 +31,10 @@
 -- registry only as this function does: a coverage only grows and is never negative or further
 -- ahead than the registry's clock plus the lease and a minute (a member whose clock runs far
 -- ahead gets less than it asked, and refuses ids once its clock passes that); an expiry only
--- moves later; a held worker id is never taken. Its search_path holds only pg_catalog, and its
--- tables live in the extension's own schema, which only a superuser can rename (schema.sql): it
--- checks that a superuser still owns that schema before it reads through its name.
+-- moves later; a held worker id is never taken, and a start's lease is renewed only for the
+-- secret it holds. Its search_path holds only pg_catalog, and its tables live in the extension's
+-- own schema, which only a superuser can rename (schema.sql): it checks that a superuser still
+-- owns that schema before it reads through its name.
 -- mutant: registry_lock_wait
 -- mutant: registry_owner
 -- mutant: registry_negative
@@ -27,7 +42,11 @@
 -- mutant: registry_holder
 -- mutant: registry_layout
 -- mutant: registry_skip
-CREATE FUNCTION snowflake.snowflake_registry_lease(
+-- mutant: registry_secret
+-- mutant: registry_secret_rotated
+-- mutant: registry_in_place
+-- mutant: registry_copy_of
+CREATE FUNCTION snowflake.snowflake_registry_hold(
     namespace text,
     layout text,
     epoch_ms bigint,
@@ -37,12 +56,16 @@ CREATE FUNCTION snowflake.snowflake_registry_lease(
     sequence_bits integer,
     worker_last boolean,
     wanted integer,
+    preferred integer,
     system_identifier bigint,
     node_name text,
     lease_ms bigint,
-    covered_until_ms bigint)
+    covered_until_ms bigint,
+    place text,
+    secret text,
+    next_secret text)
 RETURNS TABLE (outcome text, worker_id integer, expires timestamptz, start_above_ms bigint,
-               recorded_until_ms bigint, namespace_layout text, holder text)
+               recorded_until_ms bigint, namespace_layout text, holder text, copy_of text)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $lease$
@@ -57,6 +80,16 @@ DECLARE
     -- Worker ids whose row another transaction holds locked (a member's call still open): tried
     -- once, then passed over, so that no caller waits on another for long.
     skipped integer[] := '{}';
+    -- A member of 0.5.0 or 0.4.0, through snowflake_registry_lease(): no place, no secret.
+    legacy boolean := place IS NULL;
+    -- The hashes of what the member sent: the registry keeps no place and no secret as sent.
+    place_check text;
+    secret_check text;
+    next_check text;
+    -- The other start of this cluster that holds the worker id asked for, if one does.
+    other text;
+    -- The worker id asked for or had before, taken first when it is free.
+    first_choice integer := COALESCE(wanted, preferred);
 BEGIN
     IF NOT EXISTS (SELECT FROM pg_catalog.pg_namespace n
                      JOIN pg_catalog.pg_roles o ON o.oid OPERATOR(pg_catalog.=) n.nspowner
@@ -69,10 +102,19 @@ BEGIN
     IF namespace IS NULL OR layout IS NULL OR epoch_ms IS NULL OR unit_ms IS NULL
        OR time_bits IS NULL OR worker_bits IS NULL OR sequence_bits IS NULL
        OR worker_last IS NULL OR system_identifier IS NULL OR node_name IS NULL
-       OR lease_ms IS NULL OR covered_until_ms IS NULL THEN
-        RAISE EXCEPTION 'only the worker id may be null'
+       OR lease_ms IS NULL OR covered_until_ms IS NULL
+       OR (place IS NULL) OPERATOR(pg_catalog.<>) (next_secret IS NULL)
+       OR (legacy AND (secret IS NOT NULL OR preferred IS NOT NULL)) THEN
+        RAISE EXCEPTION 'only the worker ids and the secret may be null'
             USING ERRCODE = '22004',
-                  HINT = 'snowflake.snowflake_registry_lease() is called by the registry worker of each member.';
+                  HINT = 'snowflake.snowflake_registry_hold() is called by the registry worker of each member.';
+    END IF;
+    IF NOT legacy AND (place OPERATOR(pg_catalog.!~) '^[0-9a-f]{64}$'
+                       OR next_secret OPERATOR(pg_catalog.!~) '^[0-9a-f]{64}$'
+                       OR secret OPERATOR(pg_catalog.!~) '^[0-9a-f]{64}$') THEN
+        RAISE EXCEPTION 'a place or a secret is not 64 hexadecimal digits'
+            USING ERRCODE = '22023',
+                  HINT = 'snowflake.snowflake_registry_hold() is called by the registry worker of each member.';
     END IF;
     IF pg_catalog.length(namespace) OPERATOR(pg_catalog.<) 1
        OR pg_catalog.length(namespace) OPERATOR(pg_catalog.>) 63
@@ -91,7 +133,9 @@ BEGIN
     IF lease_ms OPERATOR(pg_catalog.<) 1000 OR lease_ms OPERATOR(pg_catalog.>) 86400000
        OR covered_until_ms OPERATOR(pg_catalog.<) 0
        OR (wanted IS NOT NULL AND (wanted OPERATOR(pg_catalog.<) 0
-                                   OR wanted OPERATOR(pg_catalog.>) max_worker)) THEN
+                                   OR wanted OPERATOR(pg_catalog.>) max_worker))
+       OR (preferred IS NOT NULL AND (preferred OPERATOR(pg_catalog.<) 0
+                                      OR preferred OPERATOR(pg_catalog.>) max_worker)) THEN
         RAISE EXCEPTION 'worker id %, lease of % ms or coverage until % ms is out of range',
                 wanted, lease_ms, covered_until_ms
             USING ERRCODE = '22023',
@@ -126,7 +170,7 @@ BEGIN
                                    AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
                 space.worker_bits, space.sequence_bits,
                 CASE WHEN space.worker_last THEN ', worker id last' ELSE '' END),
-            NULL::pg_catalog.text;
+            NULL::pg_catalog.text, NULL::pg_catalog.text;
         RETURN;
     END IF;
 
@@ -139,31 +183,129 @@ BEGIN
         (pg_catalog.date_part('epoch', pg_catalog.now()) OPERATOR(pg_catalog.*) 1000)::pg_catalog.int8
         OPERATOR(pg_catalog.+) lease_ms OPERATOR(pg_catalog.+) 60000);
 
-    -- This cluster's lease, renewed (also one that ran out while no other cluster took it).
-    -- A renewal never moves the expiry earlier: a shorter lease asked for now applies from the
-    -- time the current one ends.
+    IF NOT legacy THEN
+        place_check := pg_catalog.encode(pg_catalog.sha256(
+                           pg_catalog.convert_to(place, 'UTF8')), 'hex');
+        next_check := pg_catalog.encode(pg_catalog.sha256(
+                          pg_catalog.convert_to(next_secret, 'UTF8')), 'hex');
+        secret_check := pg_catalog.encode(pg_catalog.sha256(
+                            pg_catalog.convert_to(secret, 'UTF8')), 'hex');
+    END IF;
+
+    -- This start's lease, renewed (also one that ran out while no other start took it): by the
+    -- secret this registry gave it, or by the next one (the answer to its last call was lost
+    -- after the registry had taken it), which replaces it. A member of 0.5.0 or 0.4.0 renews by
+    -- its system identifier, where no start of 0.6.0 holds the lease. A renewal never moves the
+    -- expiry earlier: a shorter lease asked for now applies from the time the current one ends.
+    -- mutant: registry_secret
+    -- mutant: registry_secret_rotated
     UPDATE snowflake.snowflake_registry g
        SET node_name = node_name, renewed = pg_catalog.now(),
            expires = GREATEST(g.expires, pg_catalog.now() OPERATOR(pg_catalog.+) lease_for),
-           covered_until_ms = GREATEST(g.covered_until_ms, asked)
+           covered_until_ms = GREATEST(g.covered_until_ms, asked),
+           secret = next_check, place = COALESCE(place_check, g.place)
      WHERE (g.namespace, g.worker_id) OPERATOR(pg_catalog.=)
            (SELECT o.namespace, o.worker_id FROM snowflake.snowflake_registry o
              WHERE o.namespace OPERATOR(pg_catalog.=) namespace
                AND o.system_identifier OPERATOR(pg_catalog.=) system_identifier
                AND o.worker_id OPERATOR(pg_catalog.<=) max_worker
                AND (wanted IS NULL OR o.worker_id OPERATOR(pg_catalog.=) wanted)
+               AND CASE WHEN legacy THEN o.secret IS NULL
+                        ELSE o.secret OPERATOR(pg_catalog.=) ANY (ARRAY[secret_check, next_check])
+                   END
              ORDER BY o.expires DESC LIMIT 1 FOR UPDATE)
     RETURNING g.worker_id, g.expires, g.start_above_ms, g.covered_until_ms INTO r;
     IF r IS NOT NULL THEN
+        -- Another start of this cluster holding a worker id beside this one (a copy of its data
+        -- directory, a standby promoted while it goes on): said to both.
+        IF NOT legacy THEN
+            SELECT pg_catalog.format('%s (system identifier %s), which holds worker id %s',
+                                     g.node_name, g.system_identifier, g.worker_id)
+              INTO other
+              FROM snowflake.snowflake_registry g
+             WHERE g.namespace OPERATOR(pg_catalog.=) namespace
+               AND g.system_identifier OPERATOR(pg_catalog.=) system_identifier
+               AND g.place IS DISTINCT FROM place_check
+               AND g.worker_id OPERATOR(pg_catalog.<>) r.worker_id
+               AND g.expires OPERATOR(pg_catalog.>) pg_catalog.now()
+             ORDER BY g.worker_id LIMIT 1;
+        END IF;
         RETURN QUERY SELECT 'granted'::pg_catalog.text, r.worker_id, r.expires,
                             r.start_above_ms, r.covered_until_ms, NULL::pg_catalog.text,
-                            NULL::pg_catalog.text;
+                            NULL::pg_catalog.text, other;
         RETURN;
+    END IF;
+    IF secret IS NOT NULL THEN
+        -- Not this start's any more: it was cut off past its lease and the worker id went to
+        -- another start, or another server presented its secret (a clone, a split brain).
+        RETURN QUERY SELECT 'lost'::pg_catalog.text, NULL::pg_catalog.int4,
+            NULL::pg_catalog.timestamptz, NULL::pg_catalog.int8, NULL::pg_catalog.int8,
+            NULL::pg_catalog.text, NULL::pg_catalog.text, NULL::pg_catalog.text;
+        RETURN;
+    END IF;
+
+    IF NOT legacy THEN
+        -- A new start at the place of its data directory's last start, which has ended (two
+        -- servers cannot run one data directory at one place): that start's worker id, with its
+        -- coverage and start (the new start goes on above its own ids, which its data directory
+        -- records), after a stop, a crash or a crash loop alike.
+        -- mutant: registry_in_place
+        UPDATE snowflake.snowflake_registry g
+           SET node_name = node_name, renewed = pg_catalog.now(),
+               expires = GREATEST(g.expires, pg_catalog.now() OPERATOR(pg_catalog.+) lease_for),
+               covered_until_ms = GREATEST(g.covered_until_ms, asked),
+               secret = next_check, copy_of = NULL
+         WHERE (g.namespace, g.worker_id) OPERATOR(pg_catalog.=)
+               (SELECT o.namespace, o.worker_id FROM snowflake.snowflake_registry o
+                 WHERE o.namespace OPERATOR(pg_catalog.=) namespace
+                   AND o.system_identifier OPERATOR(pg_catalog.=) system_identifier
+                   AND o.place OPERATOR(pg_catalog.=) place_check
+                   AND o.worker_id OPERATOR(pg_catalog.<=) max_worker
+                   AND (wanted IS NULL OR o.worker_id OPERATOR(pg_catalog.=) wanted)
+                 ORDER BY o.worker_id IS NOT DISTINCT FROM first_choice DESC, o.expires DESC
+                 LIMIT 1 FOR UPDATE)
+        RETURNING g.worker_id, g.expires, g.start_above_ms, g.covered_until_ms INTO r;
+        IF r IS NOT NULL THEN
+            RETURN QUERY SELECT 'granted'::pg_catalog.text, r.worker_id, r.expires,
+                                r.start_above_ms, r.covered_until_ms, NULL::pg_catalog.text,
+                                NULL::pg_catalog.text, NULL::pg_catalog.text;
+            RETURN;
+        END IF;
+        -- The worker id it asks for, held by another start of this cluster elsewhere: this one
+        -- is a copy of that one's data directory, or a standby promoted while it goes on. It
+        -- gets another, and learns which server it did not take from (a server of its own
+        -- cluster: its name tells it nothing it could not read of itself).
+        -- mutant: registry_copy_of
+        SELECT pg_catalog.format('%s (system identifier %s), which holds worker id %s',
+                                 g.node_name, g.system_identifier, g.worker_id)
+          INTO other
+          FROM snowflake.snowflake_registry g
+         WHERE g.namespace OPERATOR(pg_catalog.=) namespace
+           AND g.worker_id OPERATOR(pg_catalog.=) first_choice
+           AND g.system_identifier OPERATOR(pg_catalog.=) system_identifier
+           AND g.expires OPERATOR(pg_catalog.>) pg_catalog.now();
     END IF;
 
     -- A worker id of its own, never leased (the lowest first); then, in the loop below, one
     -- whose lease ran out longest ago (a server that was down briefly may still come back for
     -- its own), whose next holder starts above everything its previous holders covered.
+    -- The worker id it had before (in its cache), when it is free.
+    IF wanted IS NULL AND preferred IS NOT NULL THEN
+        BEGIN
+            r := snowflake.snowflake_registry_take(namespace, preferred, system_identifier,
+                                                   node_name, lease_for, asked, place_check,
+                                                   next_check, other);
+        EXCEPTION WHEN lock_not_available THEN
+            r := NULL;
+        END;
+        skipped := skipped OPERATOR(pg_catalog.||) preferred;
+        IF r IS NOT NULL THEN
+            RETURN QUERY SELECT 'granted'::pg_catalog.text, r.worker_id, r.expires,
+                                r.start_above_ms, r.covered_until_ms, NULL::pg_catalog.text,
+                                NULL::pg_catalog.text, other;
+            RETURN;
+        END IF;
+    END IF;
     IF wanted IS NULL THEN
         LOOP
             SELECT c.id INTO candidate FROM (
@@ -185,7 +327,8 @@ BEGIN
             EXIT WHEN candidate IS NULL;
             BEGIN
                 r := snowflake.snowflake_registry_take(namespace, candidate, system_identifier,
-                                                       node_name, lease_for, asked);
+                                                       node_name, lease_for, asked,
+                                                       place_check, next_check, other);
             EXCEPTION WHEN lock_not_available THEN
                 r := NULL;
             END;
@@ -193,7 +336,7 @@ BEGIN
             IF r IS NOT NULL THEN
                 RETURN QUERY SELECT 'granted'::pg_catalog.text, r.worker_id, r.expires,
                                     r.start_above_ms, r.covered_until_ms, NULL::pg_catalog.text,
-                                    NULL::pg_catalog.text;
+                                    NULL::pg_catalog.text, other;
                 RETURN;
             END IF;
         END LOOP;
@@ -213,14 +356,15 @@ BEGIN
         CONTINUE WHEN candidate OPERATOR(pg_catalog.=) ANY (skipped);
         BEGIN
             r := snowflake.snowflake_registry_take(namespace, candidate, system_identifier,
-                                                   node_name, lease_for, asked);
+                                                   node_name, lease_for, asked, place_check,
+                                                   next_check, other);
         EXCEPTION WHEN lock_not_available THEN
             r := NULL;
         END;
         IF r IS NOT NULL THEN
             RETURN QUERY SELECT 'granted'::pg_catalog.text, r.worker_id, r.expires,
                                 r.start_above_ms, r.covered_until_ms, NULL::pg_catalog.text,
-                                NULL::pg_catalog.text;
+                                NULL::pg_catalog.text, other;
             RETURN;
         END IF;
     END LOOP;
@@ -234,7 +378,8 @@ BEGIN
                    CASE WHEN pg_catalog.pg_has_role(SESSION_USER, 'pg_monitor', 'USAGE')
                         THEN pg_catalog.format('cluster %s (%s), until %s', g.system_identifier,
                                                g.node_name, g.expires)
-                   END
+                   END,
+                   other
               FROM snowflake.snowflake_registry g
              WHERE g.namespace OPERATOR(pg_catalog.=) namespace
                AND g.worker_id OPERATOR(pg_catalog.=) wanted;
@@ -242,7 +387,7 @@ BEGIN
     END IF;
     RETURN QUERY SELECT 'full'::pg_catalog.text, NULL::pg_catalog.int4,
         NULL::pg_catalog.timestamptz, NULL::pg_catalog.int8, NULL::pg_catalog.int8,
-        NULL::pg_catalog.text, NULL::pg_catalog.text;
+        NULL::pg_catalog.text, NULL::pg_catalog.text, other;
 END
 $lease$;
 
@@ -251,7 +396,9 @@ $lease$;
 -- cluster holds it. A held row is never locked: an UPDATE locks only the rows its condition
 -- selects (the expired ones), and an insert that finds the row there does nothing, so that no
 -- member's call, however long its transaction stays open, leaves another's worker id locked.
--- Called by snowflake_registry_lease() alone (it runs as the same owner).
+-- The new holder's place and secret are the hashes `place` and `secret` (NULL for a member of
+-- 0.5.0 or 0.4.0), and `copy_of` the other start of its cluster it did not take from. Called by
+-- snowflake_registry_hold() alone (it runs as the same owner).
 -- mutant: registry_exclusive
 -- mutant: registry_take_locks
 CREATE FUNCTION snowflake.snowflake_registry_take(
@@ -261,6 +408,9 @@ CREATE FUNCTION snowflake.snowflake_registry_take(
     node_name text,
     lease_for interval,
     asked bigint,
+    place text,
+    secret text,
+    copy_of text,
     OUT worker_id integer,
     OUT expires timestamptz,
     OUT start_above_ms bigint,
@@ -277,7 +427,8 @@ BEGIN
            renewed = pg_catalog.now(),
            expires = pg_catalog.now() OPERATOR(pg_catalog.+) lease_for,
            start_above_ms = g.covered_until_ms,
-           covered_until_ms = GREATEST(g.covered_until_ms, asked)
+           covered_until_ms = GREATEST(g.covered_until_ms, asked),
+           place = place, secret = secret, copy_of = copy_of
      WHERE g.namespace OPERATOR(pg_catalog.=) namespace
        AND g.worker_id OPERATOR(pg_catalog.=) candidate
        AND g.expires OPERATOR(pg_catalog.<) pg_catalog.now()
@@ -288,47 +439,43 @@ BEGIN
     END IF;
     INSERT INTO snowflake.snowflake_registry AS g
            (namespace, worker_id, system_identifier, node_name, since, renewed, expires,
-            covered_until_ms, start_above_ms)
+            covered_until_ms, start_above_ms, place, secret, copy_of)
     VALUES (namespace, candidate, system_identifier, node_name, pg_catalog.now(),
-            pg_catalog.now(), pg_catalog.now() OPERATOR(pg_catalog.+) lease_for, asked, 0)
+            pg_catalog.now(), pg_catalog.now() OPERATOR(pg_catalog.+) lease_for, asked, 0, place,
+            secret, copy_of)
     ON CONFLICT DO NOTHING
     RETURNING g.worker_id, g.expires, g.start_above_ms, g.covered_until_ms
          INTO worker_id, expires, start_above_ms, covered_until_ms;
 END
 $take$;
 
--- Who may lease is the administrator's choice (GRANT EXECUTE ... TO the members' role): nobody
--- else, whatever default privileges granted at creation. Monitoring may read which cluster holds
--- which worker id. Not in privileges.sql, which every upgrade script runs: it would take the
--- members' grants back, and they would stop leasing.
-DO $privileges$
-DECLARE
-    grant_ record;
-BEGIN
-    FOR grant_ IN
-        SELECT pg_catalog.format('FUNCTION %s', p.oid::pg_catalog.regprocedure) AS object,
-               a.grantee
-          FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
-         WHERE p.oid OPERATOR(pg_catalog.=) ANY (ARRAY[
-                   'snowflake.snowflake_registry_lease(text, text, bigint, integer, integer, integer, integer, boolean, integer, bigint, text, bigint, bigint)'::pg_catalog.regprocedure,
-                   'snowflake.snowflake_registry_take(text, integer, bigint, text, interval, bigint)'::pg_catalog.regprocedure])
-           AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
-        UNION
-        SELECT pg_catalog.format('TABLE %s', c.oid::pg_catalog.regclass), a.grantee
-          FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
-         WHERE c.oid OPERATOR(pg_catalog.=) ANY (ARRAY[
-                   'snowflake.snowflake_registry'::pg_catalog.regclass,
-                   'snowflake.snowflake_registry_namespaces'::pg_catalog.regclass])
-           AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
-    LOOP
-        EXECUTE pg_catalog.format('REVOKE ALL ON %s FROM %s', grant_.object,
-            CASE WHEN grant_.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
-                 ELSE grant_.grantee::pg_catalog.regrole::pg_catalog.text
-            END);
-    END LOOP;
-END
-$privileges$;
-REVOKE ALL ON FUNCTION snowflake.snowflake_registry_lease(text, text, bigint, integer, integer, integer, integer, boolean, integer, bigint, text, bigint, bigint) FROM PUBLIC;
-REVOKE ALL ON FUNCTION snowflake.snowflake_registry_take(text, integer, bigint, text, interval, bigint) FROM PUBLIC;
-REVOKE ALL ON snowflake.snowflake_registry, snowflake.snowflake_registry_namespaces FROM PUBLIC;
-GRANT SELECT ON snowflake.snowflake_registry, snowflake.snowflake_registry_namespaces TO pg_monitor;
+-- The lease of a member of 0.5.0 or 0.4.0 (`snowflake_registry_hold` with no place and no
+-- secret): renewed by its system identifier, as those releases' registry did, where no start of
+-- 0.6.0 holds it. Kept for a rolling upgrade (the registry first, then the members); once every
+-- member runs 0.6.0, `REVOKE EXECUTE` on it from the members' role (docs/many-servers.md).
+CREATE FUNCTION snowflake.snowflake_registry_lease(
+    namespace text,
+    layout text,
+    epoch_ms bigint,
+    unit_ms integer,
+    time_bits integer,
+    worker_bits integer,
+    sequence_bits integer,
+    worker_last boolean,
+    wanted integer,
+    system_identifier bigint,
+    node_name text,
+    lease_ms bigint,
+    covered_until_ms bigint)
+RETURNS TABLE (outcome text, worker_id integer, expires timestamptz, start_above_ms bigint,
+               recorded_until_ms bigint, namespace_layout text, holder text)
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $lease$
+    SELECT h.outcome, h.worker_id, h.expires, h.start_above_ms, h.recorded_until_ms,
+           h.namespace_layout, h.holder
+      FROM snowflake.snowflake_registry_hold(namespace, layout, epoch_ms, unit_ms, time_bits,
+               worker_bits, sequence_bits, worker_last, wanted, NULL::pg_catalog.int4,
+               system_identifier, node_name, lease_ms, covered_until_ms, NULL::pg_catalog.text,
+               NULL::pg_catalog.text, NULL::pg_catalog.text) h
+$lease$;

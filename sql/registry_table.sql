@@ -5,6 +5,10 @@
 -- current one starts above. Deleting a row forgets that coverage: the next holder of that worker
 -- id could then repeat ids, so nothing here ever deletes one. A row with
 -- `expires = 'infinity'` reserves a worker id for a server outside the registry.
+-- Which start holds it (0.6.0, src/registry/identity.rs): `place`, a hash of the hash of where
+-- its data directory runs (boot, host, directory), `secret`, a hash of the secret it presents at
+-- its next renewal, both NULL for a member of 0.5.0 or 0.4.0, and `copy_of`, the other start of
+-- its cluster that held the worker id it asked for, when one did (a copy, a split brain).
 -- mutant: registry_negative
 CREATE TABLE snowflake.snowflake_registry (
     namespace text NOT NULL,
@@ -16,7 +20,10 @@ CREATE TABLE snowflake.snowflake_registry (
     expires timestamptz NOT NULL,
     covered_until_ms bigint NOT NULL CHECK (covered_until_ms OPERATOR(pg_catalog.>=) 0),
     start_above_ms bigint NOT NULL CHECK (start_above_ms OPERATOR(pg_catalog.>=) 0),
-    PRIMARY KEY (namespace, worker_id)
+    PRIMARY KEY (namespace, worker_id),
+    place text,
+    secret text,
+    copy_of text
 );
 
 -- pg_dump keeps the rows (the coverage must survive a dump and restore of the registry).

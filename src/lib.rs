@@ -27,6 +27,7 @@ mod wal; // the custom WAL resource manager
 // Configuration, and how problems are reported (each module raises its own, at its check).
 mod errors; // the report builder: SQLSTATE, message, hint; depends on no other module
 mod gucs; // the snowflake.* settings
+mod identity; // where this data directory runs, and a start's secret (copies tell apart)
 
 // The SQL interface, by concern.
 mod admin; // advance_past, reset_layout

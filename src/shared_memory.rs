@@ -63,3 +63,62 @@ impl Drop for InitLock {
         unsafe { pg_sys::LWLockRelease(self.0) }
     }
 }
+
+/// Text in shared memory that one process writes and any reads: `WORDS` words of 8 bytes
+/// behind a sequence lock (odd while the one writer writes), cut at a character boundary with at
+/// least one NUL left. Atomics only, so valid at the same address in every process.
+#[repr(C)]
+pub struct Text<const WORDS: usize> {
+    seq: std::sync::atomic::AtomicU64,
+    words: [std::sync::atomic::AtomicU64; WORDS],
+}
+
+impl<const WORDS: usize> Text<WORDS> {
+    pub const fn empty() -> Self {
+        Text {
+            seq: std::sync::atomic::AtomicU64::new(0),
+            words: [const { std::sync::atomic::AtomicU64::new(0) }; WORDS],
+        }
+    }
+
+    /// The part of `text` that is kept: `WORDS * 8 - 1` bytes (a NUL left), cut at a character
+    /// boundary. A caller that compares a new text with the kept one compares this.
+    pub fn kept<'a>(&self, text: &'a str) -> &'a str {
+        let mut end = text.len().min(WORDS * 8 - 1);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        &text[..end]
+    }
+
+    /// Only from the one process that writes it.
+    pub fn set(&self, text: &str) {
+        use std::sync::atomic::Ordering;
+        let text = self.kept(text);
+        let mut bytes = vec![0u8; WORDS * 8];
+        bytes[..text.len()].copy_from_slice(text.as_bytes());
+        self.seq.fetch_add(1, Ordering::AcqRel);
+        for (word, chunk) in self.words.iter().zip(bytes.chunks(8)) {
+            word.store(u64::from_le_bytes(chunk.try_into().unwrap()), Ordering::Release);
+        }
+        self.seq.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The text, or `None` while it is empty.
+    pub fn get(&self) -> Option<String> {
+        use std::sync::atomic::Ordering;
+        loop {
+            let before = self.seq.load(Ordering::Acquire);
+            let mut bytes = Vec::with_capacity(WORDS * 8);
+            for word in &self.words {
+                bytes.extend_from_slice(&word.load(Ordering::Acquire).to_le_bytes());
+            }
+            if before.is_multiple_of(2) && self.seq.load(Ordering::Acquire) == before {
+                let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+                let text = String::from_utf8_lossy(&bytes[..end]).into_owned();
+                return (!text.is_empty()).then_some(text);
+            }
+            std::hint::spin_loop();
+        }
+    }
+}

@@ -183,5 +183,9 @@ fn registry_stats() -> Option<Value> {
         // password in clear text), null until it has.
         "libpq": (r.libpq_version != 0)
             .then(|| format!("{}.{}", r.libpq_version / 10000, r.libpq_version % 10000)),
+        // Another server of this cluster that held the worker id this one asked for (a copy of
+        // this data directory, or a standby promoted beside it), as the registry named it: this
+        // one took a worker id of its own; null when none did.
+        "copy_of": r.copy_of,
     }))
 }

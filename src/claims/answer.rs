@@ -41,6 +41,8 @@ pub struct Claim {
     pub since_us: i64,
     pub last_seen_us: i64,
     pub expires_us: i64,
+    /// Where the node's data directory runs ('' from a node of 0.5.0, which names none).
+    pub place: String,
 }
 
 /// A node's answer that passed every check: the claims of one cluster (none: a node that has
@@ -102,6 +104,10 @@ fn claim(item: &Value, now_us: i64) -> Result<Claim, String> {
     let since_us = time(fields, "since")?;
     let last_seen_us = time(fields, "last_seen")?;
     let expires_us = time(fields, "expires")?;
+    let place = match fields.get("place") {
+        None => String::new(),
+        Some(_) => string(fields, "place")?,
+    };
     // mutant: claims_future
     if last_seen_us > now_us + AHEAD_ALLOWED_US {
         return Err(format!(
@@ -121,6 +127,7 @@ fn claim(item: &Value, now_us: i64) -> Result<Claim, String> {
         since_us,
         last_seen_us,
         expires_us: expires_us.min(now_us + EXPIRES_CAPPED_US),
+        place,
     })
 }
 

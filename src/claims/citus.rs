@@ -506,22 +506,23 @@ fn write(claims: &[Claim], layout: &str) -> Result<Option<String>, pgrx::spi::Sp
     )?;
     Spi::get_one_with_args::<String>(
         "WITH claims AS (
-             SELECT DISTINCT ON (x.system_identifier, x.worker_id, x.layout) x.*
+             SELECT DISTINCT ON (x.system_identifier, x.worker_id, x.layout, x.place) x.*
                FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.int8[]),
                                pg_catalog.unnest($2::pg_catalog.int4[]),
                                pg_catalog.unnest($3::pg_catalog.text[]),
                                pg_catalog.unnest($4::pg_catalog.text[]),
                                pg_catalog.unnest($5::pg_catalog.timestamptz[]),
                                pg_catalog.unnest($6::pg_catalog.timestamptz[]),
-                               pg_catalog.unnest($7::pg_catalog.timestamptz[]))
+                               pg_catalog.unnest($7::pg_catalog.timestamptz[]),
+                               pg_catalog.unnest($9::pg_catalog.text[]))
                     AS x(system_identifier, worker_id, layout, node_name, since, last_seen,
-                         expires)
+                         expires, place)
               WHERE x.since IS NOT NULL AND x.last_seen IS NOT NULL AND x.expires IS NOT NULL
-              ORDER BY x.system_identifier, x.worker_id, x.layout, x.last_seen DESC),
+              ORDER BY x.system_identifier, x.worker_id, x.layout, x.place, x.last_seen DESC),
          written AS (
              INSERT INTO snowflake.snowflake_claims AS c
              SELECT * FROM claims
-             ON CONFLICT (system_identifier, worker_id, layout) DO UPDATE SET
+             ON CONFLICT (system_identifier, worker_id, layout, place) DO UPDATE SET
                  node_name = excluded.node_name, since = excluded.since,
                  last_seen = excluded.last_seen, expires = excluded.expires
               WHERE excluded.last_seen OPERATOR(pg_catalog.>) c.last_seen
@@ -539,6 +540,7 @@ fn write(claims: &[Claim], layout: &str) -> Result<Option<String>, pgrx::spi::Sp
             times(|c| c.last_seen_us).into(),
             times(|c| c.expires_us).into(),
             layout.into(),
+            claims.iter().map(|c| c.place.clone()).collect::<Vec<String>>().into(),
         ],
     )
 }

@@ -24,12 +24,13 @@ use crate::background::{self, Reaches};
 use crate::errors::{self, Code};
 use crate::layout::Layout;
 use crate::text::iso_unix;
-use crate::{clock, generator, gucs, own_schema, privileges, registry};
+use crate::{clock, generator, gucs, identity, own_schema, privileges, registry};
 use pgrx::bgworkers::BackgroundWorker;
 use pgrx::lwlock::PgLwLock;
 use pgrx::prelude::*;
 use pgrx::shmem::PGRXSharedMemory;
 use std::ffi::CString;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long a claim stays valid after its renewal: three intervals, so that one missed renewal
@@ -381,18 +382,46 @@ fn snowflake_claim() -> i32 {
 }
 
 /// The claim itself, in `snowflake.snowflake_claims` (a schema that only a superuser can rename:
-/// the caller checked it in this transaction).
+/// the caller checked it in this transaction), at this data directory's place (`identity`): a copy
+/// of the data directory, another start of the cluster elsewhere, makes a claim of its own.
+///
+/// The first claim a process writes ends, first, the claims in force of this cluster's worker id
+/// at other places: those of the start it follows (the primary before a failover, the server of
+/// 0.5.0 that claimed without a place), which would otherwise clash with it until they ran out.
+/// A start that goes on elsewhere (a copy, a split brain) renews its own: the clash begins again,
+/// and is reported wherever the claims meet.
+// mutant: claims_place
 fn write_claim(layout: &Layout, worker_id: u32) -> i32 {
+    static FOLLOWED: AtomicBool = AtomicBool::new(false);
     let valid_for = valid_for();
     // SAFETY: reads a value PostgreSQL set at start.
     let system_identifier = unsafe { pg_sys::GetSystemIdentifier() } as i64;
+    let place = identity::place().description;
+    let key = [
+        system_identifier.into(),
+        (worker_id as i32).into(),
+        layout.describe().into(),
+        place.as_str().into(),
+    ];
+    if !FOLLOWED.swap(true, Ordering::Relaxed) {
+        Spi::run_with_args(
+            "UPDATE snowflake.snowflake_claims c SET expires = pg_catalog.now()
+              WHERE c.system_identifier OPERATOR(pg_catalog.=) $1
+                AND c.worker_id OPERATOR(pg_catalog.=) $2
+                AND c.layout OPERATOR(pg_catalog.=) $3
+                AND c.place OPERATOR(pg_catalog.<>) $4
+                AND c.expires OPERATOR(pg_catalog.>) pg_catalog.now()",
+            &key,
+        )
+        .unwrap_or_else(|e| table_failed("write", &e));
+    }
     // Two short statements rather than one: a clash's WARNING (from the table's trigger) shows
     // the statement as its context, in the server log of every renewal's caller.
     Spi::run_with_args(
         "INSERT INTO snowflake.snowflake_claims AS c
-         VALUES ($1, $2, $3, $4, pg_catalog.now(), pg_catalog.now(),
-                 pg_catalog.now() OPERATOR(pg_catalog.+) $5::pg_catalog.interval)
-         ON CONFLICT (system_identifier, worker_id, layout) DO UPDATE SET
+         VALUES ($1, $2, $3, $5, pg_catalog.now(), pg_catalog.now(),
+                 pg_catalog.now() OPERATOR(pg_catalog.+) $6::pg_catalog.interval, $4)
+         ON CONFLICT (system_identifier, worker_id, layout, place) DO UPDATE SET
              node_name = excluded.node_name, last_seen = pg_catalog.now(),
              expires = excluded.expires,
              since = CASE WHEN c.expires OPERATOR(pg_catalog.<) pg_catalog.now()
@@ -401,6 +430,7 @@ fn write_claim(layout: &Layout, worker_id: u32) -> i32 {
             system_identifier.into(),
             (worker_id as i32).into(),
             layout.describe().into(),
+            place.as_str().into(),
             registry::node_name().into(),
             format!("{} ms", valid_for.as_millis()).into(),
         ],
@@ -413,12 +443,14 @@ fn write_claim(layout: &Layout, worker_id: u32) -> i32 {
           WHERE m.system_identifier OPERATOR(pg_catalog.=) $1
             AND m.worker_id OPERATOR(pg_catalog.=) $2
             AND m.layout OPERATOR(pg_catalog.=) $3
+            AND m.place OPERATOR(pg_catalog.=) $4
             AND o.worker_id OPERATOR(pg_catalog.=) m.worker_id
             AND o.layout OPERATOR(pg_catalog.=) m.layout
-            AND o.system_identifier OPERATOR(pg_catalog.<>) m.system_identifier
+            AND (o.system_identifier, o.place) OPERATOR(pg_catalog.<>)
+                (m.system_identifier, m.place)
             AND o.since OPERATOR(pg_catalog.<) m.expires
             AND m.since OPERATOR(pg_catalog.<) o.expires",
-        &[system_identifier.into(), (worker_id as i32).into(), layout.describe().into()],
+        &key,
     )
     .unwrap_or_else(|e| table_failed("read", &e))
     .unwrap_or(0);

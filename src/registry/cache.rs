@@ -3,6 +3,10 @@
 //! until that lease runs out (as Leaf caches its ZooKeeper worker id on local disk). Plain Rust,
 //! tested without PostgreSQL.
 //!
+//! A copy of the data directory carries this file too (Leaf's copied cache repeats ids): the
+//! lease records the place it was granted at (`identity::Place::check`), and only a start at
+//! that place uses it (0.6.0). A file of 0.5.0, which records no place, is used by no start.
+//!
 //! A few `key=value` lines and a CRC-32C of everything before it, replaced whole (a temporary
 //! file, synced, renamed, the directory synced) so that a crash leaves the old lease or the new
 //! one. A lease is written here only once the registry has recorded its coverage, and before the
@@ -14,7 +18,9 @@ use std::path::Path;
 
 pub const FILE_NAME: &str = "pg_snowflake.registry";
 const TEMP_NAME: &str = "pg_snowflake.registry.tmp";
-const HEADER: &str = "pg_snowflake registry lease 1";
+const HEADER: &str = "pg_snowflake registry lease 2";
+/// 0.5.0's file: no place.
+const HEADER_1: &str = "pg_snowflake registry lease 1";
 /// The largest file a lease makes: its lines hold at most about 500 bytes (a namespace is 63
 /// characters of up to 4 bytes).
 const MAX_LEN: usize = 4096;
@@ -35,20 +41,26 @@ pub struct Lease {
     pub start_above_ms: i64,
     /// Unix ms, by the registry's clock: when another cluster may take the worker id.
     pub expires_ms: i64,
+    /// The check of the place it was granted at (empty in 0.5.0's file: no place).
+    pub place_check: String,
+    /// That place, for people.
+    pub place: String,
 }
 
 impl Lease {
     pub fn encode(&self) -> String {
         let body = format!(
             "{HEADER}\nsystem_identifier={}\nnamespace={}\nlayout={}\nworker_id={}\n\
-             covered_until_ms={}\nstart_above_ms={}\nexpires_ms={}\n",
+             covered_until_ms={}\nstart_above_ms={}\nexpires_ms={}\nplace_check={}\nplace={}\n",
             self.system_identifier,
             self.namespace,
             self.layout,
             self.worker_id,
             self.covered_until_ms,
             self.start_above_ms,
-            self.expires_ms
+            self.expires_ms,
+            self.place_check,
+            self.place.replace('\n', " ")
         );
         format!("{body}crc32c={:08x}\n", crc32c(body.as_bytes()))
     }
@@ -62,9 +74,11 @@ impl Lease {
             return Err(format!("checksum mismatch (stored {stored}, computed {computed})"));
         }
         let mut lines = body.lines();
-        if lines.next() != Some(HEADER) {
-            return Err("the file does not start with the pg_snowflake registry header".into());
-        }
+        let version = match lines.next() {
+            Some(HEADER) => 2,
+            Some(HEADER_1) => 1,
+            _ => return Err("the file does not start with the pg_snowflake registry header".into()),
+        };
         let mut value = |key: &str| -> Result<String, String> {
             let line = lines.next().unwrap_or_default();
             line.strip_prefix(key)
@@ -87,6 +101,11 @@ impl Lease {
         let covered_until_ms = number("covered_until_ms", value("covered_until_ms")?)?;
         let start_above_ms = number("start_above_ms", value("start_above_ms")?)?;
         let expires_ms = number("expires_ms", value("expires_ms")?)?;
+        let (place_check, place) = if version == 2 {
+            (value("place_check")?, value("place")?)
+        } else {
+            (String::new(), String::new())
+        };
         Ok(Lease {
             system_identifier,
             namespace,
@@ -95,6 +114,8 @@ impl Lease {
             covered_until_ms,
             start_above_ms,
             expires_ms,
+            place_check,
+            place,
         })
     }
 }
@@ -135,7 +156,18 @@ mod tests {
             covered_until_ms: 1_790_000_000_000,
             start_above_ms: 1_789_000_000_000,
             expires_ms: 1_790_000_001_000,
+            place_check: "ab".repeat(32),
+            place: "host vm, /data (device 8:1, inode 42)".into(),
         }
+    }
+
+    #[test]
+    fn a_file_of_0_5_0_has_no_place() {
+        let body = "pg_snowflake registry lease 1\nsystem_identifier=7\nnamespace=n\nlayout=twitter\n\
+                    worker_id=3\ncovered_until_ms=10\nstart_above_ms=0\nexpires_ms=20\n";
+        let text = format!("{body}crc32c={:08x}\n", crc32c(body.as_bytes()));
+        let lease = Lease::decode(&text).unwrap();
+        assert_eq!((lease.worker_id, lease.place_check.as_str()), (3, ""));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! `snowflake.worker_id` alone, so that a fleet needs no hand-kept list of worker ids.
 //!
 //! # The protocol
-//! - A background worker (`worker`) connects with libpq and calls `snowflake_registry_lease()`
+//! - A background worker (`worker`) connects with libpq and calls `snowflake_registry_hold()`
 //!   at start and every third of `snowflake.registry_lease`. Each call reports how far this
 //!   server's ids may go (`covered_until`: the clock now plus one lease), and is granted a worker
 //!   id until then; only then does the generator's ceiling (rule 5 of `generator`) move there.
@@ -12,12 +12,20 @@
 //!   its previous holders covered (`start_above`): the generator's floor, so reuse never
 //!   repeats an id whatever the clocks say (a floor ahead of the clock by more than
 //!   `snowflake.max_drift` makes callers wait, as after a backward clock step).
-//! - Each grant is cached durably in the data directory (`cache`) before it is used: a restart
-//!   while the registry is unreachable goes on with the cached worker id until its lease runs
-//!   out. The cache belongs to one system identifier: a promoted standby shares it (and the
-//!   registry knows it as the same cluster); `pg_upgrade` and a new cluster do not.
-//! - A server whose worker id went to another cluster (it was cut off for longer than its
-//!   lease) refuses ids until it is restarted, when it leases anew.
+//! - A lease belongs to one start of one data directory at one place, not to a system
+//!   identifier, which every copy of the data directory shares (`identity`, 0.6.0): each start
+//!   holds a secret that only it knows, presents it at every renewal with the next one, and the
+//!   registry renews only for it. A new start (after a stop, a crash, a promotion) has no secret:
+//!   where its data directory's last start held the lease (the same boot, host and directory) it
+//!   resumes it, since that start has ended; anywhere else (a copy, a restore, a promoted standby
+//!   on another host, a split brain) it takes a worker id of its own while the old holder's
+//!   lease runs, and the registry names the holder it did not take from (`copy_of`).
+//! - Each grant is cached durably in the data directory (`cache`) before it is used, with its
+//!   place: a restart at that place while the registry is unreachable goes on with the cached
+//!   worker id until its lease runs out; a start anywhere else waits for the registry.
+//! - A server whose worker id went to another cluster or another start (it was cut off for
+//!   longer than its lease, or another server presented its secret) refuses ids until it is
+//!   restarted, when it leases anew.
 //! - Nothing here is on the hot path of a server with `snowflake.worker_id` and no registry; with
 //!   a registry, the worker id costs two loads (the lease's source, then the worker id).
 
@@ -28,9 +36,9 @@ mod worker;
 
 use crate::errors::{self, Code};
 use crate::layout::Layout;
-use crate::shared_memory::InitLock;
+use crate::shared_memory::{InitLock, Text};
 use crate::text::{iso_unix, one_line, sentence};
-use crate::{clock, generator, gucs};
+use crate::{clock, generator, gucs, identity};
 use pgrx::prelude::*;
 use pgrx::{PGRXSharedMemory, PgSharedMemoryInitialization};
 use std::path::Path;
@@ -83,6 +91,8 @@ pub enum Problem {
     /// An answer that no registry gives (COPY, more rows or columns than a lease, oversized
     /// values, a grant no id fits in): whoever answered, it is not taken.
     Answer = 10,
+    /// The registry renews this server's worker id for another start of its cluster now.
+    Lost = 11,
 }
 
 impl Problem {
@@ -99,6 +109,7 @@ impl Problem {
             Problem::Layout,
             Problem::Busy,
             Problem::Answer,
+            Problem::Lost,
         ]
         .get(n as usize)
         .copied()
@@ -117,9 +128,9 @@ impl Problem {
                  id is leased."
             }
             Problem::NotInstalled => {
-                "Install pg_snowflake 0.4.0 or later in the registry's database (CREATE \
+                "Install pg_snowflake 0.6.0 or later in the registry's database (CREATE \
                  EXTENSION, or ALTER EXTENSION ... UPDATE), and grant EXECUTE on \
-                 snowflake.snowflake_registry_lease to the role in snowflake.registry."
+                 snowflake.snowflake_registry_hold to the role in snowflake.registry."
             }
             Problem::Held => {
                 "Give this server another snowflake.worker_id, or set it to -1 to lease a free \
@@ -131,7 +142,7 @@ impl Problem {
             }
             Problem::Refused => {
                 "Check the role in snowflake.registry (it needs EXECUTE on \
-                 snowflake.snowflake_registry_lease in the registry's database), and what the \
+                 snowflake.snowflake_registry_hold in the registry's database), and what the \
                  detail names in the registry's database."
             }
             Problem::Cache => "Check that the data directory is writable and has space.",
@@ -148,6 +159,10 @@ impl Problem {
                 "The server in snowflake.registry answered as no pg_snowflake registry does: check \
                  that it names the registry, and set sslmode=verify-full there so that nothing on \
                  the network path can answer in its place; the worker tries again meanwhile."
+            }
+            Problem::Lost => {
+                "Restart the server: it then takes a worker id of its own. If another server runs \
+                 a copy of this data directory, that one holds the worker id now."
             }
             Problem::Settings => {
                 "Correct snowflake.registry in postgresql.conf as the detail says, and restart \
@@ -173,14 +188,35 @@ pub struct Registry {
     problem_kind: AtomicU32,
     /// `PQlibVersion()` of the libpq the worker loaded (0 until it has).
     libpq_version: AtomicU32,
-    /// The last problem in words ("" while there is none), behind a sequence lock: odd while
-    /// the one writer writes.
-    status_seq: AtomicU64,
-    status: [AtomicU64; STATUS_WORDS],
+    /// The last problem in words ("" while there is none).
+    status: Text<STATUS_WORDS>,
+    /// This start's secret (see `identity`), and the next one it sends with it; written by the
+    /// registry worker only. `has_secret` is 1 while the registry knows `secret`: from this
+    /// start's first grant on (a new start, and a crash reset of shared memory, begin without).
+    secret: [AtomicU64; 4],
+    next_secret: [AtomicU64; 4],
+    has_secret: AtomicU32,
+    /// Another start of this cluster that held the worker id this one asked for (a copy of this
+    /// data directory, or a split brain), as the registry named it; "" when none did.
+    copy_of: Text<STATUS_WORDS>,
 }
 
 // SAFETY: atomics only, no pointers: valid at the same address in every process.
 unsafe impl PGRXSharedMemory for Registry {}
+
+fn words_to_bytes(words: &[AtomicU64; 4]) -> [u8; 32] {
+    let mut bytes = [0u8; 32];
+    for (chunk, word) in bytes.chunks_mut(8).zip(words) {
+        chunk.copy_from_slice(&word.load(Ordering::Acquire).to_le_bytes());
+    }
+    bytes
+}
+
+fn store_words(words: &[AtomicU64; 4], bytes: &[u8; 32]) {
+    for (chunk, word) in bytes.chunks(8).zip(words) {
+        word.store(u64::from_le_bytes(chunk.try_into().unwrap()), Ordering::Release);
+    }
+}
 
 /// What `snowflake_stats()` shows.
 pub struct Snapshot {
@@ -192,6 +228,8 @@ pub struct Snapshot {
     pub problem: Option<String>,
     /// `PQlibVersion()` of the libpq the worker loaded (0 until it has).
     pub libpq_version: u32,
+    /// Another start of this cluster that held the worker id this one asked for, if one did.
+    pub copy_of: Option<String>,
 }
 
 impl Registry {
@@ -204,8 +242,11 @@ impl Registry {
             renewed_ms: AtomicI64::new(0),
             problem_kind: AtomicU32::new(Problem::None as u32),
             libpq_version: AtomicU32::new(0),
-            status_seq: AtomicU64::new(0),
-            status: [const { AtomicU64::new(0) }; STATUS_WORDS],
+            status: Text::empty(),
+            secret: [const { AtomicU64::new(0) }; 4],
+            next_secret: [const { AtomicU64::new(0) }; 4],
+            has_secret: AtomicU32::new(0),
+            copy_of: Text::empty(),
         }
     }
 
@@ -251,7 +292,7 @@ impl Registry {
         // Compared as it is kept: 0.6.0's review found a problem longer than the kept text
         // logged again at every call (a registry raising 900 characters, every 2 s).
         // mutant: registry_problem_once
-        if before.as_deref().unwrap_or_default() == kept(problem) {
+        if before.as_deref().unwrap_or_default() == self.status.kept(problem) {
             return;
         }
         self.problem_kind.store(kind as u32, Ordering::Release);
@@ -263,30 +304,35 @@ impl Registry {
     }
 
     fn set_problem(&self, problem: &str) {
-        let problem = kept(&redact::redact(problem)).to_owned();
-        let mut bytes = [0u8; STATUS_WORDS * 8];
-        bytes[..problem.len()].copy_from_slice(problem.as_bytes());
-        self.status_seq.fetch_add(1, Ordering::AcqRel);
-        for (word, chunk) in self.status.iter().zip(bytes.chunks(8)) {
-            word.store(u64::from_le_bytes(chunk.try_into().unwrap()), Ordering::Release);
+        self.status.set(&redact::redact(problem));
+    }
+
+    /// The secret the registry knows this start by, once it granted one.
+    fn secret(&self) -> Option<[u8; 32]> {
+        (self.has_secret.load(Ordering::Acquire) == 1).then(|| words_to_bytes(&self.secret))
+    }
+
+    /// The secret to replace it with at the next call: the same until a call is answered (the
+    /// registry may have taken it before the answer was lost), then a new one.
+    fn next_secret(&self) -> [u8; 32] {
+        let next = words_to_bytes(&self.next_secret);
+        if next != [0; 32] {
+            return next;
         }
-        self.status_seq.fetch_add(1, Ordering::AcqRel);
+        let fresh = identity::new_secret();
+        store_words(&self.next_secret, &fresh);
+        fresh
+    }
+
+    /// The registry answered a call that sent `next_secret`: it is this start's secret now.
+    fn take_next_secret(&self) {
+        store_words(&self.secret, &words_to_bytes(&self.next_secret));
+        self.has_secret.store(1, Ordering::Release);
+        store_words(&self.next_secret, &[0; 32]);
     }
 
     fn problem(&self) -> Option<String> {
-        loop {
-            let before = self.status_seq.load(Ordering::Acquire);
-            let mut bytes = Vec::with_capacity(STATUS_WORDS * 8);
-            for word in &self.status {
-                bytes.extend_from_slice(&word.load(Ordering::Acquire).to_le_bytes());
-            }
-            if before.is_multiple_of(2) && self.status_seq.load(Ordering::Acquire) == before {
-                let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-                let text = String::from_utf8_lossy(&bytes[..end]).into_owned();
-                return (!text.is_empty()).then_some(text);
-            }
-            std::hint::spin_loop();
-        }
+        self.status.get()
     }
 
     pub fn snapshot(&self) -> Snapshot {
@@ -298,6 +344,7 @@ impl Registry {
             renewed_ms: self.renewed_ms.load(Ordering::Acquire),
             problem: self.problem(),
             libpq_version: self.libpq_version.load(Ordering::Acquire),
+            copy_of: self.copy_of.get(),
         }
     }
 }
@@ -560,6 +607,29 @@ fn start_from_cache(registry: &Registry) {
             return;
         }
     };
+    // Only where it was granted: a copy of this data directory, a restore, a standby promoted on
+    // another host, and a start after a reboot carry the file and are elsewhere.
+    let here = identity::place();
+    if lease.place_check != here.check {
+        let then = if lease.place.is_empty() {
+            "0.5.0 recorded no place".to_string()
+        } else {
+            format!("then {}", lease.place)
+        };
+        errors::report(
+            Code::ERRCODE_WARNING,
+            format!(
+                "pg_snowflake: this data directory was copied, moved or restarted after a reboot \
+                 since its registry lease was cached ({then}; now {}): it makes no ids until \
+                 the registry leases it a worker id",
+                here.description
+            ),
+            "Nothing is needed where the registry is reachable. A copy that runs beside its \
+             original gets a worker id of its own.",
+        )
+        .warn();
+        return;
+    }
     let layout = gucs::layout();
     let fits = lease.system_identifier == system_identifier()
         && lease.namespace == gucs::registry_namespace()
@@ -577,13 +647,4 @@ extension_sql_file! { "../../sql/registry_namespaces.sql", name = "snowflake_reg
 extension_sql_file! { "../../sql/registry_table.sql", name = "snowflake_registry", requires = ["own_schema"] }
 extension_sql_file! { "../../sql/registry_lease.sql", name = "snowflake_registry_lease", requires = ["snowflake_registry", "snowflake_registry_namespaces"] }
 extension_sql_file! { "../../sql/registry_compat.sql", name = "snowflake_registry_compat", requires = ["snowflake_registry_lease"] }
-
-/// The part of `problem` that shared memory keeps: 511 bytes (one word's NUL left), cut at a
-/// character boundary.
-fn kept(problem: &str) -> &str {
-    let mut end = problem.len().min(STATUS_WORDS * 8 - 1);
-    while !problem.is_char_boundary(end) {
-        end -= 1;
-    }
-    &problem[..end]
-}
+extension_sql_file! { "../../sql/registry_grants.sql", name = "snowflake_registry_grants", requires = ["snowflake_registry_lease", "snowflake_registry_compat"] }

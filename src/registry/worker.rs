@@ -8,7 +8,7 @@ use super::{cache, libpq, node_name, system_identifier, Problem, Registry, Sourc
 use crate::background::{self, Reaches};
 use crate::errors::{self, Code};
 use crate::layout::Order;
-use crate::{clock, generator, gucs};
+use crate::{clock, generator, gucs, identity};
 use pgrx::prelude::*;
 use std::ffi::CStr;
 use std::path::Path;
@@ -243,27 +243,40 @@ fn renew(registry: &Registry) -> Duration {
     }
     let layout = gucs::layout();
     let held = registry.worker_id();
-    let wanted = held.or(gucs::requested_worker_id());
+    let cached = || cache::read(Path::new(".")).ok().flatten().map(|l| l.worker_id);
+    let ask = Ask {
+        namespace: gucs::registry_namespace(),
+        held,
+        wanted: held.or(gucs::requested_worker_id()),
+        preferred: held.or_else(cached),
+        place: identity::place(),
+        secret: registry.secret(),
+        next_secret: registry.next_secret(),
+    };
     let covered_until_ms = clock::now_unix_ms() + lease.as_millis() as i64;
-    let namespace = gucs::registry_namespace();
-    match call(&namespace, wanted, covered_until_ms) {
+    match call(&ask, covered_until_ms) {
         Ok(granted) => {
+            // The registry knows this start by its next secret from now on.
+            registry.take_next_secret();
             if held.is_some_and(|w| w != granted.worker_id) {
                 let why = format!("the registry answered with worker id {}", granted.worker_id);
                 lose(registry, &why);
                 return lease;
             }
+            beside_another_start(registry, &ask, &granted);
             // What this server may use: what it asked for, or less if the registry recorded less
             // (its clock far behind this one's).
             let covered_until_ms = covered_until_ms.min(granted.recorded_until_ms);
             let lease_now = cache::Lease {
                 system_identifier: system_identifier(),
-                namespace,
+                namespace: ask.namespace.clone(),
                 layout: layout.describe(),
                 worker_id: granted.worker_id,
                 covered_until_ms,
                 start_above_ms: granted.start_above_ms,
                 expires_ms: granted.expires_ms,
+                place_check: ask.place.check.clone(),
+                place: ask.place.description.clone(),
             };
             // Cached before it is used: a restart must never use less than it already did.
             if let Err(e) = cache::write(Path::new("."), &lease_now) {
@@ -287,7 +300,7 @@ fn renew(registry: &Registry) -> Duration {
             registry.report(Problem::None, "");
             every
         }
-        Err((Problem::Held, why)) if held.is_some() => {
+        Err((Problem::Held | Problem::Lost, why)) if held.is_some() => {
             lose(registry, &why);
             lease
         }
@@ -296,6 +309,37 @@ fn renew(registry: &Registry) -> Duration {
             RETRY.min(every)
         }
     }
+}
+
+/// Another start of this cluster holds a worker id beside this one, as the registry names it: one
+/// of the two is a copy of the other's data directory (an image, a backup, a snapshot), or a
+/// standby promoted while the other goes on; or the other stopped, and its lease has not run out
+/// yet (an ordinary failover). Said once for each other server, and kept for
+/// `snowflake_stats()`; forgotten once the registry names none.
+fn beside_another_start(registry: &Registry, ask: &Ask, granted: &Granted) {
+    let Some(other) = &granted.copy_of else {
+        if registry.copy_of.get().is_some() {
+            registry.copy_of.set("");
+        }
+        return;
+    };
+    if registry.copy_of.get().as_deref() == Some(other.as_str()) {
+        return;
+    }
+    registry.copy_of.set(other);
+    errors::report(
+        Code::ERRCODE_WARNING,
+        format!(
+            "pg_snowflake: another server of this cluster runs beside this one ({}): {other}; \
+             one of the two is a copy of the other's data directory or a standby promoted while \
+             the other went on, or the other stopped and its lease has not run out: this one \
+             makes ids with worker id {} of its own",
+            ask.place.description, granted.worker_id
+        ),
+        "Nothing is needed: no id is made twice. If the two should not run side by side, stop \
+         one of them.",
+    )
+    .warn();
 }
 
 /// The worker id went to another cluster: no more ids until restart, and no cached lease to
@@ -337,6 +381,24 @@ struct Granted {
     start_above_ms: i64,
     /// The coverage the registry recorded for this cluster (at most what it asked for).
     recorded_until_ms: i64,
+    /// Another start of this cluster, which held the worker id this one asked for (a copy of
+    /// this data directory, or a split brain), as the registry names it.
+    copy_of: Option<String>,
+}
+
+/// What one call asks for.
+struct Ask {
+    namespace: String,
+    /// The worker id this server holds now, if it holds one.
+    held: Option<u32>,
+    /// Exactly this worker id (`snowflake.worker_id`), or any free one.
+    wanted: Option<u32>,
+    /// The one to take first when it is free: held now, or cached by an earlier start.
+    preferred: Option<u32>,
+    place: identity::Place,
+    /// The secret the registry knows this start by, from its first grant on.
+    secret: Option<[u8; 32]>,
+    next_secret: [u8; 32],
 }
 
 /// What went wrong, in words, from an error of the registry's server or of the connection: by
@@ -367,7 +429,7 @@ fn no_lease(message: String) -> (Problem, String) {
     (Problem::Answer, message)
 }
 
-/// The statement that leases: it calls `snowflake.snowflake_registry_lease()` only if that is
+/// The statement that leases: it calls `snowflake.snowflake_registry_hold()` only if that is
 /// pg_snowflake's own function in a schema that a superuser owns, checked in the same statement
 /// (`ours`, a one-time filter of the subquery that calls it): the registry's database may belong
 /// to a role that would plant a look-alike answering every member "worker id 0 for a day". Any
@@ -380,7 +442,7 @@ fn no_lease(message: String) -> (Problem, String) {
 const LEASE: &str = "
     SELECT v.ours, l.outcome, l.worker_id,
            (pg_catalog.date_part('epoch', l.expires) OPERATOR(pg_catalog.*) 1000)::pg_catalog.int8,
-           l.start_above_ms, l.recorded_until_ms, l.namespace_layout
+           l.start_above_ms, l.recorded_until_ms, l.namespace_layout, l.copy_of
       FROM (SELECT EXISTS (
                 SELECT FROM pg_catalog.pg_proc p
                   JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
@@ -388,10 +450,11 @@ const LEASE: &str = "
                   JOIN pg_catalog.pg_depend d ON d.objid OPERATOR(pg_catalog.=) p.oid
                   JOIN pg_catalog.pg_extension e ON e.oid OPERATOR(pg_catalog.=) d.refobjid
                  WHERE p.oid OPERATOR(pg_catalog.=) pg_catalog.to_regprocedure(
-                           'snowflake.snowflake_registry_lease(pg_catalog.text, pg_catalog.text, '
+                           'snowflake.snowflake_registry_hold(pg_catalog.text, pg_catalog.text, '
                            'pg_catalog.int8, pg_catalog.int4, pg_catalog.int4, pg_catalog.int4, '
-                           'pg_catalog.int4, pg_catalog.bool, pg_catalog.int4, pg_catalog.int8, '
-                           'pg_catalog.text, pg_catalog.int8, pg_catalog.int8)')
+                           'pg_catalog.int4, pg_catalog.bool, pg_catalog.int4, pg_catalog.int4, '
+                           'pg_catalog.int8, pg_catalog.text, pg_catalog.int8, pg_catalog.int8, '
+                           'pg_catalog.text, pg_catalog.text, pg_catalog.text)')
                    AND d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
                    AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
                    AND d.deptype OPERATOR(pg_catalog.=) 'e'
@@ -399,32 +462,32 @@ const LEASE: &str = "
                    AND n.nspname OPERATOR(pg_catalog.=) 'snowflake'
                    AND r.rolsuper) AS ours) v
       LEFT JOIN LATERAL (
-           SELECT * FROM snowflake.snowflake_registry_lease(
+           SELECT * FROM snowflake.snowflake_registry_hold(
                     $1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.int8,
                     $4::pg_catalog.int4, $5::pg_catalog.int4, $6::pg_catalog.int4,
                     $7::pg_catalog.int4, $8::pg_catalog.bool, $9::pg_catalog.int4,
-                    $10::pg_catalog.int8, $11::pg_catalog.text, $12::pg_catalog.int8,
-                    $13::pg_catalog.int8)
+                    $10::pg_catalog.int4, $11::pg_catalog.int8, $12::pg_catalog.text,
+                    $13::pg_catalog.int8, $14::pg_catalog.int8, $15::pg_catalog.text,
+                    $16::pg_catalog.text, $17::pg_catalog.text)
             WHERE v.ours OFFSET 0) l ON true";
 
 /// The answers the registry may give, and nothing else (see `libpq::Shape`): the session's six
-/// settings, one lease of seven columns (the longest value is a namespace's layout, about 100
-/// bytes), and the version of pg_snowflake there.
+/// settings, one lease of eight columns (the longest values are a namespace's layout, about 100
+/// bytes, and the holder another start of this cluster is named as), and the version of
+/// pg_snowflake there.
 const SESSION_ANSWER: libpq::Shape = libpq::Shape { rows: 1, columns: 6, value_bytes: 64 };
-const LEASE_ANSWER: libpq::Shape = libpq::Shape { rows: 1, columns: 7, value_bytes: 512 };
+const LEASE_ANSWER: libpq::Shape = libpq::Shape { rows: 1, columns: 8, value_bytes: 512 };
 const VERSION_ANSWER: libpq::Shape = libpq::Shape { rows: 1, columns: 1, value_bytes: 64 };
 /// Unix ms of the year 10000: no lease runs out later.
 const LAST_MS: i64 = 253_402_300_800_000;
 
-/// Calls `snowflake.snowflake_registry_lease()` in the registry.
+/// Calls `snowflake.snowflake_registry_hold()` in the registry.
 // mutant: member_gate
 // mutant: registry_start_above
 // mutant: registry_worker_range
-fn call(
-    namespace: &str,
-    wanted: Option<u32>,
-    covered_until_ms: i64,
-) -> Result<Granted, (Problem, String)> {
+fn call(ask: &Ask, covered_until_ms: i64) -> Result<Granted, (Problem, String)> {
+    let namespace = ask.namespace.as_str();
+    let wanted = ask.wanted;
     let conninfo = gucs::registry().unwrap_or_default();
     let connect_timeout = libpq::connect_timeout(&conninfo).unwrap_or(CONNECT_TIMEOUT);
     let conn = libpq::Connection::open(&conninfo, &connection_defaults(), connect_timeout, &wait)
@@ -444,11 +507,15 @@ fn call(
                 Some(layout.sequence_bits.to_string()),
                 Some((layout.order == Order::SequenceThenWorker).to_string()),
                 wanted.map(|w| w.to_string()),
+                ask.preferred.map(|w| w.to_string()),
                 // The registry stores it as a bigint, as pg_control_system() shows it.
                 Some((system_identifier() as i64).to_string()),
                 Some(node_name()),
                 Some(gucs::registry_lease().as_millis().to_string()),
                 Some(covered_until_ms.to_string()),
+                Some(ask.place.credential.clone()),
+                ask.secret.map(|s| identity::hex(&s)),
+                Some(identity::hex(&ask.next_secret)),
             ],
             QUERY_TIMEOUT,
             &wait,
@@ -463,7 +530,7 @@ fn call(
     let number = |i: usize| -> Option<i64> { text(i)?.parse().ok() };
     if text(0) != Some("t") {
         return Err(refused(
-            "the registry's snowflake.snowflake_registry_lease() is not pg_snowflake's own (a \
+            "the registry's snowflake.snowflake_registry_hold() is not pg_snowflake's own (a \
              member of the extension, in the schema snowflake owned by a superuser): no lease \
              is taken from it"
                 .into(),
@@ -471,6 +538,17 @@ fn call(
     }
     match text(1) {
         Some("granted") => {}
+        Some("lost") => {
+            return Err((
+                Problem::Lost,
+                format!(
+                    "the registry renews worker id {} of namespace \"{namespace}\" for another \
+                     start of this cluster now (this one did not renew it in time, or another \
+                     server presented this one's secret: a clone of it, or a split brain)",
+                    ask.held.map_or("?".to_string(), |w| w.to_string())
+                ),
+            ))
+        }
         Some("held") => {
             return Err((
                 Problem::Held,
@@ -534,11 +612,14 @@ fn call(
             }
         )));
     }
-    Ok(Granted { worker_id, expires_ms, start_above_ms, recorded_until_ms })
+    // The holder it did not take from: names a server of this cluster, made printable (it is
+    // the registry's text).
+    let copy_of = text(7).map(|t| crate::text::printable(t.as_bytes()));
+    Ok(Granted { worker_id, expires_ms, start_above_ms, recorded_until_ms, copy_of })
 }
 
 /// Why the lease function is missing: no pg_snowflake in the registry's database, or one older
-/// than the first release whose members call `snowflake.snowflake_registry_lease()`.
+/// than the first release whose members call `snowflake.snowflake_registry_hold()` (0.6.0).
 fn not_installed(conn: &libpq::Connection, why: String) -> String {
     let version = conn
         .query(
@@ -555,8 +636,9 @@ fn not_installed(conn: &libpq::Connection, why: String) -> String {
     match version {
         None => "pg_snowflake is not installed in the registry's database".into(),
         Some(v) => format!(
-            "the registry's database has pg_snowflake {v}, whose registry serves members of \
-             0.3.0 only: update it there first ({why})"
+            "the registry's database has pg_snowflake {v}, whose registry does not know which \
+             start of a cluster holds a lease (0.6.0 does): update it there first, before its \
+             members ({why})"
         ),
     }
 }

@@ -121,7 +121,7 @@ impl Citus {
              SELECT citus_set_coordinator_host('127.0.0.1', {});
              CREATE ROLE fleet LOGIN;
              {create};
-             GRANT EXECUTE ON FUNCTION snowflake.snowflake_registry_lease TO fleet;",
+             GRANT EXECUTE ON FUNCTION snowflake.snowflake_registry_hold TO fleet;",
             coordinator.port
         ))
         .unwrap_or_else(|e| panic!("setting up the coordinator: {e}\n{}", coordinator.log()));

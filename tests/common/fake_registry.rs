@@ -11,7 +11,7 @@
 //!   `ReadyForQuery`;
 //! - each statement comes as the extended protocol's Parse, Bind, Describe, Execute and Sync
 //!   (`PQsendQueryParams`): the session's settings (`set_config`, six columns) are answered as a
-//!   registry would, the lease statement (`snowflake_registry_lease`, seven columns) by the
+//!   registry would, the lease statement (`snowflake_registry_hold`, eight columns) by the
 //!   test's `Answer`, anything else with an error.
 //!
 //! Every loop here is bounded in time or bytes, and ends when the fake is dropped.
@@ -32,7 +32,7 @@ pub const INT8: u32 = 20;
 pub const INT4: u32 = 23;
 pub const TEXT: u32 = 25;
 /// The lease statement's columns, as the member's `LEASE` selects them.
-pub const LEASE_COLUMNS: [(&str, u32); 7] = [
+pub const LEASE_COLUMNS: [(&str, u32); 8] = [
     ("ours", BOOL),
     ("outcome", TEXT),
     ("worker_id", INT4),
@@ -40,6 +40,7 @@ pub const LEASE_COLUMNS: [(&str, u32); 7] = [
     ("start_above_ms", INT8),
     ("recorded_until_ms", INT8),
     ("namespace_layout", TEXT),
+    ("copy_of", TEXT),
 ];
 /// No message a member sends is larger (its lease statement is about 2.5 kB): a longer one is
 /// not a member's, and the connection is dropped.
@@ -82,18 +83,28 @@ impl LeaseCall {
         self.param(9)?.parse().ok()
     }
 
-    /// The lease asked for, in ms ($12).
-    pub fn lease_ms(&self) -> i64 {
-        self.param(12).and_then(|v| v.parse().ok()).unwrap_or(0)
+    /// The worker id to take first when it is free ($10): held now, or cached.
+    pub fn preferred(&self) -> Option<i64> {
+        self.param(10)?.parse().ok()
     }
 
-    /// How far the member's ids may go if granted (Unix ms, $13).
-    pub fn covered_until_ms(&self) -> i64 {
+    /// The secret the member presents ($16): `None` for a new start.
+    pub fn secret(&self) -> Option<&str> {
+        self.param(16)
+    }
+
+    /// The lease asked for, in ms ($12).
+    pub fn lease_ms(&self) -> i64 {
         self.param(13).and_then(|v| v.parse().ok()).unwrap_or(0)
     }
 
-    /// The seven values of a correct grant of `worker_id` (or the one asked for), as the
-    /// registry's `snowflake_registry_lease()` answers a new holder: no previous coverage to
+    /// How far the member's ids may go if granted (Unix ms, $14).
+    pub fn covered_until_ms(&self) -> i64 {
+        self.param(14).and_then(|v| v.parse().ok()).unwrap_or(0)
+    }
+
+    /// The eight values of a correct grant of `worker_id` (or the one asked for), as the
+    /// registry's `snowflake_registry_hold()` answers a new holder: no previous coverage to
     /// start above, the whole coverage asked for recorded, expiring one lease from now.
     pub fn grant(&self, worker_id: i64) -> Vec<Option<Vec<u8>>> {
         let now_ms =
@@ -106,6 +117,7 @@ impl LeaseCall {
             Some((now_ms + self.lease_ms()).to_string()),
             Some("0".into()),
             Some(self.covered_until_ms().to_string()),
+            None,
             None,
         ]
         .into_iter()
@@ -623,7 +635,7 @@ impl Connection {
             m.extend(msg::ready_for_query());
             return stream.write_all(&m);
         }
-        if !query.contains("snowflake_registry_lease") {
+        if !query.contains("snowflake_registry_hold") {
             let mut m = msg::error(
                 "ERROR",
                 "42883",

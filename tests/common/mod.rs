@@ -616,6 +616,32 @@ impl Cluster {
         standby
     }
 
+    /// A copy of this (stopped) cluster's data directory, as an image, a disk snapshot or `cp -a`
+    /// makes one, on a port of its own; not started.
+    pub fn copy(&self, name: &str) -> Cluster {
+        assert!(self.postmaster_pid().is_none(), "{} runs: copy a stopped cluster", self.name);
+        let dir = scratch_dir(name);
+        let copy = Cluster {
+            name: name.into(),
+            dir,
+            port: free_port(),
+            bindir: self.bindir.clone(),
+            env: vec![],
+            fake_clock: None,
+        };
+        check(
+            as_postgres(Path::new("/bin/cp"), &[])
+                .arg("-a")
+                .arg(self.data())
+                .arg(copy.data())
+                .output()
+                .unwrap(),
+            "cp -a of the data directory",
+        );
+        copy.append_conf(&[&format!("port = {}", copy.port)]);
+        copy
+    }
+
     pub fn bin(&self, name: &str) -> PathBuf {
         self.bindir.join(name)
     }

@@ -8,7 +8,7 @@ use super::{Client, Cluster, SHORTEST_LEASE};
 pub fn grant_lease(c: &mut Client, role: &str) {
     c.batch_execute(&format!(
         "CREATE ROLE {role} LOGIN;
-         GRANT EXECUTE ON FUNCTION snowflake.snowflake_registry_lease TO {role};"
+         GRANT EXECUTE ON FUNCTION snowflake.snowflake_registry_hold TO {role};"
     ))
     .unwrap();
 }

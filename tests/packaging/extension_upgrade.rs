@@ -280,9 +280,20 @@ fn update_from_0_3_0_rekeys_the_registry_and_keeps_the_members_grant() {
                 AND has_function_privilege('fleet',
                  'public.snowflake_registry_lease(text, text, integer, integer, bigint, text,
                   bigint, bigint)', 'EXECUTE')
+                AND has_function_privilege('fleet',
+                 'snowflake.snowflake_registry_hold(text, text, bigint, integer, integer, integer,
+                  integer, boolean, integer, integer, bigint, text, bigint, bigint, text, text,
+                  text)', 'EXECUTE')
+                AND NOT has_function_privilege('public',
+                 'snowflake.snowflake_registry_hold(text, text, bigint, integer, integer, integer,
+                  integer, boolean, integer, integer, bigint, text, bigint, bigint, text, text,
+                  text)', 'EXECUTE')
                 AND NOT has_function_privilege('public',
                  'snowflake.snowflake_registry_lease(text, text, bigint, integer, integer, integer,
                   integer, boolean, integer, bigint, text, bigint, bigint)', 'EXECUTE')",
     );
-    assert!(granted, "the members' role keeps its grant, on both signatures");
+    assert!(
+        granted,
+        "the members' role keeps its grant, on every signature, and 0.6.0's function too"
+    );
 }

@@ -192,8 +192,13 @@ fn a_member_cut_off_past_its_lease_refuses_ids_once_its_worker_id_went_to_anothe
     assert!(next_of_b > first_of_b);
 }
 
+/// An ordinary failover: the primary stops (`-m immediate`, as a crash), its standby is
+/// promoted. The standby is another start of the cluster, elsewhere: while the primary's lease
+/// runs it takes a worker id of its own (in 0.5.0 it took the primary's, as a copy started beside
+/// it would have: nothing told the two apart), and its ids go on above the primary's (the WAL
+/// marks it replayed).
 #[test]
-fn a_promoted_standby_keeps_its_primarys_lease() {
+fn a_promoted_standby_takes_its_own_worker_id_and_goes_on_above_its_primary() {
     let (hub, _) = registry("reg_hub_ha");
     let primary = member("reg_ha_p", &hub, "fleet", &[]);
     primary.start();
@@ -219,7 +224,7 @@ fn a_promoted_standby_keeps_its_primarys_lease() {
     standby.promote();
     let mut cs = standby.connect();
     let first = first_id(&mut cs, Duration::from_secs(30));
-    assert_eq!(worker_id_of(&mut cs, first), w, "the same worker id");
+    assert_ne!(worker_id_of(&mut cs, first), w, "the primary's worker id, while its lease runs");
     assert!(first > last);
     poll(Duration::from_secs(20), Duration::from_millis(100), || {
         let r = registry_stats(&mut cs);
@@ -316,6 +321,23 @@ fn bad_registry_settings_and_calls_give_clear_errors_never_a_guessed_worker_id()
         let (code, ..) = expect_error(&mut h, &call);
         assert_eq!(code, state, "{call}");
     }
+    // And those of 0.6.0's: a place and secrets of 64 hexadecimal digits, a next secret with
+    // every place.
+    let hex = "repeat('ab', 32)";
+    for (tail, state) in [
+        (format!("'nothex', NULL, {hex}"), "22023"),
+        (format!("{hex}, 'short', {hex}"), "22023"),
+        (format!("{hex}, NULL, upper({hex})"), "22023"),
+        (format!("{hex}, NULL, NULL"), "22004"),
+        (format!("NULL, {hex}, NULL"), "22004"),
+    ] {
+        let call = format!(
+            "SELECT * FROM snowflake.snowflake_registry_hold('x', 'twitter', 1288834974657, 1, \
+             41, 10, 12, false, 1, NULL, 1, 'n', 10000, 0, {tail})"
+        );
+        let (code, ..) = expect_error(&mut h, &call);
+        assert_eq!(code, state, "{call}");
+    }
     // The members' role leases through the function and nothing else: it cannot lower a
     // coverage or hand a worker id over by writing the table.
     let mut f = hub.connect_as("fleet");
@@ -347,6 +369,9 @@ fn bad_registry_settings_and_calls_give_clear_errors_never_a_guessed_worker_id()
     let (code, ..) = expect_error(&mut n, "SELECT * FROM snowflake.snowflake_registry");
     assert_eq!(code, "42501");
     for call in [
+        "SELECT * FROM snowflake.snowflake_registry_hold('x', 'twitter', 1288834974657, 1, 41, 10,
+                                                        12, false, 1, NULL, 1, 'n', 10000, 0,
+                                                        repeat('a', 64), NULL, repeat('b', 64))",
         "SELECT * FROM snowflake.snowflake_registry_lease('x', 'twitter', 1288834974657, 1, 41, 10,
                                                          12, false, 1, 1, 'n', 10000, 0)",
         "SELECT * FROM snowflake_registry_lease('x', 'twitter', 1023, 1, 1, 'n', 10000, 0)",
@@ -398,7 +423,7 @@ fn a_renamed_registry_schema_leads_the_lease_to_no_table_of_its_owner() {
     let mut r = Client::connect(&conninfo, postgres::NoTls).unwrap();
     r.batch_execute(
         "CREATE EXTENSION pg_snowflake;
-         GRANT EXECUTE ON FUNCTION snowflake.snowflake_registry_lease TO fleet;",
+         GRANT EXECUTE ON FUNCTION snowflake.snowflake_registry_hold TO fleet;",
     )
     .unwrap();
     drop(r);
@@ -436,7 +461,12 @@ fn a_renamed_registry_schema_leads_the_lease_to_no_table_of_its_owner() {
 #[test]
 fn the_registry_checks_what_members_send_and_tells_them_no_holder() {
     let (hub, mut h) = registry("reg_hub_checks");
-    h.batch_execute("CREATE ROLE watcher LOGIN IN ROLE pg_monitor;").unwrap();
+    // 0.5.0's function, which these calls use: granted as during a rolling upgrade.
+    h.batch_execute(
+        "CREATE ROLE watcher LOGIN IN ROLE pg_monitor;
+         GRANT EXECUTE ON FUNCTION snowflake.snowflake_registry_lease TO fleet;",
+    )
+    .unwrap();
     let mut fleet = hub.connect_as("fleet");
     let lease = |c: &mut Client, wanted: i32, cluster: i64, lease_ms: i64, covered: i64| {
         c.query_one(
@@ -674,9 +704,10 @@ fn an_open_transaction_of_the_members_role_holds_no_member_up() {
     let lease = |tx: &mut postgres::Transaction, wanted: Option<i32>| -> (String, Option<i32>) {
         let row = tx
             .query_one(
-                "SELECT outcome, worker_id FROM snowflake.snowflake_registry_lease('default',
-                     'twitter', 1288834974657, 1, 41, 10, 12, false, $1, 424242, 'attacker',
-                     60000, $2)",
+                "SELECT outcome, worker_id FROM snowflake.snowflake_registry_hold('default',
+                     'twitter', 1288834974657, 1, 41, 10, 12, false, $1, NULL, 424242,
+                     'attacker', 60000, $2, repeat('a', 64), NULL,
+                     md5(random()::text) || md5(random()::text))",
                 &[&wanted, &now_ms()],
             )
             .unwrap();
@@ -787,7 +818,7 @@ fn a_registry_owners_search_path_does_not_fool_the_members_check() {
         .batch_execute(
             "CREATE EXTENSION pg_snowflake;
              CREATE ROLE fleet LOGIN;
-             GRANT EXECUTE ON FUNCTION snowflake.snowflake_registry_lease TO fleet;",
+             GRANT EXECUTE ON FUNCTION snowflake.snowflake_registry_hold TO fleet;",
         )
         .unwrap();
     mallory

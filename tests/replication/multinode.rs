@@ -467,3 +467,71 @@ fn a_clash_is_warned_of_at_most_three_times_a_minute_for_each_pair_of_clusters()
     let ongoing: i64 = c.scalar("SELECT count(*) FROM snowflake.snowflake_clashes WHERE ongoing");
     assert_eq!(ongoing, 1, "the 50th write made the clash again");
 }
+
+/// A copy of a data directory, started beside its original with the same worker id set by
+/// hand, has its original's system identifier: in 0.5.0 both wrote one claim (one key), the
+/// hub's second subscription failed its initial copy on the claims' primary key every 5 s for
+/// ever, and the hub held one claim and reported nothing. A claim names its place (host and
+/// directory) now: the hub holds both, and reports two servers of one cluster.
+#[test]
+fn a_copy_with_the_worker_id_of_its_original_is_reported_where_their_claims_meet() {
+    let conf = ["wal_level = logical", "snowflake.worker_id = 9", CLAIMS[0], CLAIMS[1]];
+    let original = Cluster::start_new("claims_copy_a", &conf);
+    original
+        .connect_ext()
+        .batch_execute("CREATE PUBLICATION claims_pub FOR TABLE snowflake.snowflake_claims")
+        .unwrap();
+    wait_for_claims(&original, 1);
+    original.stop("fast");
+    let copy = original.copy("claims_copy_b");
+    original.start();
+    copy.start();
+    let hub = Cluster::start_new("claims_copy_hub", &["snowflake.worker_id = 1", CLAIMS[0], CLAIMS[1]]);
+    let mut h = hub.connect_ext();
+    for (i, node) in [&original, &copy].iter().enumerate() {
+        h.batch_execute(&format!(
+            "CREATE SUBSCRIPTION claims_from_{i} CONNECTION '{}' PUBLICATION claims_pub
+                 WITH (slot_name = 'claims_from_{i}')",
+            node.conninfo("postgres")
+        ))
+        .unwrap();
+    }
+    // The hub's own claim, and one of each server of the copied cluster.
+    wait_for_claims(&hub, 3);
+    hub.await_log_line(0, &["WARNING:", "worker id 9 is claimed by two servers of one cluster"]);
+    let places: Vec<(String, String)> = h
+        .query("SELECT place, other_place FROM snowflake.snowflake_clashes WHERE ongoing", &[])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    println!("the hub reports: {places:?}");
+    assert_eq!(places.len(), 1, "{places:?}");
+    assert_ne!(places[0].0, places[0].1);
+    assert!(!hub.log().contains("duplicate key"), "{}", hub.log());
+}
+
+/// A standby promoted after its primary stopped has the primary's claim in its table (the
+/// table is replicated with the rest), at the primary's place. Its first claim ends that one
+/// before it is written: the two never overlap, and no clash is reported (it would be, until the
+/// old claim ran out, were both left in force).
+#[test]
+fn a_promoted_standby_follows_its_primarys_claim_without_a_clash() {
+    let primary = Cluster::start_new("claims_follow_p", &["snowflake.worker_id = 9", CLAIMS[0], CLAIMS[1]]);
+    primary.connect_ext();
+    wait_for_claims(&primary, 1);
+    let standby = primary.basebackup("claims_follow_s");
+    standby.start();
+    wait_for_replay(&mut primary.connect(), &mut standby.connect());
+    primary.stop("fast");
+    let from = standby.log().len();
+    standby.promote();
+    let mut s = standby.connect();
+    poll(Duration::from_secs(30), Duration::from_millis(100), || {
+        let n: i64 = s.scalar("SELECT count(*) FROM snowflake.snowflake_claims");
+        (n == 2).then_some(()).ok_or(format!("{n} claims"))
+    });
+    let ongoing: i64 = s.scalar("SELECT count(*) FROM snowflake.snowflake_clashes");
+    assert_eq!(ongoing, 0, "the promoted standby's claim clashed with its primary's");
+    assert!(!standby.log()[from..].contains("is claimed by two"), "{}", standby.log());
+}

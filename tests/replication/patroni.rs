@@ -403,7 +403,7 @@ fn patroni_members_keep_their_leased_worker_id_across_a_failover() {
     hub.connect_ext()
         .batch_execute(
             "CREATE ROLE fleet LOGIN;
-             GRANT EXECUTE ON FUNCTION snowflake.snowflake_registry_lease TO fleet;",
+             GRANT EXECUTE ON FUNCTION snowflake.snowflake_registry_hold TO fleet;",
         )
         .unwrap();
     let bootstrap = bootstrap_from_guide("patroni-registry")

@@ -159,7 +159,7 @@ fn the_registry_lease_function_and_its_members_follow_no_renamed_schema() {
     su.batch_execute(
         "CREATE EXTENSION pg_snowflake;
          CREATE ROLE fleet LOGIN;
-         GRANT EXECUTE ON FUNCTION snowflake.snowflake_registry_lease TO fleet;",
+         GRANT EXECUTE ON FUNCTION snowflake.snowflake_registry_hold TO fleet;",
     )
     .unwrap();
     let members: Vec<Cluster> = (0..2)
@@ -192,9 +192,10 @@ fn the_registry_lease_function_and_its_members_follow_no_renamed_schema() {
         cluster_id += 1;
         fleet
             .query_one(
-                "SELECT outcome FROM snowflake.snowflake_registry_lease('race', 'twitter',
-                     1288834974657, 1, 41, 10, 12, false, NULL, $1, 'loop', 10000,
-                     (extract(epoch FROM now()) * 1000)::bigint)",
+                "SELECT outcome FROM snowflake.snowflake_registry_hold('race', 'twitter',
+                     1288834974657, 1, 41, 10, 12, false, NULL, NULL, $1, 'loop', 10000,
+                     (extract(epoch FROM now()) * 1000)::bigint, repeat('a', 64), NULL,
+                     md5(random()::text) || md5(random()::text))",
                 &[&(cluster_id % 2000)],
             )
             .map(|_| ())

@@ -159,7 +159,7 @@ impl Fleet {
         let mut c = reg_a.cluster.connect_ext();
         c.batch_execute(
             "CREATE ROLE fleet LOGIN;
-             GRANT EXECUTE ON FUNCTION snowflake.snowflake_registry_lease TO fleet;",
+             GRANT EXECUTE ON FUNCTION snowflake.snowflake_registry_hold TO fleet;",
         )
         .unwrap();
         let reg_b = standby_of(&reg_a, &format!("{name}_reg_b"), offset());

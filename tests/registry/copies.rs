@@ -1,0 +1,296 @@
+//! Copies of a member's data directory under one registry (src/registry/identity.rs). Every copy
+//! carries its original's system identifier and cached lease; in 0.5.0 a copy started beside its
+//! original leased the same worker id, and made the same ids: half of 400,000 ids twice.
+//!
+//! Each case here moves every server past one and the same id, a few seconds ahead of the
+//! clock, then has each make 200,000 ids at once (`made_beside`): two servers with one worker id
+//! make the same ids then, so no id twice means no worker id shared.
+//! - a cold copy (the directory copied while its member is stopped) started beside it, four copies
+//!   of one directory, a hot copy (`pg_basebackup` started as a primary), and a standby promoted
+//!   while its primary goes on: each takes a worker id of its own, says which server it did not
+//!   take from, and the registry records it; the original goes on with its own, through a clean
+//!   restart and a `kill -9`;
+//! - a crash loop resumes its worker id at every start, in a namespace of four worker ids;
+//! - the members' role cannot renew, take or keep another start's lease;
+//! - with the registry down, a copy makes no id (saying why), and the original restarts with its
+//!   cached lease.
+#![cfg(not(feature = "pg_test"))]
+
+#[path = "../common/mod.rs"]
+mod common;
+use common::registry::{member, registry};
+use common::*;
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+/// Ids each server of `servers` makes at once, `n` each, after all moved past one and the same
+/// id 4 s ahead of the clock: (ids made, ids made more than once).
+fn made_beside(servers: &[&Cluster], n: i64) -> (usize, usize) {
+    let mut first = servers[0].connect_ext();
+    let floor: i64 = first.scalar("SELECT snowflake_compose(now() + interval '4 s', 0, 0)");
+    let mut clients: Vec<Client> = servers.iter().map(|s| s.connect_ext()).collect();
+    for c in clients.iter_mut() {
+        c.execute("SELECT snowflake_advance_past($1)", &[&floor]).unwrap();
+    }
+    let made: Vec<Vec<i64>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = clients
+            .iter_mut()
+            .map(|c| {
+                scope.spawn(move || {
+                    c.query("SELECT snowflake_next() FROM generate_series(1, $1::int8)", &[&n])
+                        .unwrap()
+                        .iter()
+                        .map(|r| r.get::<_, i64>(0))
+                        .collect::<Vec<i64>>()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let all: usize = made.iter().map(Vec::len).sum();
+    let distinct: HashSet<i64> = made.into_iter().flatten().collect();
+    (all, all - distinct.len())
+}
+
+/// The worker id `server` makes ids with, once it makes them, and how long that took.
+fn worker_id(server: &Cluster) -> (i32, Duration) {
+    let started = Instant::now();
+    let mut c = server.connect_ext();
+    let id = first_id(&mut c, Duration::from_secs(60));
+    (worker_id_of(&mut c, id), started.elapsed())
+}
+
+/// A member of `hub`'s registry, started, that has made an id.
+fn running_member(name: &str, hub: &Cluster, conf: &[&str]) -> Cluster {
+    let m = member(name, hub, "fleet", conf);
+    m.start();
+    worker_id(&m);
+    m
+}
+
+/// What the copy says of the server whose worker id it did not take, and what the registry
+/// recorded: both name `original`'s node.
+fn copy_is_told(copy: &Cluster, hub: &Cluster, original: &Cluster) {
+    let node = format!(":{}", original.port);
+    copy.await_log_line(0, &["WARNING:", "another server of this cluster", &node]);
+    let mut c = copy.connect();
+    let said = registry_stats(&mut c)["copy_of"].as_str().unwrap_or_default().to_string();
+    assert!(said.contains(&node), "snowflake_stats() names no original: {said}");
+    let recorded: i64 = hub.connect().scalar_with(
+        "SELECT count(*) FROM snowflake.snowflake_registry WHERE copy_of LIKE '%' || $1 || '%'",
+        &[&node],
+    );
+    assert_eq!(recorded, 1, "the registry recorded no copy of {node}");
+}
+
+#[test]
+fn a_cold_copy_beside_its_original_takes_its_own_worker_id_and_the_original_keeps_its_own() {
+    let (hub, _) = registry("copy_cold_hub");
+    let original = running_member("copy_cold_m", &hub, &[]);
+    let (w, _) = worker_id(&original);
+    original.stop("fast");
+    let copy = original.copy("copy_cold_c");
+    original.start();
+    copy.start();
+    let (wc, waited) = worker_id(&copy);
+    let (wo, _) = worker_id(&original);
+    println!(
+        "a cold copy: the original on worker id {wo} (it had {w}), the copy on {wc}, its first id \
+         {} ms after its start",
+        waited.as_millis()
+    );
+    assert_eq!(wo, w, "the original lost its worker id");
+    assert_ne!(wc, w, "the copy took its original's worker id");
+    copy_is_told(&copy, &hub, &original);
+    let (made, twice) = made_beside(&[&original, &copy], 200_000);
+    println!("{made} ids made beside each other, {twice} twice");
+    assert_eq!(twice, 0);
+    // The original keeps its worker id through a clean restart and a kill -9.
+    original.restart("fast");
+    assert_eq!(worker_id(&original).0, w, "a clean restart took another worker id");
+    original.crash();
+    original.start();
+    assert_eq!(worker_id(&original).0, w, "a restart after kill -9 took another worker id");
+    let (made, twice) = made_beside(&[&original, &copy], 200_000);
+    assert_eq!((made, twice), (400_000, 0));
+}
+
+#[test]
+fn four_servers_started_from_one_copied_directory_each_take_their_own_worker_id() {
+    let (hub, _) = registry("copy_four_hub");
+    let original = running_member("copy_four_m", &hub, &[]);
+    original.stop("fast");
+    let copies: Vec<Cluster> =
+        (1..=4).map(|i| original.copy(&format!("copy_four_c{i}"))).collect();
+    original.start();
+    for c in &copies {
+        c.start();
+    }
+    let mut servers: Vec<&Cluster> = vec![&original];
+    servers.extend(copies.iter());
+    let ids: Vec<i32> = servers.iter().map(|s| worker_id(s).0).collect();
+    println!("the original and four copies of its directory: worker ids {ids:?}");
+    assert_eq!(ids.iter().collect::<HashSet<_>>().len(), 5, "{ids:?}");
+    let (made, twice) = made_beside(&servers, 200_000);
+    println!("{made} ids made beside each other, {twice} twice");
+    assert_eq!(twice, 0);
+}
+
+#[test]
+fn a_hot_copy_started_as_a_primary_takes_its_own_worker_id() {
+    let (hub, _) = registry("copy_hot_hub");
+    let original = running_member("copy_hot_m", &hub, &[]);
+    let (w, _) = worker_id(&original);
+    let copy = original.basebackup("copy_hot_c");
+    std::fs::remove_file(copy.data().join("standby.signal")).unwrap();
+    copy.start();
+    let (wc, waited) = worker_id(&copy);
+    println!(
+        "a hot copy (pg_basebackup) started as a primary: worker id {wc} beside {w}, its first \
+         id {} ms after its start",
+        waited.as_millis()
+    );
+    assert_ne!(wc, w);
+    copy_is_told(&copy, &hub, &original);
+    assert_eq!(made_beside(&[&original, &copy], 200_000).1, 0);
+}
+
+#[test]
+fn a_standby_promoted_while_its_primary_goes_on_takes_its_own_worker_id_and_both_say_so() {
+    let (hub, _) = registry("copy_split_hub");
+    let primary = running_member("copy_split_p", &hub, &[]);
+    let (w, _) = worker_id(&primary);
+    let standby = primary.basebackup("copy_split_s");
+    standby.start();
+    wait_for_replay(&mut primary.connect(), &mut standby.connect());
+    standby.promote();
+    let (ws, waited) = worker_id(&standby);
+    println!(
+        "a standby promoted beside its primary (a split brain): worker id {ws} beside {w}, its \
+         first id {} ms after the promotion",
+        waited.as_millis()
+    );
+    assert_ne!(ws, w);
+    assert_eq!(worker_id(&primary).0, w, "the primary lost its worker id");
+    copy_is_told(&standby, &hub, &primary);
+    // The primary learns at its next renewal that another start of its cluster runs beside it.
+    let node = format!(":{}", standby.port);
+    primary.await_log_line(0, &["WARNING:", "another server of this cluster", &node]);
+    assert_eq!(made_beside(&[&primary, &standby], 200_000).1, 0);
+}
+
+/// A server that crashes every few seconds resumes its worker id at every start (its data
+/// directory, at its place, whose last start has ended): in a namespace of four worker ids, ten
+/// crashes take one, and three other members still lease.
+#[test]
+fn a_crash_loop_resumes_its_worker_id_and_leaves_a_small_namespace_free() {
+    let (hub, _) = registry("copy_loop_hub");
+    let small = [
+        "snowflake.layout = custom",
+        "snowflake.time_bits = 41",
+        "snowflake.worker_bits = 2",
+        "snowflake.sequence_bits = 12",
+        "snowflake.registry_namespace = 'four'",
+    ];
+    let looping = running_member("copy_loop_m", &hub, &small);
+    let (w, _) = worker_id(&looping);
+    for crash in 1..=10 {
+        looping.crash();
+        looping.start();
+        let (again, waited) = worker_id(&looping);
+        assert_eq!(again, w, "crash {crash} took another worker id");
+        if crash == 10 {
+            println!("ten crashes: worker id {w} each time, the last id {} ms after start", waited.as_millis());
+        }
+    }
+    let others: Vec<Cluster> =
+        (1..=3).map(|i| running_member(&format!("copy_loop_o{i}"), &hub, &small)).collect();
+    let mut ids: Vec<i32> = others.iter().map(|o| worker_id(o).0).collect();
+    ids.push(w);
+    assert_eq!(ids.iter().collect::<HashSet<_>>().len(), 4, "{ids:?}");
+}
+
+/// The role members connect as is shared by the fleet (its password is on every member), and
+/// 0.5.0 let it renew any member's lease by naming its system identifier and worker id: the
+/// lease then went to the caller's name. Now it takes no lease another start holds, whatever it
+/// names: neither by the system identifier (through 0.5.0's function too) nor by a guessed place
+/// or secret; and the member goes on renewing.
+#[test]
+fn the_members_role_cannot_renew_take_or_keep_another_servers_lease() {
+    let (hub, _) = registry("copy_role_hub");
+    let m = running_member("copy_role_m", &hub, &[]);
+    let (w, _) = worker_id(&m);
+    let sysid: i64 = m.connect().scalar("SELECT system_identifier FROM pg_control_system()");
+    let mut fleet = hub.connect_as("fleet");
+    let hex = |b: u8| format!("{b:02x}").repeat(32);
+    let hold = |c: &mut Client, place: &str, secret: Option<&str>| -> (String, Option<i32>) {
+        let row = c
+            .query_one(
+                "SELECT outcome, worker_id FROM snowflake.snowflake_registry_hold('default',
+                    'twitter', 1288834974657, 1, 41, 10, 12, false, $1, NULL, $2, 'mallory',
+                    60000, 1, $3, $4, $5)",
+                &[&w, &sysid, &place, &secret, &hex(9)],
+            )
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    assert_eq!(hold(&mut fleet, &hex(1), None).0, "held", "taken with a guessed place");
+    assert_eq!(hold(&mut fleet, &hex(1), Some(&hex(2))).0, "lost", "renewed with a guessed secret");
+    h_grant_legacy(&hub);
+    let legacy: String = fleet.scalar_with(
+        "SELECT outcome FROM snowflake.snowflake_registry_lease('default', 'twitter',
+            1288834974657, 1, 41, 10, 12, false, $1, $2, 'mallory', 60000, 1)",
+        &[&w, &sysid],
+    );
+    assert_eq!(legacy, "held", "renewed through 0.5.0's function by the system identifier");
+    let holder: String = hub.connect().scalar_with(
+        "SELECT node_name FROM snowflake.snowflake_registry WHERE worker_id = $1",
+        &[&w],
+    );
+    assert_ne!(holder, "mallory");
+    // The member still renews: its lease is in force, and its worker id its own.
+    let mut c = m.connect();
+    let renewed = registry_stats(&mut c)["renewed"].as_str().unwrap_or_default().to_string();
+    poll(Duration::from_secs(20), Duration::from_millis(200), || {
+        let now = registry_stats(&mut c)["renewed"].as_str().unwrap_or_default().to_string();
+        (now != renewed).then_some(()).ok_or("the member did not renew".into())
+    });
+    assert_eq!(worker_id(&m).0, w);
+}
+
+/// 0.5.0's function, for members of 0.5.0 during a rolling upgrade: granted here as an
+/// administrator would while such members remain.
+fn h_grant_legacy(hub: &Cluster) {
+    hub.connect()
+        .batch_execute("GRANT EXECUTE ON FUNCTION snowflake.snowflake_registry_lease TO fleet")
+        .unwrap();
+}
+
+/// With the registry down, the cached lease serves a restart at its own place only: the
+/// original restarts and makes ids, a copy of its directory makes none and says why, and takes
+/// a worker id of its own once the registry is back.
+#[test]
+fn with_the_registry_down_a_copy_makes_no_id_and_its_original_restarts_with_its_cached_lease() {
+    let (hub, _) = registry("copy_down_hub");
+    let original = running_member("copy_down_m", &hub, &[]);
+    let (w, _) = worker_id(&original);
+    original.stop("fast");
+    let copy = original.copy("copy_down_c");
+    hub.stop("fast");
+    original.start();
+    copy.start();
+    let mut co = original.connect_ext();
+    let id: i64 = co.scalar("SELECT snowflake_next()");
+    assert_eq!(worker_id_of(&mut co, id), w);
+    assert_eq!(registry_stats(&mut co)["source"], "cached");
+    let mut cc = copy.connect_ext();
+    let (code, message, _) = next_error(&mut cc);
+    println!("the copy, with the registry down: {code}: {message}");
+    assert_eq!(code, "55000");
+    copy.assert_logged("was copied, moved or restarted after a reboot", "the copy said nothing");
+    hub.start();
+    let (wc, waited) = worker_id(&copy);
+    println!("once the registry is back: worker id {wc}, {} ms later", waited.as_millis());
+    assert_ne!(wc, w);
+    assert_eq!(made_beside(&[&original, &copy], 200_000).1, 0);
+}
