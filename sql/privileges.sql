@@ -61,7 +61,7 @@ BEGIN
            AND d.refobjid OPERATOR(pg_catalog.=) ext AND d.deptype OPERATOR(pg_catalog.=) 'e'
            AND p.proname OPERATOR(pg_catalog.=) ANY (ARRAY['snowflake_stats',
                    'snowflake_advance_past', 'snowflake_reset_layout', 'snowflake_claim',
-                   'snowflake_adopt', 'snowflake_claims_check',
+                   'snowflake_adopt', 'snowflake_claims_check', 'snowflake_claims_merge',
                    'snowflake_clash_warning_due']::pg_catalog.name[])
         UNION ALL
         SELECT pg_catalog.format('TABLE %s', c.oid::pg_catalog.regclass), c.relname, c.relacl,

@@ -21,6 +21,8 @@ ALTER TABLE snowflake.snowflake_claims
 \ir ../claims_nodes.sql
 -- Claims looked up by worker id.
 \ir ../claims_index.sql
+-- A claim that arrives by logical replication for a key this table holds updates that row.
+\ir ../claims_merge.sql
 \ir-replace ../clashes.sql
 -- The registry knows which start of a cluster holds a lease (its place and secret), so that a
 -- copy of a data directory never shares its original's worker id: snowflake_registry_hold() for

@@ -494,14 +494,17 @@ fn write(claims: &[Claim], layout: &str) -> Result<Option<String>, pgrx::spi::Sp
           WHERE c.system_identifier OPERATOR(pg_catalog.=) $1
             AND NOT EXISTS (
                 SELECT FROM ROWS FROM (pg_catalog.unnest($2::pg_catalog.int4[]),
-                                       pg_catalog.unnest($3::pg_catalog.text[]))
-                            AS k(worker_id, layout)
+                                       pg_catalog.unnest($3::pg_catalog.text[]),
+                                       pg_catalog.unnest($4::pg_catalog.text[]))
+                            AS k(worker_id, layout, place)
                  WHERE k.worker_id OPERATOR(pg_catalog.=) c.worker_id
-                   AND k.layout OPERATOR(pg_catalog.=) c.layout)",
+                   AND k.layout OPERATOR(pg_catalog.=) c.layout
+                   AND k.place OPERATOR(pg_catalog.=) c.place)",
         &[
             claims[0].system_identifier.into(),
             claims.iter().map(|c| c.worker_id).collect::<Vec<i32>>().into(),
             claims.iter().map(|c| c.layout.clone()).collect::<Vec<String>>().into(),
+            claims.iter().map(|c| c.place.clone()).collect::<Vec<String>>().into(),
         ],
     )?;
     Spi::get_one_with_args::<String>(

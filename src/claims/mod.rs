@@ -391,6 +391,7 @@ fn snowflake_claim() -> i32 {
 /// A start that goes on elsewhere (a copy, a split brain) renews its own: the clash begins again,
 /// and is reported wherever the claims meet.
 // mutant: claims_place
+// mutant: claims_followed
 fn write_claim(layout: &Layout, worker_id: u32) -> i32 {
     static FOLLOWED: AtomicBool = AtomicBool::new(false);
     let valid_for = valid_for();
@@ -459,6 +460,7 @@ fn write_claim(layout: &Layout, worker_id: u32) -> i32 {
 
 extension_sql_file! { "../../sql/claims_table.sql", name = "snowflake_claims", requires = ["own_schema", snowflake_claim] }
 extension_sql_file! { "../../sql/claims_check.sql", name = "snowflake_claims_check", requires = ["snowflake_claims", "snowflake_clash_warning_due"] }
+extension_sql_file! { "../../sql/claims_merge.sql", name = "snowflake_claims_merge", requires = ["snowflake_claims"] }
 extension_sql_file! { "../../sql/clashes.sql", name = "snowflake_clashes", requires = ["snowflake_claims"] }
 extension_sql_file! { "../../sql/claims_index.sql", name = "snowflake_claims_worker_id", requires = ["snowflake_claims"] }
 extension_sql_file! { "../../sql/claims_nodes.sql", name = "snowflake_claims_nodes", requires = ["own_schema"] }

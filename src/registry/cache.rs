@@ -163,7 +163,8 @@ mod tests {
 
     #[test]
     fn a_file_of_0_5_0_has_no_place() {
-        let body = "pg_snowflake registry lease 1\nsystem_identifier=7\nnamespace=n\nlayout=twitter\n\
+        let body =
+            "pg_snowflake registry lease 1\nsystem_identifier=7\nnamespace=n\nlayout=twitter\n\
                     worker_id=3\ncovered_until_ms=10\nstart_above_ms=0\nexpires_ms=20\n";
         let text = format!("{body}crc32c={:08x}\n", crc32c(body.as_bytes()));
         let lease = Lease::decode(&text).unwrap();

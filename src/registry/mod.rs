@@ -582,6 +582,7 @@ fn system_identifier() -> u64 {
     unsafe { pg_sys::GetSystemIdentifier() }
 }
 
+// mutant: cache_place
 /// At server start (in the postmaster): the cached lease, if it is this cluster's, for this
 /// namespace, layout and worker id, and has not run out. The registry worker renews it (or
 /// finds it lost) once it reaches the registry.

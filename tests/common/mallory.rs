@@ -73,6 +73,19 @@ const LOOK_ALIKES: &str = "
         RETURN QUERY SELECT 'granted', 0, now() + interval '1 day', 0::bigint,
                             covered_until_ms, NULL::text, NULL::text;
     END $f$;
+    CREATE FUNCTION snowflake_registry_hold(namespace text, layout text, epoch_ms bigint,
+        unit_ms integer, time_bits integer, worker_bits integer, sequence_bits integer,
+        worker_last boolean, wanted integer, preferred integer, system_identifier bigint,
+        node_name text, lease_ms bigint, covered_until_ms bigint, place text, secret text,
+        next_secret text)
+    RETURNS TABLE (outcome text, worker_id integer, expires timestamptz, start_above_ms bigint,
+                   recorded_until_ms bigint, namespace_layout text, holder text, copy_of text)
+    LANGUAGE plpgsql AS $f$
+    BEGIN
+        PERFORM m.trap('function snowflake_registry_hold');
+        RETURN QUERY SELECT 'granted', 0, now() + interval '1 day', 0::bigint,
+                            covered_until_ms, NULL::text, NULL::text, NULL::text;
+    END $f$;
     CREATE FUNCTION snowflake_registry_take(namespace text, candidate integer,
         system_identifier bigint, node_name text, lease_for interval, asked bigint,
         OUT worker_id integer, OUT expires timestamptz, OUT start_above_ms bigint,

@@ -120,8 +120,7 @@ fn four_servers_started_from_one_copied_directory_each_take_their_own_worker_id(
     let (hub, _) = registry("copy_four_hub");
     let original = running_member("copy_four_m", &hub, &[]);
     original.stop("fast");
-    let copies: Vec<Cluster> =
-        (1..=4).map(|i| original.copy(&format!("copy_four_c{i}"))).collect();
+    let copies: Vec<Cluster> = (1..=4).map(|i| original.copy(&format!("copy_four_c{i}"))).collect();
     original.start();
     for c in &copies {
         c.start();
@@ -200,7 +199,10 @@ fn a_crash_loop_resumes_its_worker_id_and_leaves_a_small_namespace_free() {
         let (again, waited) = worker_id(&looping);
         assert_eq!(again, w, "crash {crash} took another worker id");
         if crash == 10 {
-            println!("ten crashes: worker id {w} each time, the last id {} ms after start", waited.as_millis());
+            println!(
+                "ten crashes: worker id {w} each time, the last id {} ms after start",
+                waited.as_millis()
+            );
         }
     }
     let others: Vec<Cluster> =
@@ -236,7 +238,7 @@ fn the_members_role_cannot_renew_take_or_keep_another_servers_lease() {
     };
     assert_eq!(hold(&mut fleet, &hex(1), None).0, "held", "taken with a guessed place");
     assert_eq!(hold(&mut fleet, &hex(1), Some(&hex(2))).0, "lost", "renewed with a guessed secret");
-    h_grant_legacy(&hub);
+    grant_legacy(&hub);
     let legacy: String = fleet.scalar_with(
         "SELECT outcome FROM snowflake.snowflake_registry_lease('default', 'twitter',
             1288834974657, 1, 41, 10, 12, false, $1, $2, 'mallory', 60000, 1)",
@@ -258,9 +260,41 @@ fn the_members_role_cannot_renew_take_or_keep_another_servers_lease() {
     assert_eq!(worker_id(&m).0, w);
 }
 
+/// The registry keeps the hash of one secret for a lease, replaced at each renewal by the next
+/// one the start sends: a secret once replaced renews nothing (`lost`). So two servers holding
+/// one secret (a machine cloned with its memory, a standby's process image) are told apart at
+/// the next renewal of either, and the one that renews second learns it lost the lease.
+#[test]
+fn a_replaced_secret_renews_nothing() {
+    let (hub, _) = registry("copy_secret_hub");
+    let mut c = hub.connect_as("fleet");
+    let hex = |b: u8| format!("{b:02x}").repeat(32);
+    let mut hold = |secret: Option<u8>, next: u8| -> (String, Option<i32>) {
+        let row = c
+            .query_one(
+                "SELECT outcome, worker_id FROM snowflake.snowflake_registry_hold('rotation',
+                    'twitter', 1288834974657, 1, 41, 10, 12, false, NULL, NULL, 42, 'clone',
+                    60000, 1, $1, $2, $3)",
+                &[&hex(7), &secret.map(hex), &hex(next)],
+            )
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    let (first, w) = hold(None, 1);
+    assert_eq!(first, "granted");
+    assert_eq!(hold(Some(1), 2), ("granted".into(), w), "renewed with its secret");
+    // The answer to a renewal may be lost after the registry took the next secret: the start
+    // sends the same pair again, and the next one is accepted.
+    assert_eq!(hold(Some(1), 2), ("granted".into(), w), "sent again after a lost answer");
+    assert_eq!(hold(Some(2), 3), ("granted".into(), w), "renewed with the next one");
+    assert_eq!(hold(Some(1), 4).0, "lost", "a replaced secret renewed the lease");
+    assert_eq!(hold(Some(2), 4).0, "lost", "a replaced secret renewed the lease");
+    assert_eq!(hold(Some(3), 4), ("granted".into(), w), "the current one renews");
+}
+
 /// 0.5.0's function, for members of 0.5.0 during a rolling upgrade: granted here as an
 /// administrator would while such members remain.
-fn h_grant_legacy(hub: &Cluster) {
+fn grant_legacy(hub: &Cluster) {
     hub.connect()
         .batch_execute("GRANT EXECUTE ON FUNCTION snowflake.snowflake_registry_lease TO fleet")
         .unwrap();

@@ -13,8 +13,9 @@
 //!   under writes from every node: nothing lost, nothing repeated, the new node with a worker id
 //!   of its own, the node added back with its old one (and a new Citus group id).
 //! - A node killed with SIGKILL and restarted goes on above its earlier ids; the coordinator
-//!   failing over to its standby, and a worker restored from a backup, keep their worker ids
-//!   and the others keep leasing.
+//!   failing over to its standby, and a worker restored from a backup, take worker ids of their
+//!   own (the old ones' leases still run) and the others keep leasing; a clone promoted beside
+//!   its worker takes one of its own.
 //! - Time ranges on distributed tables: a seeded differential test (hook on and off, from the
 //!   coordinator and from a worker, router and multi-shard queries, prepared statements, a
 //!   distributed table partitioned by id ranges, a join of co-located tables), the id range in
@@ -1070,7 +1071,7 @@ fn one_worker_id_for_every_node_is_refused_unchecked_and_with_claims_repeats_ids
 }
 
 #[test]
-fn the_coordinator_failing_over_and_a_worker_restored_from_a_backup_keep_their_worker_ids() {
+fn the_coordinator_failing_over_and_a_worker_restored_from_a_backup_repeat_no_id() {
     let standby_port = free_port();
     let registry = format!(
         "snowflake.registry = 'host=127.0.0.1,127.0.0.1 port={{coordinator}},{standby_port} \
@@ -1100,8 +1101,9 @@ fn the_coordinator_failing_over_and_a_worker_restored_from_a_backup_keep_their_w
     citus.coordinator.stop("immediate");
     standby.promote();
     let promoted = std::time::SystemTime::now();
-    // The worker renews its lease from the new primary, and the promoted coordinator keeps its
-    // own (the same cluster, by its system identifier).
+    // The worker renews its lease from the new primary. The promoted coordinator runs in
+    // another directory than the coordinator, whose lease still runs (it was stopped with
+    // `immediate`, so nothing tells the registry it ended): it takes a worker id of its own.
     poll(Duration::from_secs(60), Duration::from_millis(200), || {
         let s = stats(&mut w1c);
         let renewed = s["registry"]["renewed"].as_str().unwrap_or_default().to_string();
@@ -1113,7 +1115,8 @@ fn the_coordinator_failing_over_and_a_worker_restored_from_a_backup_keep_their_w
             .then_some(())
             .ok_or(format!("the worker has not renewed since the failover: {s}"))
     });
-    assert_eq!(leased_worker_id(&standby), coordinator_id);
+    let promoted_id = leased_worker_id(&standby);
+    assert_ne!(promoted_id, coordinator_id);
     assert_eq!(node_worker_id(w1), Some(worker_id));
     // Citus's metadata follows the new coordinator, and writes go on.
     let mut c = standby.connect();
@@ -1125,9 +1128,10 @@ fn the_coordinator_failing_over_and_a_worker_restored_from_a_backup_keep_their_w
     ))
     .unwrap();
 
-    // The worker is lost and restored from its backup (started as a primary in its place): it
-    // is the same cluster to the registry, keeps its worker id, and its ids go on above those it
-    // made after the backup (its clock is past them).
+    // The worker is lost and restored from its backup, started as a primary on its port: it
+    // carries the worker's system identifier and cached lease, but runs in another directory,
+    // while the worker's lease runs on; it takes a worker id of its own too, so its ids repeat
+    // none of the worker's, whatever its clock.
     drop(w1c);
     w1.stop("immediate");
     let mut restored = backup;
@@ -1135,7 +1139,8 @@ fn the_coordinator_failing_over_and_a_worker_restored_from_a_backup_keep_their_w
     restored.port = w1.port;
     restored.append_conf(&[&format!("port = {}", w1.port)]);
     restored.start();
-    assert_eq!(leased_worker_id(&restored), worker_id);
+    let restored_id = leased_worker_id(&restored);
+    assert_ne!(restored_id, worker_id);
     let first_restored: i64 = restored.connect().scalar("SELECT snowflake_next()");
     assert!(first_restored > last_of_w1);
     c.batch_execute("INSERT INTO t (k) SELECT k FROM src").unwrap();
@@ -1144,9 +1149,9 @@ fn the_coordinator_failing_over_and_a_worker_restored_from_a_backup_keep_their_w
         (r.get(0), r.get(1))
     };
     println!(
-        "failover: coordinator worker id {coordinator_id} kept, worker {worker_id} renewed from the \
-         new primary; restored worker: first id {first_restored} above {last_of_w1}; {rows} rows, \
-         {repeated} repeated"
+        "failover: coordinator worker id {coordinator_id}, promoted standby {promoted_id}, worker \
+         {worker_id} renewed from the new primary; restored worker: worker id {restored_id}, first \
+         id {first_restored} above {last_of_w1}; {rows} rows, {repeated} repeated"
     );
     // The restored worker's shards lost the rows written after its backup: a restore is a
     // restore. No id repeats.
@@ -1894,6 +1899,59 @@ fn a_node_forging_claims_changes_no_other_clusters_claims_and_a_real_clash_stays
         println!("{}: {rows} claims of the forging node's cluster after 5 x 64 layouts", node.name);
         assert!(rows <= 64, "{}: {rows} claims of one cluster", node.name);
     }
+}
+
+/// `citus_promote_clone_and_rebalance()` (Citus 13.2 and later) turns a streaming replica of a
+/// worker into a second primary that takes half its shards; Citus 13.4.0 re-ranges the clone's
+/// sequences, which would otherwise repeat bigserial values. The clone carries its worker's data
+/// directory, system identifier and cached lease: in 0.5.0 the registry gave it its worker's
+/// worker id, and both made the same ids. It now takes a worker id of its own before its first
+/// id, says which server it did not take from, and the ids every node makes repeat none.
+#[test]
+fn a_clone_promoted_beside_its_worker_takes_a_worker_id_of_its_own() {
+    let citus = Citus::start("citus_clone", 1, &[]);
+    let mut c = citus.coordinator.connect();
+    filled_by_the_workers(&mut c, "t");
+    let w1 = &citus.workers[0];
+    let w1_id = node_worker_id(w1).unwrap();
+    let clone = w1.basebackup("citus_clone_c");
+    clone.start();
+    let mut cc = clone.connect();
+    poll(Duration::from_secs(30), Duration::from_millis(100), || {
+        let streaming: bool = w1
+            .connect()
+            .scalar("SELECT EXISTS (SELECT FROM pg_stat_replication WHERE state = 'streaming')");
+        streaming.then_some(()).ok_or("the clone does not stream yet".into())
+    });
+    let clone_node: i32 = c.scalar_with(
+        "SELECT citus_add_clone_node('127.0.0.1', $1, '127.0.0.1', $2)",
+        &[&i32::from(clone.port), &i32::from(w1.port)],
+    );
+    let started = Instant::now();
+    c.execute("SELECT citus_promote_clone_and_rebalance($1)", &[&clone_node]).unwrap();
+    println!("promoted and rebalanced in {:.1} s", started.elapsed().as_secs_f64());
+    let clone_id = leased_worker_id(&clone);
+    let copy_of = stats(&mut cc)["registry"]["copy_of"].to_string();
+    println!("worker {w1_id}, its promoted clone {clone_id}; the clone's copy_of: {copy_of}");
+    assert_ne!(clone_id, w1_id, "the promoted clone holds its worker's worker id");
+    assert!(copy_of.contains(&format!("worker id {w1_id}")), "{copy_of}");
+    clone.assert_logged("another server of this cluster", "the clone did not say so");
+    let first: i64 = cc.scalar("SELECT snowflake_next()");
+    let decoded: i64 = cc.scalar_with("SELECT (snowflake_decode($1)).worker_id::int8", &[&first]);
+    assert_eq!(decoded, clone_id);
+    // Ids made on every node, the clone's shards among them.
+    c.batch_execute("INSERT INTO t (k) SELECT k FROM src; INSERT INTO t (k) SELECT k FROM src")
+        .unwrap();
+    let placements: i64 = c.scalar_with(
+        "SELECT count(*) FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid)
+          WHERE n.nodeport = $1",
+        &[&i32::from(clone.port)],
+    );
+    let r = c.query_one("SELECT count(*), count(*) - count(DISTINCT id) FROM t", &[]).unwrap();
+    let (rows, repeated): (i64, i64) = (r.get(0), r.get(1));
+    println!("{placements} placements on the clone; {rows} rows, {repeated} ids repeated");
+    assert!(placements > 0, "the rebalance moved no shard to the clone");
+    assert_eq!(repeated, 0);
 }
 
 /// The distributed table `table` keyed `(k, id)`, with ids from `snowflake_next()`, and 1,000

@@ -454,7 +454,7 @@ fn a_clash_is_warned_of_at_most_three_times_a_minute_for_each_pair_of_clusters()
         c.batch_execute(&format!(
             "INSERT INTO snowflake.snowflake_claims
              VALUES (81, 4, 'twitter', 'other', {since}, {since}, {expires})
-             ON CONFLICT (system_identifier, worker_id, layout)
+             ON CONFLICT (system_identifier, worker_id, layout, place)
              DO UPDATE SET since = excluded.since, last_seen = excluded.last_seen,
                            expires = excluded.expires"
         ))
@@ -486,7 +486,8 @@ fn a_copy_with_the_worker_id_of_its_original_is_reported_where_their_claims_meet
     let copy = original.copy("claims_copy_b");
     original.start();
     copy.start();
-    let hub = Cluster::start_new("claims_copy_hub", &["snowflake.worker_id = 1", CLAIMS[0], CLAIMS[1]]);
+    let hub =
+        Cluster::start_new("claims_copy_hub", &["snowflake.worker_id = 1", CLAIMS[0], CLAIMS[1]]);
     let mut h = hub.connect_ext();
     for (i, node) in [&original, &copy].iter().enumerate() {
         h.batch_execute(&format!(
@@ -517,7 +518,8 @@ fn a_copy_with_the_worker_id_of_its_original_is_reported_where_their_claims_meet
 /// old claim ran out, were both left in force).
 #[test]
 fn a_promoted_standby_follows_its_primarys_claim_without_a_clash() {
-    let primary = Cluster::start_new("claims_follow_p", &["snowflake.worker_id = 9", CLAIMS[0], CLAIMS[1]]);
+    let primary =
+        Cluster::start_new("claims_follow_p", &["snowflake.worker_id = 9", CLAIMS[0], CLAIMS[1]]);
     primary.connect_ext();
     wait_for_claims(&primary, 1);
     let standby = primary.basebackup("claims_follow_s");

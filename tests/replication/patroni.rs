@@ -394,11 +394,13 @@ fn patroni_promotes_the_synchronous_replica_and_its_ids_are_above_the_old_leader
 
 /// The members of a Patroni cluster lease their worker id from a registry, as the guide's
 /// ```yaml patroni-registry block configures them (`snowflake.registry` in Patroni's
-/// cluster-wide parameters): they share one system identifier, so the replica that Patroni
-/// promotes renews its old leader's lease, keeps the worker id and makes ids above the old
-/// leader's; the old leader rejoins as a replica, which refuses ids.
+/// cluster-wide parameters). They share one system identifier, but each runs its own data
+/// directory: the replica that Patroni promotes after a `kill -9` of the leader, whose lease
+/// still runs, takes a worker id of its own (it cannot tell a dead leader from a live one, as in
+/// a split brain) and makes ids above the old leader's; the old leader rejoins as a replica,
+/// which refuses ids.
 #[test]
-fn patroni_members_keep_their_leased_worker_id_across_a_failover() {
+fn a_patroni_failover_gives_the_new_leader_a_worker_id_of_its_own() {
     let hub = Cluster::start_new("patroni_registry_hub", &[]);
     hub.connect_ext()
         .batch_execute(
@@ -443,7 +445,8 @@ fn patroni_members_keep_their_leased_worker_id_across_a_failover() {
     });
     let again: i32 =
         new.query_one("SELECT (snowflake_decode($1)).worker_id", &[&first]).unwrap().get(0);
-    assert_eq!(again, worker, "the new leader kept the leased worker id");
+    println!("the old leader's worker id {worker}, the new leader's {again}");
+    assert_ne!(again, worker, "the new leader took the lease the old one still held");
     assert!(first > last, "{first} is not above the old leader's {last}");
     poll(Duration::from_secs(60), Duration::from_millis(200), || {
         let s = stats(&mut new);

@@ -80,8 +80,8 @@ fn the_claims_worker_trigger_and_snowflake_claim_follow_no_renamed_schema() {
         // the name it resolves is the extension's (else 42883: she planted none for callers).
         su.batch_execute(
             "INSERT INTO snowflake.snowflake_claims
-             VALUES (42, 1, 'twitter', 'other', now(), now(), now() + interval '1 hour')
-             ON CONFLICT (system_identifier, worker_id, layout)
+             VALUES (42, 1, 'twitter', 'other', now(), now(), now() + interval '1 hour', '')
+             ON CONFLICT (system_identifier, worker_id, layout, place)
              DO UPDATE SET last_seen = now()",
         )?;
         su.query_one("SELECT public.snowflake_claim()", &[]).map(|_| ())

@@ -344,9 +344,9 @@ fn two_rows_are_refused() {
     refused("hreg_two_rows", answer, "answered with more than 1 rows", Said::NoRegistryAnswers);
 }
 
-/// A correct grant with an eighth column.
+/// A correct grant with a ninth column.
 #[test]
-fn eight_columns_are_refused() {
+fn nine_columns_are_refused() {
     let answer: Answer = Arc::new(|r: &mut Reply| {
         r.begin()?;
         let mut columns = LEASE_COLUMNS.to_vec();
@@ -360,9 +360,9 @@ fn eight_columns_are_refused() {
         r.send(&m)
     });
     refused(
-        "hreg_eight_columns",
+        "hreg_nine_columns",
         answer,
-        "answered with 1 rows of 8 columns, where 1 of 7 were expected",
+        "answered with 1 rows of 9 columns, where 1 of 8 were expected",
         Said::NoRegistryAnswers,
     );
 }
