@@ -93,9 +93,36 @@ pub fn stopping() -> bool {
 }
 
 /// Waits `timeout` or until the latch is set; `false` once the worker is to stop (a SIGTERM,
-/// now or before, or the postmaster's death).
+/// now or before). The postmaster's death ends the process (exit code 1).
+///
+/// Not pgrx's `wait_latch`: it checks for interrupts after the wait, where the cancel that
+/// `cancel_at_sigterm` adds raised "canceling statement due to user request" with no statement
+/// running (an ERROR in the log at every shutdown, and an exit through the error path, so that
+/// the worker's own exit below was never reached).
 pub fn wait(timeout: Duration) -> bool {
     // A SIGTERM whose latch a wait inside a statement already consumed ends it here, not after
     // the timeout.
-    !stopping() && BackgroundWorker::wait_latch(Some(timeout)) && !stopping()
+    if stopping() {
+        return false;
+    }
+    let events = pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH;
+    // SAFETY: this process's own latch, as every PostgreSQL process waits on it.
+    unsafe {
+        pg_sys::WaitLatch(
+            pg_sys::MyLatch,
+            events as i32,
+            timeout.as_millis().min(i32::MAX as u128) as std::ffi::c_long,
+            pg_sys::PG_WAIT_EXTENSION,
+        );
+        pg_sys::ResetLatch(pg_sys::MyLatch);
+    }
+    if stopping() {
+        return false;
+    }
+    // A cancel that came while no statement ran (pg_cancel_backend() of the worker) has nothing
+    // to cancel: dropped, as an idle backend drops one. Other interrupts are served.
+    // SAFETY: a sig_atomic_t flag of this process, which handlers only ever set.
+    unsafe { pg_sys::QueryCancelPending = 0 };
+    pgrx::check_for_interrupts!();
+    true
 }
