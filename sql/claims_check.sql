@@ -19,6 +19,7 @@
 -- that is no superuser (none of the documented ones) is not counted: every line is logged.
 -- mutant: claims_trigger_path
 -- mutant: claims_trigger_owner
+-- mutant: claims_followed
 CREATE FUNCTION snowflake.snowflake_claims_check() RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -43,9 +44,17 @@ BEGIN
                (NEW.system_identifier, NEW.place)
            AND o.since OPERATOR(pg_catalog.<) NEW.expires
            AND NEW.since OPERATOR(pg_catalog.<) o.expires
+           -- Two servers of one cluster clash only when each was seen after the other began:
+           -- a standby promoted after its primary's last claim follows it.
+           AND (o.system_identifier OPERATOR(pg_catalog.<>) NEW.system_identifier
+                OR (o.last_seen OPERATOR(pg_catalog.>) NEW.since
+                    AND NEW.last_seen OPERATOR(pg_catalog.>) o.since))
            AND (TG_OP OPERATOR(pg_catalog.=) 'INSERT'
                 OR NOT (o.since OPERATOR(pg_catalog.<) OLD.expires
-                        AND OLD.since OPERATOR(pg_catalog.<) o.expires))
+                        AND OLD.since OPERATOR(pg_catalog.<) o.expires
+                        AND (o.system_identifier OPERATOR(pg_catalog.<>) OLD.system_identifier
+                             OR (o.last_seen OPERATOR(pg_catalog.>) OLD.since
+                                 AND OLD.last_seen OPERATOR(pg_catalog.>) o.since))))
     LOOP
         skipped := 0;
         IF pg_catalog.current_setting('is_superuser') OPERATOR(pg_catalog.=) 'on' THEN

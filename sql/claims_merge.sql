@@ -25,6 +25,11 @@ BEGIN
                   DETAIL = 'Its owner could rename it between a lookup and its use.',
                   HINT = 'ALTER SCHEMA snowflake OWNER TO a superuser.';
     END IF;
+    -- Two subscriptions may bring one new key at once (an original and its copy both publish
+    -- the original's claim): the second waits for the first's row, and updates it.
+    PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended(pg_catalog.format(
+                'pg_snowflake claim %s %s %s %s', NEW.system_identifier, NEW.worker_id,
+                NEW.layout, NEW.place), 0));
     PERFORM FROM snowflake.snowflake_claims c
       WHERE (c.system_identifier, c.worker_id, c.layout, c.place) OPERATOR(pg_catalog.=)
             (NEW.system_identifier, NEW.worker_id, NEW.layout, NEW.place)

@@ -13,6 +13,7 @@ BEGIN
           FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
          WHERE p.oid OPERATOR(pg_catalog.=) ANY (ARRAY[
                    'snowflake.snowflake_registry_hold(text, text, bigint, integer, integer, integer, integer, boolean, integer, integer, bigint, text, bigint, bigint, text, text, text)'::pg_catalog.regprocedure,
+                   'snowflake.snowflake_registry_decide(boolean, text, text, bigint, integer, integer, integer, integer, boolean, integer, integer, bigint, text, bigint, bigint, text, text, text)'::pg_catalog.regprocedure,
                    'snowflake.snowflake_registry_lease(text, text, bigint, integer, integer, integer, integer, boolean, integer, bigint, text, bigint, bigint)'::pg_catalog.regprocedure,
                    'snowflake.snowflake_registry_take(text, integer, bigint, text, interval, bigint, text, text, text)'::pg_catalog.regprocedure])
            AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
@@ -32,6 +33,7 @@ BEGIN
 END
 $privileges$;
 REVOKE ALL ON FUNCTION snowflake.snowflake_registry_hold(text, text, bigint, integer, integer, integer, integer, boolean, integer, integer, bigint, text, bigint, bigint, text, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION snowflake.snowflake_registry_decide(boolean, text, text, bigint, integer, integer, integer, integer, boolean, integer, integer, bigint, text, bigint, bigint, text, text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION snowflake.snowflake_registry_lease(text, text, bigint, integer, integer, integer, integer, boolean, integer, bigint, text, bigint, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION snowflake.snowflake_registry_take(text, integer, bigint, text, interval, bigint, text, text, text) FROM PUBLIC;
 REVOKE ALL ON snowflake.snowflake_registry, snowflake.snowflake_registry_namespaces FROM PUBLIC;

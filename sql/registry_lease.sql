@@ -12,8 +12,9 @@
 --   while the old holder's lease runs: `wanted` exactly, or `preferred` first when it is free,
 --   or any free one (the lowest never leased, else the one whose lease ran out longest ago);
 --   and `copy_of` names the other start of its cluster that held the one it asked for;
--- - members of 0.5.0 and 0.4.0 (`snowflake_registry_lease`, which calls this with no place and
---   no secret) renew by system identifier as before, but never a lease a start of 0.6.0 holds.
+-- - members of 0.5.0 and 0.4.0 (`snowflake_registry_lease`, which calls this with `legacy`, no
+--   place and no secret) renew by system identifier as before, but never a lease a start of
+--   0.6.0 holds. Members of 0.6.0 call it through snowflake_registry_hold(), never `legacy`.
 -- The primary key decides between starts asking at once: an INSERT of a new worker id waits for
 -- the other's, and the update of an expired one takes its row lock and checks the expiry again,
 -- so a worker id is never granted twice.
@@ -27,8 +28,8 @@
 --   layout   the namespace makes ids of another layout: `namespace_layout` describes it
 -- Calls it cannot answer (a null, a value out of range) are errors: 22004, 22023.
 --
--- SECURITY DEFINER, so that the role members connect as needs EXECUTE only and can change the
--- registry only as this function does: a coverage only grows and is never negative or further
+-- Called by the two SECURITY DEFINER functions below (as their owner), so that the role members
+-- connect as needs EXECUTE on one of them only and can change the registry only as this does: a coverage only grows and is never negative or further
 -- ahead than the registry's clock plus the lease and a minute (a member whose clock runs far
 -- ahead gets less than it asked, and refuses ids once its clock passes that); an expiry only
 -- moves later; a held worker id is never taken, and a start's lease is renewed only for the
@@ -46,7 +47,8 @@
 -- mutant: registry_secret_rotated
 -- mutant: registry_in_place
 -- mutant: registry_copy_of
-CREATE FUNCTION snowflake.snowflake_registry_hold(
+CREATE FUNCTION snowflake.snowflake_registry_decide(
+    legacy boolean,
     namespace text,
     layout text,
     epoch_ms bigint,
@@ -66,7 +68,7 @@ CREATE FUNCTION snowflake.snowflake_registry_hold(
     next_secret text)
 RETURNS TABLE (outcome text, worker_id integer, expires timestamptz, start_above_ms bigint,
                recorded_until_ms bigint, namespace_layout text, holder text, copy_of text)
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $lease$
 #variable_conflict use_variable
@@ -80,8 +82,6 @@ DECLARE
     -- Worker ids whose row another transaction holds locked (a member's call still open): tried
     -- once, then passed over, so that no caller waits on another for long.
     skipped integer[] := '{}';
-    -- A member of 0.5.0 or 0.4.0, through snowflake_registry_lease(): no place, no secret.
-    legacy boolean := place IS NULL;
     -- The hashes of what the member sent: the registry keeps no place and no secret as sent.
     place_check text;
     secret_check text;
@@ -102,9 +102,10 @@ BEGIN
     IF namespace IS NULL OR layout IS NULL OR epoch_ms IS NULL OR unit_ms IS NULL
        OR time_bits IS NULL OR worker_bits IS NULL OR sequence_bits IS NULL
        OR worker_last IS NULL OR system_identifier IS NULL OR node_name IS NULL
-       OR lease_ms IS NULL OR covered_until_ms IS NULL
-       OR (place IS NULL) OPERATOR(pg_catalog.<>) (next_secret IS NULL)
-       OR (legacy AND (secret IS NOT NULL OR preferred IS NOT NULL)) THEN
+       OR lease_ms IS NULL OR covered_until_ms IS NULL OR legacy IS NULL
+       OR (NOT legacy AND (place IS NULL OR next_secret IS NULL))
+       OR (legacy AND (place IS NOT NULL OR secret IS NOT NULL OR next_secret IS NOT NULL
+                       OR preferred IS NOT NULL)) THEN
         RAISE EXCEPTION 'only the worker ids and the secret may be null'
             USING ERRCODE = '22004',
                   HINT = 'snowflake.snowflake_registry_hold() is called by the registry worker of each member.';
@@ -115,6 +116,14 @@ BEGIN
         RAISE EXCEPTION 'a place or a secret is not 64 hexadecimal digits'
             USING ERRCODE = '22023',
                   HINT = 'snowflake.snowflake_registry_hold() is called by the registry worker of each member.';
+    END IF;
+    IF pg_catalog.octet_length(node_name) OPERATOR(pg_catalog.>) 255 THEN
+        -- It goes into answers to other starts of the cluster (`copy_of`), which a member
+        -- refuses past 512 bytes: 0.6.0's review had the members' role deny a member its
+        -- renewals with a node name of 600 bytes.
+        RAISE EXCEPTION 'a node name of % bytes is longer than 255', pg_catalog.octet_length(node_name)
+            USING ERRCODE = '22023',
+                  HINT = 'snowflake.snowflake_registry_hold() is called by the registry worker of each member, with cluster_name or host:port.';
     END IF;
     IF pg_catalog.length(namespace) OPERATOR(pg_catalog.<) 1
        OR pg_catalog.length(namespace) OPERATOR(pg_catalog.>) 63
@@ -220,7 +229,8 @@ BEGIN
         -- directory, a standby promoted while it goes on): said to both.
         IF NOT legacy THEN
             SELECT pg_catalog.format('%s (system identifier %s), which holds worker id %s',
-                                     g.node_name, g.system_identifier, g.worker_id)
+                                     pg_catalog.left(g.node_name, 100), g.system_identifier,
+                                     g.worker_id)
               INTO other
               FROM snowflake.snowflake_registry g
              WHERE g.namespace OPERATOR(pg_catalog.=) namespace
@@ -277,7 +287,8 @@ BEGIN
         -- cluster: its name tells it nothing it could not read of itself).
         -- mutant: registry_copy_of
         SELECT pg_catalog.format('%s (system identifier %s), which holds worker id %s',
-                                 g.node_name, g.system_identifier, g.worker_id)
+                                 pg_catalog.left(g.node_name, 100), g.system_identifier,
+                                 g.worker_id)
           INTO other
           FROM snowflake.snowflake_registry g
          WHERE g.namespace OPERATOR(pg_catalog.=) namespace
@@ -449,10 +460,47 @@ BEGIN
 END
 $take$;
 
--- The lease of a member of 0.5.0 or 0.4.0 (`snowflake_registry_hold` with no place and no
+-- The lease of a member of 0.5.0 or 0.4.0 (`snowflake_registry_decide` with no place and no
 -- secret): renewed by its system identifier, as those releases' registry did, where no start of
 -- 0.6.0 holds it. Kept for a rolling upgrade (the registry first, then the members); once every
 -- member runs 0.6.0, `REVOKE EXECUTE` on it from the members' role (docs/many-servers.md).
+-- What members of 0.6.0 call: snowflake_registry_decide() for a start that names its place and
+-- sends its secrets. SECURITY DEFINER, so that the members' role needs EXECUTE on this one only;
+-- the decision's own function is granted to nobody, so that the way of 0.5.0's members
+-- (renewal by system identifier, `legacy`) is open only through snowflake_registry_lease(),
+-- which the administrator revokes once no member of 0.5.0 is left (0.6.0's review found it open
+-- through this function too, with a NULL place).
+CREATE FUNCTION snowflake.snowflake_registry_hold(
+    namespace text,
+    layout text,
+    epoch_ms bigint,
+    unit_ms integer,
+    time_bits integer,
+    worker_bits integer,
+    sequence_bits integer,
+    worker_last boolean,
+    wanted integer,
+    preferred integer,
+    system_identifier bigint,
+    node_name text,
+    lease_ms bigint,
+    covered_until_ms bigint,
+    place text,
+    secret text,
+    next_secret text)
+RETURNS TABLE (outcome text, worker_id integer, expires timestamptz, start_above_ms bigint,
+               recorded_until_ms bigint, namespace_layout text, holder text, copy_of text)
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $hold$
+    SELECT d.outcome, d.worker_id, d.expires, d.start_above_ms, d.recorded_until_ms,
+           d.namespace_layout, d.holder, d.copy_of
+      FROM snowflake.snowflake_registry_decide(false, namespace, layout, epoch_ms, unit_ms,
+               time_bits, worker_bits, sequence_bits, worker_last, wanted, preferred,
+               system_identifier, node_name, lease_ms, covered_until_ms, place, secret,
+               next_secret) d
+$hold$;
+
 CREATE FUNCTION snowflake.snowflake_registry_lease(
     namespace text,
     layout text,
@@ -474,8 +522,8 @@ SET search_path = pg_catalog, pg_temp
 AS $lease$
     SELECT h.outcome, h.worker_id, h.expires, h.start_above_ms, h.recorded_until_ms,
            h.namespace_layout, h.holder
-      FROM snowflake.snowflake_registry_hold(namespace, layout, epoch_ms, unit_ms, time_bits,
-               worker_bits, sequence_bits, worker_last, wanted, NULL::pg_catalog.int4,
+      FROM snowflake.snowflake_registry_decide(true, namespace, layout, epoch_ms, unit_ms,
+               time_bits, worker_bits, sequence_bits, worker_last, wanted, NULL::pg_catalog.int4,
                system_identifier, node_name, lease_ms, covered_until_ms, NULL::pg_catalog.text,
                NULL::pg_catalog.text, NULL::pg_catalog.text) h
 $lease$;

@@ -36,7 +36,7 @@ pub struct Place {
 
 /// This data directory's place (the process's working directory, which PostgreSQL sets to the
 /// data directory). Claims show `description`, without the boot, so that a claim keeps its
-/// place across reboots: a copy on another host or in another directory still differs.
+/// place across reboots: a copy on another machine or in another directory still differs.
 pub fn place() -> Place {
     let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default().trim().to_string();
     let boot = read("/proc/sys/kernel/random/boot_id");
@@ -48,10 +48,16 @@ pub fn place() -> Place {
     let credential = hex(&sha256(raw.as_bytes()));
     let check = check_of(&credential);
     let (major, minor) = (libc::major(dev), libc::minor(dev));
+    // The machine too, as a hash: virtual machines made from one image can have one host name,
+    // path, device and inode (0.6.0's review), and their claims would otherwise have one key.
+    let machine_hash = hex(&sha256(machine.as_bytes()));
     Place {
         credential,
         check,
-        description: format!("host {host}, {dir} (device {major}:{minor}, inode {ino})"),
+        description: format!(
+            "host {host} (machine {}), {dir} (device {major}:{minor}, inode {ino})",
+            &machine_hash[..8]
+        ),
     }
 }
 

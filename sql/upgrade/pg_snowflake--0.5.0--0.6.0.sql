@@ -33,6 +33,7 @@ ALTER TABLE snowflake.snowflake_registry
 DROP FUNCTION snowflake.snowflake_registry_take(text, integer, bigint, text, interval, bigint);
 \ir-replace ../registry_lease.sql
 REVOKE ALL ON FUNCTION snowflake.snowflake_registry_hold(text, text, bigint, integer, integer, integer, integer, boolean, integer, integer, bigint, text, bigint, bigint, text, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION snowflake.snowflake_registry_decide(boolean, text, text, bigint, integer, integer, integer, integer, boolean, integer, integer, bigint, text, bigint, bigint, text, text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION snowflake.snowflake_registry_take(text, integer, bigint, text, interval, bigint, text, text, text) FROM PUBLIC;
 DO $grants$
 DECLARE
@@ -45,6 +46,7 @@ BEGIN
           FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
          WHERE p.oid OPERATOR(pg_catalog.=) ANY (ARRAY[
                    'snowflake.snowflake_registry_hold(text, text, bigint, integer, integer, integer, integer, boolean, integer, integer, bigint, text, bigint, bigint, text, text, text)'::pg_catalog.regprocedure,
+                   'snowflake.snowflake_registry_decide(boolean, text, text, bigint, integer, integer, integer, integer, boolean, integer, integer, bigint, text, bigint, bigint, text, text, text)'::pg_catalog.regprocedure,
                    'snowflake.snowflake_registry_take(text, integer, bigint, text, interval, bigint, text, text, text)'::pg_catalog.regprocedure])
            AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
     LOOP

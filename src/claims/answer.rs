@@ -62,7 +62,6 @@ impl Answer {
 /// Reads a node's answer at `now_us` (this node's clock, Unix microseconds). `Err` says, for
 /// the log, why the whole answer is refused: one bad claim makes every claim of the answer
 /// suspect.
-// mutant: claims_types
 // mutant: claims_one_cluster
 pub fn read(bytes: &[u8], now_us: i64) -> Result<Answer, String> {
     let text = std::str::from_utf8(bytes)
@@ -133,6 +132,7 @@ fn claim(item: &Value, now_us: i64) -> Result<Claim, String> {
 
 /// A JSON number that is an integer within `low..=high`: not a string of digits, not 1.5 or
 /// 1e3.
+// mutant: claims_types
 fn integer(fields: &Map<String, Value>, name: &str, low: i64, high: i64) -> Result<i64, String> {
     let value = field(fields, name)?;
     match value.as_i64() {

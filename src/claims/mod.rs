@@ -385,15 +385,12 @@ fn snowflake_claim() -> i32 {
 /// the caller checked it in this transaction), at this data directory's place (`identity`): a copy
 /// of the data directory, another start of the cluster elsewhere, makes a claim of its own.
 ///
-/// The first claim a process writes ends, first, the claims in force of this cluster's worker id
-/// at other places: those of the start it follows (the primary before a failover, the server of
-/// 0.5.0 that claimed without a place), which would otherwise clash with it until they ran out.
-/// A start that goes on elsewhere (a copy, a split brain) renews its own: the clash begins again,
-/// and is reported wherever the claims meet.
+/// It leaves the claims of other places alone, its primary's before a failover among them: the
+/// clash trigger and `snowflake_clashes` take two claims of one cluster for a clash only while
+/// each was seen after the other began (0.6.0's review: ending the other claims here wrote
+/// other servers' rows, and a copy's write ended its original's claim at the hub).
 // mutant: claims_place
-// mutant: claims_followed
 fn write_claim(layout: &Layout, worker_id: u32) -> i32 {
-    static FOLLOWED: AtomicBool = AtomicBool::new(false);
     let valid_for = valid_for();
     // SAFETY: reads a value PostgreSQL set at start.
     let system_identifier = unsafe { pg_sys::GetSystemIdentifier() } as i64;
@@ -404,18 +401,6 @@ fn write_claim(layout: &Layout, worker_id: u32) -> i32 {
         layout.describe().into(),
         place.as_str().into(),
     ];
-    if !FOLLOWED.swap(true, Ordering::Relaxed) {
-        Spi::run_with_args(
-            "UPDATE snowflake.snowflake_claims c SET expires = pg_catalog.now()
-              WHERE c.system_identifier OPERATOR(pg_catalog.=) $1
-                AND c.worker_id OPERATOR(pg_catalog.=) $2
-                AND c.layout OPERATOR(pg_catalog.=) $3
-                AND c.place OPERATOR(pg_catalog.<>) $4
-                AND c.expires OPERATOR(pg_catalog.>) pg_catalog.now()",
-            &key,
-        )
-        .unwrap_or_else(|e| table_failed("write", &e));
-    }
     // Two short statements rather than one: a clash's WARNING (from the table's trigger) shows
     // the statement as its context, in the server log of every renewal's caller.
     Spi::run_with_args(
@@ -438,19 +423,13 @@ fn write_claim(layout: &Layout, worker_id: u32) -> i32 {
     )
     .unwrap_or_else(|e| table_failed("write", &e));
     // A claim that had ended starts again (the CASE above): the time between is not claimed.
+    // The clashes as the view defines them (sql/clashes.sql), this claim on either side.
     let clashes = Spi::get_one_with_args::<i64>(
-        "SELECT pg_catalog.count(*)
-           FROM snowflake.snowflake_claims o, snowflake.snowflake_claims m
-          WHERE m.system_identifier OPERATOR(pg_catalog.=) $1
-            AND m.worker_id OPERATOR(pg_catalog.=) $2
-            AND m.layout OPERATOR(pg_catalog.=) $3
-            AND m.place OPERATOR(pg_catalog.=) $4
-            AND o.worker_id OPERATOR(pg_catalog.=) m.worker_id
-            AND o.layout OPERATOR(pg_catalog.=) m.layout
-            AND (o.system_identifier, o.place) OPERATOR(pg_catalog.<>)
-                (m.system_identifier, m.place)
-            AND o.since OPERATOR(pg_catalog.<) m.expires
-            AND m.since OPERATOR(pg_catalog.<) o.expires",
+        "SELECT pg_catalog.count(*) FROM snowflake.snowflake_clashes c
+          WHERE c.worker_id OPERATOR(pg_catalog.=) $2
+            AND c.layout OPERATOR(pg_catalog.=) $3
+            AND ((c.system_identifier, c.place) OPERATOR(pg_catalog.=) ($1, $4)
+                 OR (c.other_system_identifier, c.other_place) OPERATOR(pg_catalog.=) ($1, $4))",
         &key,
     )
     .unwrap_or_else(|e| table_failed("read", &e))

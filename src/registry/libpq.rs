@@ -11,6 +11,7 @@
 //! a shutdown for as long as its timeouts allow (3.1 s measured in 0.3.0 against a registry
 //! that accepted connections and never answered).
 
+use crate::text::one_line;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::time::{Duration, Instant};
@@ -273,8 +274,8 @@ pub struct Error {
     pub unexpected_answer: bool,
 }
 
-/// "message. Detail." on one line: libpq's messages span lines ("...\n\tIs the server
-/// running...?") and end without a period.
+/// "message. Detail." on one line (`text::one_line`): libpq's messages span lines ("...\n\tIs
+/// the server running...?") and end without a period.
 impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}", one_line(&self.message))?;
@@ -283,10 +284,6 @@ impl std::fmt::Display for Error {
         }
         Ok(())
     }
-}
-
-fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 fn plain(message: String) -> Error {

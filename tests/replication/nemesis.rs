@@ -1,6 +1,7 @@
 //! The nemesis (tests/common/nemesis): a fleet of real servers under faults drawn from a seed and
 //! overlapping in time, clients that record every answer, and a checker over the whole history:
-//! no id acknowledged twice across the fleet, none below one acknowledged before it was asked for
+//! no id acknowledged twice across the fleet (copies of a member's data directory started beside
+//! it among them), none below one acknowledged before it was asked for
 //! on the same member (through restarts, crashes, power cuts and promotions), after a promotion
 //! none below the old primary's, every acknowledged row present at the end, every refusal with an
 //! allowed SQLSTATE, and every member making ids again within `RECOVERY` once the faults heal.
@@ -21,7 +22,7 @@
 
 #[path = "../common/mod.rs"]
 mod common;
-use common::nemesis::history::{self, Outcome, THIEF};
+use common::nemesis::history::{self, Outcome, COPY, THIEF};
 use common::nemesis::schedule::{self, Scheduled, LEASE_S, MAX_DRIFT_S, MEMBERS};
 use common::nemesis::{Clients, Fleet};
 use common::rng::Rng;
@@ -206,13 +207,16 @@ fn run(seed: u64, seconds: f64) -> Report {
         }
     }
     let availability = history::availability(&calls, &windows);
-    let thief_ids = calls
-        .iter()
-        .filter(|c| c.member == THIEF && matches!(c.outcome, Outcome::Id { .. }))
-        .count();
+    let ids_of = |member: usize| {
+        calls
+            .iter()
+            .filter(|c| c.member == member && matches!(c.outcome, Outcome::Id { .. }))
+            .count()
+    };
+    let (thief_ids, copy_ids) = (ids_of(THIEF), ids_of(COPY));
     eprintln!(
         "nemesis seed {seed}: {} calls, {} ids checked ({} inserted rows, {thief_ids} from the \
-         thief), {} promotions; back within {:.1} s of the heal; availability:\n  {}",
+         thief, {copy_ids} from copies of m1), {} promotions; back within {:.1} s of the heal; availability:\n  {}",
         findings.calls,
         findings.ids,
         findings.inserted,
@@ -237,8 +241,10 @@ fn run(seed: u64, seconds: f64) -> Report {
             ),
         );
     }
-    // The run did what it was meant to: ids under every kind of fault, the thief among them.
+    // The run did what it was meant to: ids under every kind of fault, the thief and a copy
+    // among them.
     assert!(findings.ids > 1_000, "only {} ids in the whole run", findings.ids);
+    assert!(copy_ids > 0, "no copy of m1 made an id beside it");
     assert!(
         thief_ids > 0,
         "the thief never got a frozen member's worker id: no lease ran out (lease {LEASE_S} s, \

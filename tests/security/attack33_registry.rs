@@ -263,6 +263,36 @@ fn a_registrys_error_text_starts_no_line_of_its_own_in_the_members_log() {
     );
 }
 
+/// What the registry answers goes into the member's messages too: a `layout` refusal names the
+/// namespace's layout as the registry describes it. With a line break in it, that text would
+/// start a line of the registry's choosing in the member's log (libpq's errors were put on one
+/// line by libpq.rs; the registry's answers were not).
+#[test]
+fn a_line_break_in_the_registrys_answer_starts_no_line_of_its_own() {
+    let answer: Answer = Arc::new(|r: &mut Reply| {
+        let mut row = r.call.grant(7);
+        row[1] = Some(b"layout".to_vec());
+        row[6] = Some(b"odd\nLOG:  forged by the registry's answer".to_vec());
+        r.rows(&[row])
+    });
+    let fake = FakeRegistry::start(answer);
+    let m = fake.member("attack33_answer_text", "");
+    m.start();
+    poll(Duration::from_secs(30), Duration::from_millis(100), || {
+        m.log()
+            .lines()
+            .find(|l| l.contains("WARNING:  pg_snowflake:") && l.contains("forged by the registry"))
+            .map(|l| println!("{l}"))
+            .ok_or("no warning of the registry's answer yet".into())
+    });
+    m.stop("fast");
+    let log = m.log();
+    assert!(
+        !log.lines().any(|l| l.starts_with("LOG:  forged by the registry")),
+        "the registry started a line of its own in the member's log:\n{log}"
+    );
+}
+
 /// A registry's error longer than the 511 bytes the member keeps was logged again at every
 /// attempt in 0.6.0's review (the kept text never equalled the new one): a registry could fill
 /// the member's log. Logged once while it repeats.

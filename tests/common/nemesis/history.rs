@@ -9,7 +9,7 @@ pub struct Call {
     /// Seconds since the run began: when it was sent, and when its answer came.
     pub sent: f64,
     pub answered: f64,
-    /// The logical member (a primary and its standby are one member), or `THIEF`.
+    /// The logical member (a primary and its standby are one member), `THIEF` or `COPY`.
     pub member: usize,
     /// The connection: a new one after every reconnect.
     pub session: u64,
@@ -20,6 +20,8 @@ pub struct Call {
 
 /// The thief of the freeze faults, as a member of the history.
 pub const THIEF: usize = 99;
+/// The copy of the copy faults (a member's data directory started beside it), likewise.
+pub const COPY: usize = 98;
 
 #[derive(Clone, Debug)]
 pub enum Outcome {
@@ -71,13 +73,13 @@ pub fn check(calls: &[Call], promotions: &[Promotion]) -> Findings {
                 f.inserted += usize::from(*inserted);
                 if let Some(first) = seen.insert(*id, c) {
                     f.violations.push(format!(
-                        "id {id} acknowledged twice: by m{} (port {}, session {}, at {:.3} s) \
-                         and by m{} (port {}, session {}, at {:.3} s)",
-                        first.member + 1,
+                        "id {id} acknowledged twice: by {} (port {}, session {}, at {:.3} s) \
+                         and by {} (port {}, session {}, at {:.3} s)",
+                        holder(first.member),
                         first.port,
                         first.session,
                         first.answered,
-                        c.member + 1,
+                        holder(c.member),
                         c.port,
                         c.session,
                         c.answered
@@ -88,8 +90,8 @@ pub fn check(calls: &[Call], promotions: &[Promotion]) -> Findings {
             Outcome::Refused { code: Some(code), message } => {
                 if !ALLOWED.contains(&code.as_str()) {
                     f.violations.push(format!(
-                        "m{} refused with {code} at {:.3} s: {message}",
-                        c.member + 1,
+                        "{} refused with {code} at {:.3} s: {message}",
+                        holder(c.member),
                         c.answered
                     ));
                 }
@@ -104,7 +106,7 @@ pub fn check(calls: &[Call], promotions: &[Promotion]) -> Findings {
             {
                 if b <= a {
                     f.violations
-                        .push(format!("m{}'s session {session} got {b} after {a}", member + 1));
+                        .push(format!("{}'s session {session} got {b} after {a}", holder(*member)));
                 }
             }
         }
@@ -133,9 +135,9 @@ pub fn check(calls: &[Call], promotions: &[Promotion]) -> Findings {
             if let Some(h) = highest {
                 if id_of(c) <= id_of(h) {
                     f.violations.push(format!(
-                        "m{}: id {} (port {}, sent at {:.3} s) is not above {} (port {}, \
+                        "{}: id {} (port {}, sent at {:.3} s) is not above {} (port {}, \
                          answered at {:.3} s, before it was sent)",
-                        member + 1,
+                        holder(*member),
                         id_of(c),
                         c.port,
                         c.sent,
@@ -227,6 +229,8 @@ fn worker_id(id: i64) -> i64 {
 fn holder(member: usize) -> String {
     if member == THIEF {
         "the thief".into()
+    } else if member == COPY {
+        "the copy".into()
     } else {
         format!("m{}", member + 1)
     }

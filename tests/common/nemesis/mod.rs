@@ -8,9 +8,10 @@
 //! lease their worker ids from it with the shortest lease (10 s, renewed every 3.3 s, so leases
 //! run out during a run): m1; m2, whose data directory lives on faultfs (stalls, failures, power
 //! cuts); m3, with a synchronous standby of its own; m4, with a fixed worker id and claims. A
-//! thief, a cluster started during a freeze, asks for the frozen member's worker id. Every server
-//! has a fake clock (libfaketime), a fixed offset of its own drawn from the seed (the drift
-//! between machines), and steps on top of it.
+//! thief, a cluster started during a freeze, asks for the frozen member's worker id. A copy of
+//! m1's data directory (copied while stopped, or while running, or a standby of it promoted)
+//! runs beside m1 during a copy fault. Every server has a fake clock (libfaketime), a fixed
+//! offset of its own drawn from the seed (the drift between machines), and steps on top of it.
 
 pub mod history;
 pub mod schedule;
@@ -19,9 +20,10 @@ use super::faultfs::FaultFs;
 use super::proxy::{Link, Proxy};
 use super::rng::Rng;
 use super::*;
-use history::{Call, Outcome, Promotion, THIEF};
+use history::{Call, Outcome, Promotion, COPY, THIEF};
 use schedule::{
-    Fault, Lost, Scheduled, Target, DISK_MEMBER, FIXED_MEMBER, MEMBERS, STANDBY_MEMBER,
+    Copied, Fault, Lost, Scheduled, Target, COPIED_MEMBER, DISK_MEMBER, FIXED_MEMBER, MEMBERS,
+    STANDBY_MEMBER,
 };
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -138,9 +140,16 @@ pub struct Fleet {
     thief: Server,
     /// The worker id the thief asked for last, if it runs.
     thief_wants: Option<i32>,
+    /// The copy of m1 while a copy fault runs, on `copy_port`; `name` and `copies` name its
+    /// directories.
+    copy: Option<Server>,
+    copy_port: u16,
+    copies: usize,
+    name: String,
     /// Where each member's clients connect (both servers of m3, read-write).
     pub client_conninfo: Vec<String>,
     pub thief_conninfo: String,
+    pub copy_conninfo: String,
 }
 
 impl Fleet {
@@ -251,6 +260,7 @@ impl Fleet {
             "host=127.0.0.1 port={} user=postgres dbname=postgres connect_timeout=2",
             thief.port()
         );
+        let copy_port = free_port();
         Fleet {
             registry,
             members,
@@ -258,8 +268,15 @@ impl Fleet {
             proxies,
             thief,
             thief_wants: None,
+            copy: None,
+            copy_port,
+            copies: 0,
+            name: name.to_string(),
             client_conninfo,
             thief_conninfo,
+            copy_conninfo: format!(
+                "host=127.0.0.1 port={copy_port} user=postgres dbname=postgres connect_timeout=2"
+            ),
         }
     }
 
@@ -347,6 +364,56 @@ impl Fleet {
                 let (old_port, new_port) = self.standby_member.fail_over();
                 return Some(Promotion { at, member: STANDBY_MEMBER, old_port, new_port });
             }
+            Fault::Copy { how } => {
+                self.copies += 1;
+                let name = format!("{}_copy{}", self.name, self.copies);
+                let original = self.member(COPIED_MEMBER);
+                let mut cluster = match how {
+                    Copied::Stopped => {
+                        original.cluster.stop("fast");
+                        let copy = original.cluster.copy(&name);
+                        original.cluster.start();
+                        copy
+                    }
+                    Copied::Running | Copied::Promoted => {
+                        let copy = original.cluster.basebackup(&name);
+                        if *how == Copied::Running {
+                            fs::remove_file(copy.data().join("standby.signal")).unwrap();
+                        }
+                        copy
+                    }
+                };
+                cluster.port = self.copy_port;
+                cluster.append_conf(&[&format!("port = {}", self.copy_port)]);
+                let clock = cluster.use_fake_clock();
+                let offset_s = original.offset_s;
+                clock.set(offset_s);
+                cluster.start();
+                if *how == Copied::Promoted {
+                    poll(Duration::from_secs(30), Duration::from_millis(100), || {
+                        let streaming: bool = original.cluster.connect().scalar(
+                            "SELECT EXISTS (SELECT FROM pg_stat_replication
+                                             WHERE application_name = 'walreceiver')",
+                        );
+                        streaming.then_some(()).ok_or("the copy does not stream yet".into())
+                    });
+                    cluster.promote();
+                }
+                self.copy = Some(Server { cluster, clock, offset_s, fs: None });
+            }
+            Fault::CrashLoop { member, crashes } => {
+                let server = self.member(*member);
+                for _ in 0..*crashes {
+                    server.kill();
+                    server.cluster.start();
+                    let mut c = server.cluster.connect();
+                    poll(Duration::from_secs(30), Duration::from_millis(50), || {
+                        c.query_one("SELECT snowflake_next()", &[])
+                            .map(|_| ())
+                            .map_err(|e| format!("{e}"))
+                    });
+                }
+            }
             Fault::Lose { member, lost } => {
                 let server = self.member(*member);
                 server.cluster.stop("fast");
@@ -386,7 +453,13 @@ impl Fleet {
             }
             Fault::Promote(Target::Registry) => self.registry.rewind_old(),
             Fault::Promote(_) => self.standby_member.rewind_old(),
-            Fault::Lose { .. } => {}
+            Fault::Copy { .. } => {
+                // Gone for good: its ids are in the history, and its lease runs out.
+                if let Some(copy) = self.copy.take() {
+                    copy.cluster.stop("immediate");
+                }
+            }
+            Fault::Lose { .. } | Fault::CrashLoop { .. } => {}
         }
     }
 
@@ -399,6 +472,9 @@ impl Fleet {
         }
         self.thief.cluster.stop_if_running();
         self.thief_wants = None;
+        if let Some(copy) = self.copy.take() {
+            copy.cluster.stop("immediate");
+        }
         let disk = self.members[DISK_MEMBER].as_ref().unwrap();
         disk.fs.as_ref().unwrap().ctl("clear");
         for t in self.targets() {
@@ -511,9 +587,10 @@ impl Clients {
         let mut targets: Vec<(usize, String)> =
             fleet.client_conninfo.iter().cloned().enumerate().collect();
         targets.push((THIEF, fleet.thief_conninfo.clone()));
+        targets.push((COPY, fleet.copy_conninfo.clone()));
         for (member, conninfo) in targets {
-            // The thief only draws ids: its rows would leave with it.
-            let kinds: &[bool] = if member == THIEF { &[false] } else { &[true, false] };
+            // The thief and the copy only draw ids: their rows would leave with them.
+            let kinds: &[bool] = if member >= COPY { &[false] } else { &[true, false] };
             for &inserting in kinds {
                 let (calls, stop, sessions, conninfo) =
                     (calls.clone(), stop.clone(), sessions.clone(), conninfo.clone());

@@ -36,6 +36,18 @@ pub enum Lost {
     Copy,
 }
 
+/// How the copy of a member's data directory is made (`Fault::Copy`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Copied {
+    /// The member stopped, its directory copied, both started (an image, a cold backup).
+    Stopped,
+    /// `pg_basebackup` of the running member, started as a primary (a backup restored beside
+    /// its source).
+    Running,
+    /// A streaming standby of the member, promoted while the member goes on (a split brain).
+    Promoted,
+}
+
 /// One fault, from its start to its heal.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Fault {
@@ -64,6 +76,12 @@ pub enum Fault {
     Promote(Target),
     /// A clean stop of the member, the state file or its copy deleted, a start.
     Lose { member: usize, lost: Lost },
+    /// A copy of `COPIED_MEMBER`'s data directory (its system identifier, its cached lease)
+    /// started beside it, making ids until the heal.
+    Copy { how: Copied },
+    /// The member killed and started again `crashes` times, each start waiting for its first
+    /// id: a crash loop.
+    CrashLoop { member: usize, crashes: u32 },
 }
 
 impl Fault {
@@ -80,6 +98,8 @@ impl Fault {
             Fault::PowerCut { .. } => "power cut",
             Fault::Promote(_) => "promotion",
             Fault::Lose { .. } => "lost file",
+            Fault::Copy { .. } => "copy",
+            Fault::CrashLoop { .. } => "crash loop",
         }
     }
 
@@ -87,9 +107,10 @@ impl Fault {
     pub fn servers(&self) -> Vec<Target> {
         match self {
             Fault::Kill(t) | Fault::Clock { target: t, .. } => vec![*t],
-            Fault::Freeze { member, .. } | Fault::Lose { member, .. } => {
-                vec![Target::Member(*member)]
-            }
+            Fault::Freeze { member, .. }
+            | Fault::Lose { member, .. }
+            | Fault::CrashLoop { member, .. } => vec![Target::Member(*member)],
+            Fault::Copy { .. } => vec![Target::Member(COPIED_MEMBER)],
             // The link's two ends: a member, and both registry servers' proxies are its own.
             Fault::Partition { member } | Fault::Delay { member, .. } => {
                 vec![Target::Member(*member)]
@@ -109,6 +130,9 @@ pub const DISK_MEMBER: usize = 1;
 pub const STANDBY_MEMBER: usize = 2;
 /// The member with a fixed worker id and claims.
 pub const FIXED_MEMBER: usize = 3;
+/// The member whose data directory is copied (`Fault::Copy`): one that leases its worker id (a
+/// copy of the fixed member would share its worker id by configuration), on a plain disk.
+pub const COPIED_MEMBER: usize = 0;
 pub const MEMBERS: usize = 4;
 
 impl fmt::Display for Fault {
@@ -134,6 +158,17 @@ impl fmt::Display for Fault {
             ),
             Fault::Promote(t) => write!(f, "{t} killed, its standby promoted, pg_rewind back"),
             Fault::Lose { member, lost } => write!(f, "m{} restarted without its {lost:?}", member + 1),
+            Fault::Copy { how } => {
+                let how = match how {
+                    Copied::Stopped => "copied while stopped",
+                    Copied::Running => "copied while running (pg_basebackup)",
+                    Copied::Promoted => "streamed to a standby promoted",
+                };
+                write!(f, "m{}'s data directory {how}, started beside it", COPIED_MEMBER + 1)
+            }
+            Fault::CrashLoop { member, crashes } => {
+                write!(f, "m{} killed and started {crashes} times", member + 1)
+            }
         }
     }
 }
@@ -207,7 +242,7 @@ pub fn schedule(seed: u64, seconds: f64) -> Vec<Scheduled> {
 const SETTLE_S: f64 = 3.0;
 /// Faults beyond one of each kind, when time allows.
 const EXTRA: usize = 4;
-const KINDS: usize = 11;
+const KINDS: usize = 13;
 
 /// A fault of kind `kind` and its length.
 fn draw(kind: usize, rng: &mut Rng) -> (Fault, f64) {
@@ -247,6 +282,19 @@ fn draw(kind: usize, rng: &mut Rng) -> (Fault, f64) {
         7 => (Fault::PowerCut { back_s: *rng.pick(&[3.0, 15.0]) }, secs(rng, 0.5, 2.0)),
         8 => (Fault::Promote(Target::Registry), secs(rng, 1.0, 3.0)),
         9 => (Fault::Promote(Target::Member(STANDBY_MEMBER)), secs(rng, 1.0, 3.0)),
+        11 => (
+            Fault::Copy { how: *rng.pick(&[Copied::Stopped, Copied::Running, Copied::Promoted]) },
+            secs(rng, 6.0, 12.0),
+        ),
+        // Members leasing from the registry, on plain disks (a crash loop on faultfs is a power
+        // cut's business).
+        12 => (
+            Fault::CrashLoop {
+                member: *rng.pick(&[0, STANDBY_MEMBER]),
+                crashes: 3 + rng.below(4) as u32,
+            },
+            1.0,
+        ),
         _ => (
             Fault::Lose {
                 member: *rng.pick(&[0, DISK_MEMBER, FIXED_MEMBER]),
