@@ -30,7 +30,6 @@ use pgrx::lwlock::PgLwLock;
 use pgrx::prelude::*;
 use pgrx::shmem::PGRXSharedMemory;
 use std::ffi::CString;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long a claim stays valid after its renewal: three intervals, so that one missed renewal
