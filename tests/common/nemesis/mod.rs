@@ -399,6 +399,21 @@ impl Fleet {
                     });
                     cluster.promote();
                 }
+                // Its clients' ids count only once it holds a lease of its own: waited for here,
+                // so that every copy fault has the copy making ids beside its original.
+                let started = Instant::now();
+                let mut c = cluster.connect();
+                poll(Duration::from_secs(30), Duration::from_millis(50), || {
+                    let s = stats(&mut c);
+                    (s["registry"]["source"] == "leased")
+                        .then_some(())
+                        .ok_or(format!("the copy holds no lease: {}", s["registry"]))
+                });
+                eprintln!(
+                    "  the copy ({how:?}) leased worker id {} {} ms after its start",
+                    stats(&mut c)["worker_id"],
+                    started.elapsed().as_millis()
+                );
                 self.copy = Some(Server { cluster, clock, offset_s, fs: None });
             }
             Fault::CrashLoop { member, crashes } => {

@@ -284,7 +284,8 @@ fn draw(kind: usize, rng: &mut Rng) -> (Fault, f64) {
         9 => (Fault::Promote(Target::Member(STANDBY_MEMBER)), secs(rng, 1.0, 3.0)),
         11 => (
             Fault::Copy { how: *rng.pick(&[Copied::Stopped, Copied::Running, Copied::Promoted]) },
-            secs(rng, 6.0, 12.0),
+            // Long enough for the copy to start, lease and make ids beside its original.
+            secs(rng, 5.0, 8.0),
         ),
         // Members leasing from the registry, on plain disks (a crash loop on faultfs is a power
         // cut's business).
