@@ -5,6 +5,11 @@
 -- twice, and in 0.5.0 the second subscription's initial copy failed on snowflake_claims_pkey
 -- every 5 s, for ever, and brought none of its claims.
 --
+-- Likewise a replicated update that is not newer than the row (`last_seen`) changes nothing: a
+-- claim that two servers publish to each other without a row filter came back to its writer
+-- and went out again, endlessly (0.6.0's review: 27 updates a second on each side), and a late
+-- copy of an old claim would otherwise overwrite a newer one.
+--
 -- Only in apply workers (session_replication_role = replica, hence ENABLE ALWAYS): a server's
 -- own writes keep their INSERT ... ON CONFLICT, which keeps a claim's `since` while it runs.
 -- Runs as the apply worker's superuser: names by schema, as the check trigger (claims_check.sql).
@@ -15,6 +20,13 @@ SET search_path = pg_catalog, pg_temp
 AS $merge$
 BEGIN
     IF pg_catalog.current_setting('session_replication_role') OPERATOR(pg_catalog.<>) 'replica' THEN
+        RETURN NEW;
+    END IF;
+    IF TG_OP OPERATOR(pg_catalog.=) 'UPDATE' THEN
+        -- mutant: claims_echo
+        IF NEW.last_seen OPERATOR(pg_catalog.<=) OLD.last_seen THEN
+            RETURN NULL;
+        END IF;
         RETURN NEW;
     END IF;
     IF NOT EXISTS (SELECT FROM pg_catalog.pg_namespace n
@@ -47,6 +59,6 @@ BEGIN
 END
 $merge$;
 
-CREATE TRIGGER snowflake_claims_merge BEFORE INSERT ON snowflake.snowflake_claims
+CREATE TRIGGER snowflake_claims_merge BEFORE INSERT OR UPDATE ON snowflake.snowflake_claims
 FOR EACH ROW EXECUTE FUNCTION snowflake.snowflake_claims_merge();
 ALTER TABLE snowflake.snowflake_claims ENABLE ALWAYS TRIGGER snowflake_claims_merge;

@@ -224,28 +224,7 @@ BEGIN
                    END
              ORDER BY o.expires DESC LIMIT 1 FOR UPDATE)
     RETURNING g.worker_id, g.expires, g.start_above_ms, g.covered_until_ms INTO r;
-    IF r IS NOT NULL THEN
-        -- Another start of this cluster holding a worker id beside this one (a copy of its data
-        -- directory, a standby promoted while it goes on): said to both.
-        IF NOT legacy THEN
-            SELECT pg_catalog.format('%s (system identifier %s), which holds worker id %s',
-                                     pg_catalog.left(g.node_name, 100), g.system_identifier,
-                                     g.worker_id)
-              INTO other
-              FROM snowflake.snowflake_registry g
-             WHERE g.namespace OPERATOR(pg_catalog.=) namespace
-               AND g.system_identifier OPERATOR(pg_catalog.=) system_identifier
-               AND g.place IS DISTINCT FROM place_check
-               AND g.worker_id OPERATOR(pg_catalog.<>) r.worker_id
-               AND g.expires OPERATOR(pg_catalog.>) pg_catalog.now()
-             ORDER BY g.worker_id LIMIT 1;
-        END IF;
-        RETURN QUERY SELECT 'granted'::pg_catalog.text, r.worker_id, r.expires,
-                            r.start_above_ms, r.covered_until_ms, NULL::pg_catalog.text,
-                            NULL::pg_catalog.text, other;
-        RETURN;
-    END IF;
-    IF secret IS NOT NULL THEN
+    IF r IS NULL AND secret IS NOT NULL THEN
         -- Not this start's any more: it was cut off past its lease and the worker id went to
         -- another start, or another server presented its secret (a clone, a split brain).
         RETURN QUERY SELECT 'lost'::pg_catalog.text, NULL::pg_catalog.int4,
@@ -254,7 +233,7 @@ BEGIN
         RETURN;
     END IF;
 
-    IF NOT legacy THEN
+    IF r IS NULL AND NOT legacy THEN
         -- A new start at the place of its data directory's last start, which has ended (two
         -- servers cannot run one data directory at one place): that start's worker id, with its
         -- coverage and start (the new start goes on above its own ids, which its data directory
@@ -275,12 +254,31 @@ BEGIN
                  ORDER BY o.worker_id IS NOT DISTINCT FROM first_choice DESC, o.expires DESC
                  LIMIT 1 FOR UPDATE)
         RETURNING g.worker_id, g.expires, g.start_above_ms, g.covered_until_ms INTO r;
-        IF r IS NOT NULL THEN
-            RETURN QUERY SELECT 'granted'::pg_catalog.text, r.worker_id, r.expires,
-                                r.start_above_ms, r.covered_until_ms, NULL::pg_catalog.text,
-                                NULL::pg_catalog.text, NULL::pg_catalog.text;
-            RETURN;
+    END IF;
+    IF r IS NOT NULL THEN
+        -- Renewed or resumed in place. Another start of this cluster holding a worker id beside
+        -- this one (a copy of its data directory, a standby promoted while it goes on): said to
+        -- both, at every call (a start resumed in place learns it at once).
+        IF NOT legacy THEN
+            SELECT pg_catalog.format('%s (system identifier %s), which holds worker id %s',
+                                     pg_catalog.left(g.node_name, 100), g.system_identifier,
+                                     g.worker_id)
+              INTO other
+              FROM snowflake.snowflake_registry g
+             WHERE g.namespace OPERATOR(pg_catalog.=) namespace
+               AND g.system_identifier OPERATOR(pg_catalog.=) system_identifier
+               AND g.place IS DISTINCT FROM place_check
+               AND g.worker_id OPERATOR(pg_catalog.<>) r.worker_id
+               AND g.expires OPERATOR(pg_catalog.>) pg_catalog.now()
+             ORDER BY g.worker_id LIMIT 1;
         END IF;
+        RETURN QUERY SELECT 'granted'::pg_catalog.text, r.worker_id, r.expires,
+                            r.start_above_ms, r.covered_until_ms, NULL::pg_catalog.text,
+                            NULL::pg_catalog.text, other;
+        RETURN;
+    END IF;
+
+    IF NOT legacy THEN
         -- The worker id it asks for, held by another start of this cluster elsewhere: this one
         -- is a copy of that one's data directory, or a standby promoted while it goes on. It
         -- gets another, and learns which server it did not take from (a server of its own

@@ -8,6 +8,7 @@ use super::{cache, libpq, node_name, system_identifier, Problem, Registry, Sourc
 use crate::background::{self, Reaches};
 use crate::errors::{self, Code};
 use crate::layout::Order;
+use crate::text::printable;
 use crate::{clock, generator, gucs, identity};
 use pgrx::prelude::*;
 use std::ffi::CStr;
@@ -550,14 +551,23 @@ fn call(ask: &Ask, covered_until_ms: i64) -> Result<Granted, (Problem, String)> 
             ))
         }
         Some("held") => {
+            let wanted = wanted.map_or("?".to_string(), |w| w.to_string());
+            // Another server of this cluster holds it (this one is a copy of its data
+            // directory, or it of this one's): the registry names it, as to a copy that took
+            // another worker id.
+            let holder = match text(7) {
+                Some(other) => {
+                    format!("another server of this cluster, {}", printable(other.as_bytes()))
+                }
+                None => "another cluster".to_string(),
+            };
             return Err((
                 Problem::Held,
                 format!(
-                    "the registry refused the lease: worker id {} of namespace \"{namespace}\" is \
-                     leased to another cluster",
-                    wanted.map_or("?".to_string(), |w| w.to_string())
+                    "the registry refused the lease: worker id {wanted} of namespace \
+                     \"{namespace}\" is leased to {holder}"
                 ),
-            ))
+            ));
         }
         Some("full") => {
             return Err((
