@@ -94,7 +94,8 @@ impl Citus {
     }
 
     /// `start`, with `registry` false: no `snowflake.registry` line (`conf` then gives the
-    /// worker ids), and no wait for leases; `create` creates pg_snowflake on the coordinator.
+    /// worker ids), and no wait for leases; `create` creates pg_snowflake on the coordinator
+    /// (at an earlier version: no wait for leases either).
     /// `{coordinator}` in `conf` is the coordinator's port.
     pub fn start_with(
         name: &str,
@@ -115,13 +116,20 @@ impl Citus {
         coordinator.start();
         let mut c = coordinator.connect();
         // The members' role may lease and nothing more (docs/many-servers.md); Citus creates
-        // the role on every node it adds.
+        // the role on every node it adds. An earlier release (the lifecycle test's 0.4.0) has
+        // the lease function of its members, which an update grants on (0.6.0: hold).
         c.batch_execute(&format!(
             "CREATE EXTENSION citus;
              SELECT citus_set_coordinator_host('127.0.0.1', {});
              CREATE ROLE fleet LOGIN;
              {create};
-             GRANT EXECUTE ON FUNCTION snowflake.snowflake_registry_hold TO fleet;",
+             DO $grant$ BEGIN
+                 IF to_regproc('snowflake.snowflake_registry_hold') IS NOT NULL THEN
+                     GRANT EXECUTE ON FUNCTION snowflake.snowflake_registry_hold TO fleet;
+                 ELSE
+                     GRANT EXECUTE ON FUNCTION snowflake.snowflake_registry_lease TO fleet;
+                 END IF;
+             END $grant$;",
             coordinator.port
         ))
         .unwrap_or_else(|e| panic!("setting up the coordinator: {e}\n{}", coordinator.log()));
@@ -139,7 +147,9 @@ impl Citus {
         for _ in 0..workers {
             citus.add_worker();
         }
-        if registry {
+        // A registry of an earlier release (`create` names its version) leases nothing to
+        // members of this one until it is updated: the caller waits after its update.
+        if registry && !create.contains("VERSION") {
             for node in citus.nodes() {
                 leased_worker_id(node);
             }

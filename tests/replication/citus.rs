@@ -894,10 +894,20 @@ fn lifecycle_an_update_from_0_4_0_nodes_without_the_library_or_a_worker_id_and_t
     let mut c = citus.coordinator.connect();
     // CREATE EXTENSION on the coordinator reached every node, at the version it named.
     assert_eq!(versions(&citus), vec!["0.4.0"; 3]);
-    filled_by_the_workers(&mut c, "life");
-    // ALTER EXTENSION UPDATE on the coordinator updates every node, with the same objects.
+    // Its nodes run this release's library, whose members lease only from a registry of 0.6.0
+    // or later (it knows which start of a cluster holds a lease): none makes ids yet, and says
+    // why (the coordinator, the registry here, is to be updated first).
+    let mut w1 = citus.workers[0].connect();
+    let (_, detail) = wait_for_refusal(&mut w1, "update it there first", Duration::from_secs(60));
+    println!("a node of this release beside a registry of 0.4.0: {detail}");
+    // ALTER EXTENSION UPDATE on the coordinator updates every node, with the same objects, and
+    // every node leases.
     c.batch_execute("ALTER EXTENSION pg_snowflake UPDATE").unwrap();
     assert_eq!(versions(&citus), vec![env!("CARGO_PKG_VERSION"); 3]);
+    for node in citus.nodes() {
+        leased_worker_id(node);
+    }
+    filled_by_the_workers(&mut c, "life");
     let members = |n: &Cluster| -> i64 {
         n.connect().scalar(
             "SELECT count(*) FROM pg_depend WHERE deptype = 'e'
