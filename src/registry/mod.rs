@@ -460,6 +460,12 @@ pub fn snapshot() -> Option<Snapshot> {
 /// else learns that there is no lease, and that the server log says why.
 #[cold]
 fn refuse() -> ! {
+    // A standby makes no ids, leased or not, and says so first: that is its reason (its worker
+    // has no lease while it replays, and its cache may be its primary's, which pg_rewind copied).
+    // SAFETY: a plain call; after recovery ends it is a read of a local flag.
+    if unsafe { pg_sys::RecoveryInProgress() } {
+        crate::generator::refuse_on_standby();
+    }
     let registry = get();
     let snapshot = registry.map(Registry::snapshot);
     let kind = registry

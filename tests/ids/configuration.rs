@@ -263,8 +263,10 @@ fn the_first_id_can_come_from_a_parallel_worker() {
 /// developer's shell).
 #[test]
 fn no_rust_backtrace_reaches_a_client() {
+    // Not named "backtrace": its directory's path is in a claim's place, which an error's DETAIL
+    // may show.
     let mut cluster =
-        Cluster::init("backtrace", &["snowflake.max_drift = '1s'", "snowflake.drift_wait = '60s'"]);
+        Cluster::init("no_trace", &["snowflake.max_drift = '1s'", "snowflake.drift_wait = '60s'"]);
     let clock = cluster.use_fake_clock();
     cluster.add_env("RUST_BACKTRACE", "full");
     cluster.start();

@@ -305,7 +305,7 @@ fn a_long_error_from_the_registry_is_logged_once_while_it_repeats() {
     m.start();
     poll(Duration::from_secs(60), Duration::from_millis(100), || {
         let seen = fake.startups();
-        (seen >= 4).then_some(()).ok_or(format!("{seen} attempts of the member so far").into())
+        (seen >= 4).then_some(()).ok_or(format!("{seen} attempts of the member so far"))
     });
     m.stop("fast");
     let log = m.log();
