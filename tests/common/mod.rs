@@ -591,18 +591,23 @@ impl Cluster {
         (standby, clock)
     }
 
-    /// A streaming standby of this (running) cluster, made with `pg_basebackup -R`; not started.
-    /// It inherits the primary's postgresql.conf, worker id included.
-    pub fn basebackup(&self, name: &str) -> Cluster {
-        let dir = scratch_dir(name);
-        let standby = Cluster {
+    /// A cluster of the same server binaries in a new directory, on a port of its own, with no
+    /// data directory yet (a standby's or a copy's to come).
+    fn sibling(&self, name: &str) -> Cluster {
+        Cluster {
             name: name.into(),
-            dir,
+            dir: scratch_dir(name),
             port: free_port(),
             bindir: self.bindir.clone(),
             env: vec![],
             fake_clock: None,
-        };
+        }
+    }
+
+    /// A streaming standby of this (running) cluster, made with `pg_basebackup -R`; not started.
+    /// It inherits the primary's postgresql.conf, worker id included.
+    pub fn basebackup(&self, name: &str) -> Cluster {
+        let standby = self.sibling(name);
         check(
             as_postgres(&self.bin("pg_basebackup"), &[])
                 .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-U", "postgres"])
@@ -620,15 +625,7 @@ impl Cluster {
     /// makes one, on a port of its own; not started.
     pub fn copy(&self, name: &str) -> Cluster {
         assert!(self.postmaster_pid().is_none(), "{} runs: copy a stopped cluster", self.name);
-        let dir = scratch_dir(name);
-        let copy = Cluster {
-            name: name.into(),
-            dir,
-            port: free_port(),
-            bindir: self.bindir.clone(),
-            env: vec![],
-            fake_clock: None,
-        };
+        let copy = self.sibling(name);
         check(
             as_postgres(Path::new("/bin/cp"), &[])
                 .arg("-a")

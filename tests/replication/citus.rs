@@ -1451,6 +1451,13 @@ fn a_sigterm_ends_the_claims_worker_at_once_while_it_waits_for_a_stopped_node() 
     println!("the claims worker ended {} ms after its SIGTERM", took.as_millis());
     assert!(took < Duration::from_secs(2), "it waited for the node's bound: {took:?}");
     // Exit code 1: the postmaster starts it again (after its 10 s restart time).
+    claims_worker_again(&citus.coordinator, pid);
+    drop(frozen);
+}
+
+/// Waits until `node` runs a claims worker other than the one of `pid` (its 10 s restart time).
+fn claims_worker_again(node: &Cluster, pid: i32) {
+    let mut c = node.connect();
     poll(Duration::from_secs(30), Duration::from_millis(200), || {
         let again: Option<i32> = c
             .query_opt(
@@ -1461,7 +1468,6 @@ fn a_sigterm_ends_the_claims_worker_at_once_while_it_waits_for_a_stopped_node() 
             .map(|r| r.get(0));
         again.filter(|p| *p != pid).map(|_| ()).ok_or("no claims worker again".into())
     });
-    drop(frozen);
 }
 
 /// A node whose answer is no list of claims (its table altered, as a hostile superuser of that
@@ -1858,17 +1864,7 @@ fn a_node_forging_claims_changes_no_other_clusters_claims_and_a_real_clash_stays
         })
         .collect();
     for (node, pid) in witnesses.iter().zip(restarted) {
-        let mut c = node.connect();
-        poll(Duration::from_secs(30), Duration::from_millis(200), || {
-            let again: Option<i32> = c
-                .query_opt(
-                    "SELECT pid FROM pg_stat_activity WHERE backend_type = 'pg_snowflake claims'",
-                    &[],
-                )
-                .unwrap()
-                .map(|r| r.get(0));
-            again.filter(|p| *p != pid).map(|_| ()).ok_or("no claims worker again".into())
-        });
+        claims_worker_again(node, pid);
     }
     forge(
         &mut w2c,

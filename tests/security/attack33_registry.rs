@@ -246,14 +246,21 @@ fn a_name_server_that_does_not_answer_delays_no_fast_stop() {
 fn a_registrys_error_text_starts_no_line_of_its_own_in_the_members_log() {
     let fake = FakeRegistry::start(grant(7));
     fake.set_auth(Auth::Refuse("refused\nLOG:  forged by the registry"));
-    let m = fake.member("attack33_error_text", "");
+    logged_on_one_line(&fake, "attack33_error_text");
+}
+
+/// Starts a member of `fake`, waits for its WARNING of the registry's text (which holds "forged
+/// by the registry" after a line break), and checks that no line of the member's log starts
+/// with the registry's words.
+fn logged_on_one_line(fake: &FakeRegistry, name: &str) {
+    let m = fake.member(name, "");
     m.start();
     poll(Duration::from_secs(30), Duration::from_millis(100), || {
         m.log()
             .lines()
             .find(|l| l.contains("WARNING:  pg_snowflake:") && l.contains("forged by the registry"))
             .map(|l| println!("{l}"))
-            .ok_or("no warning of the registry's refusal yet".into())
+            .ok_or("no warning of the registry's text yet".into())
     });
     m.stop("fast");
     let log = m.log();
@@ -276,21 +283,7 @@ fn a_line_break_in_the_registrys_answer_starts_no_line_of_its_own() {
         r.rows(&[row])
     });
     let fake = FakeRegistry::start(answer);
-    let m = fake.member("attack33_answer_text", "");
-    m.start();
-    poll(Duration::from_secs(30), Duration::from_millis(100), || {
-        m.log()
-            .lines()
-            .find(|l| l.contains("WARNING:  pg_snowflake:") && l.contains("forged by the registry"))
-            .map(|l| println!("{l}"))
-            .ok_or("no warning of the registry's answer yet".into())
-    });
-    m.stop("fast");
-    let log = m.log();
-    assert!(
-        !log.lines().any(|l| l.starts_with("LOG:  forged by the registry")),
-        "the registry started a line of its own in the member's log:\n{log}"
-    );
+    logged_on_one_line(&fake, "attack33_answer_text");
 }
 
 /// A registry's error longer than the 511 bytes the member keeps was logged again at every
