@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A signed apt repository of pg_snowflake's packages, laid out as Debian's and PGDG's are, so
 # that a server installs an extension by name (`apt-get install postgresql-17-pg-snowflake`) and
-# upgrades it with `apt-get upgrade`, as with PGDG's `postgresql-17-pgvector`:
+# upgrades it with `apt-get install --only-upgrade`, as with PGDG's `postgresql-17-pgvector`:
 #
 #   scripts/repo.sh OUT DEB...   # `make repo` gives it every major's package of this release
 #
