@@ -153,7 +153,7 @@ MUTATIONS=(
   "claims_per_node~one Citus node that does not answer loses the other nodes' answers of the gathering (0.5.0: one statement for all, cancelled whole)~s/                    self\.silent\.insert\(node\.id, asked_ms\);/                    self.silent.insert(node.id, asked_ms);\n                    answers.clear();/"
   "claims_retained~claims are never deleted (0.5.0: the table grew without end)~s/        \&\[RETAINED\.into\(\)\],/        \&[\"1000 years\".into()],/"
   "clash_rate~every start of a clash is logged (0.5.0: 111,000 lines in 10 s)~s/        if pair\.logged < LINES_PER_MINUTE \{/        if true {/"
-  "claims_sigterm~a SIGTERM only sets a flag in the claims worker, which a wait inside Citus does not see~s/    unsafe \{ pg_sys::pqsignal\(pg_sys::SIGTERM as std::ffi::c_int, Some\(sigterm_cancels\)\) \};/    let _ = sigterm_cancels;/"
+  "claims_sigterm~a SIGTERM only sets a flag in the claims worker, which a wait inside Citus does not see~s/    unsafe \{ pqsignal\(pg_sys::SIGTERM as std::ffi::c_int, Some\(sigterm_cancels\)\) \};/    let _ = sigterm_cancels;/"
   "printable~a peer's text (a Citus node's answer or error) goes into a message with its line breaks~s/        \.map\(\|c\| if unseen\(c\) \{ '\?' \} else \{ c \}\)\n        \.collect\(\)/        .collect()/"
   "registry_printable~the registry's error text goes into the member's log with its line breaks~s/let problem = \&one_line\(\&redact::redact\(problem\)\);/let problem = \&redact::redact(problem);/"
   "private_network~test processes run on the machine's own network (0.5.0: any local user was a test server's superuser)~s/    if unsafe \{ libc::unshare\(libc::CLONE_NEWNET\) \} != 0 \{/    if false {/"

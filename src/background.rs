@@ -13,6 +13,13 @@ use pgrx::bgworkers::{
 use pgrx::pg_sys;
 use std::time::Duration;
 
+/// The backend's `pqsignal`: 18 renamed it `pqsignal_be` (a macro keeps the name in C) and made it
+/// return nothing; the result is not used here.
+#[cfg(not(any(feature = "pg18", feature = "pg19")))]
+use pg_sys::pqsignal;
+#[cfg(any(feature = "pg18", feature = "pg19"))]
+use pg_sys::pqsignal_be as pqsignal;
+
 /// What a worker reaches besides shared memory.
 pub enum Reaches {
     /// A database, through SPI.
@@ -51,7 +58,7 @@ pub fn attach_signals() {
 // mutant: claims_sigterm
 pub fn cancel_at_sigterm() {
     // SAFETY: a handler that only sets flags and the latch, installed in this process.
-    unsafe { pg_sys::pqsignal(pg_sys::SIGTERM as std::ffi::c_int, Some(sigterm_cancels)) };
+    unsafe { pqsignal(pg_sys::SIGTERM as std::ffi::c_int, Some(sigterm_cancels)) };
 }
 
 /// The handler: what pgrx's does (`ShutdownRequestPending`, the latch), and a cancel.
