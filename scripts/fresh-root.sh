@@ -11,7 +11,7 @@
 #
 # The root is fresh only once: `make test` installs into it. Remove it (`rm -rf /srv/fresh`,
 # after `umount` of nothing: every mount lives in the namespace of one run) to measure again.
-# Measured 2026-11-27 on 2 cores: see docs/developing.md.
+# Measured 2026-12-06 on 2 cores: see docs/developing.md.
 #
 # Node.js, CPython and rustup's toolchains are the host's, copied or bound in: a new machine has
 # them installed outside Debian (nodesource's package, pyenv, rustup), and rustup here can
