@@ -6,6 +6,11 @@
 --   `next_secret`, which replaces it; the registry keeps their hashes only. A renewal with a
 --   secret that no row holds is `lost`: another start holds the worker id now (this one was cut
 --   off past its lease, or another server presented its secret: a clone of it, a split brain);
+-- - a release (`lease_ms` 0, with the secret) gives the lease back at a member's clean shutdown:
+--   it runs out now, and its coverage becomes `covered_until_ms`, below which the member's ids
+--   all lie (never below what its previous holders covered), so that its next holder (the same
+--   data directory elsewhere, a promoted standby, any member) starts above the ids actually
+--   made instead of waiting out the lease and a coverage up to a lease ahead of the clock;
 -- - a new start (no secret) resumes the worker id its data directory's last start held at the
 --   same `place` (a hash of boot, host and directory: that start has ended, since two servers
 --   cannot run one data directory at one place). Anywhere else it takes a worker id of its own
@@ -24,6 +29,7 @@
 --            and recorded_until_ms (the coverage recorded for this cluster, at most what it asked)
 --   held     `wanted` is another start's; `holder` names it for superusers and pg_monitor only
 --   lost     the secret is no row's any more
+--   released the lease was given back: worker_id, expires (now) and recorded_until_ms
 --   full     no worker id of the namespace is free
 --   layout   the namespace makes ids of another layout: `namespace_layout` describes it
 -- Calls it cannot answer (a null, a value out of range) are errors: 22004, 22023.
@@ -47,6 +53,7 @@
 -- mutant: registry_secret_rotated
 -- mutant: registry_in_place
 -- mutant: registry_copy_of
+-- mutant: registry_release
 CREATE FUNCTION snowflake.snowflake_registry_decide(
     legacy boolean,
     namespace text,
@@ -139,7 +146,9 @@ BEGIN
     END IF;
     max_worker := ((1::pg_catalog.int8 OPERATOR(pg_catalog.<<) worker_bits)
                    OPERATOR(pg_catalog.-) 1)::pg_catalog.int4;
-    IF lease_ms OPERATOR(pg_catalog.<) 1000 OR lease_ms OPERATOR(pg_catalog.>) 86400000
+    IF (lease_ms OPERATOR(pg_catalog.<) 1000
+        AND (legacy OR lease_ms OPERATOR(pg_catalog.<>) 0 OR secret IS NULL))
+       OR lease_ms OPERATOR(pg_catalog.>) 86400000
        OR covered_until_ms OPERATOR(pg_catalog.<) 0
        OR (wanted IS NOT NULL AND (wanted OPERATOR(pg_catalog.<) 0
                                    OR wanted OPERATOR(pg_catalog.>) max_worker))
@@ -148,7 +157,8 @@ BEGIN
         RAISE EXCEPTION 'worker id %, lease of % ms or coverage until % ms is out of range',
                 wanted, lease_ms, covered_until_ms
             USING ERRCODE = '22023',
-                  HINT = pg_catalog.format('Worker ids run from 0 to %s; leases last 1 s to 1 day; '
+                  HINT = pg_catalog.format('Worker ids run from 0 to %s; leases last 1 s to 1 day '
+                                           '(0 gives back the lease of the secret sent); '
                                            'a coverage is a Unix time in ms, never negative.',
                                            max_worker);
     END IF;
@@ -199,6 +209,34 @@ BEGIN
                           pg_catalog.convert_to(next_secret, 'UTF8')), 'hex');
         secret_check := pg_catalog.encode(pg_catalog.sha256(
                             pg_catalog.convert_to(secret, 'UTF8')), 'hex');
+    END IF;
+
+    -- This start's lease, given back at its clean shutdown: it runs out now (the one change
+    -- that moves an expiry earlier, made by the holder of the secret alone), and its coverage
+    -- comes down to what the member made, never below its previous holders' (`start_above_ms`).
+    -- The secret is replaced by one the member never keeps: nothing renews it any more, and the
+    -- same data directory resumes it in place, or any member takes it above that coverage.
+    -- mutant: registry_release
+    IF lease_ms OPERATOR(pg_catalog.=) 0 THEN
+        UPDATE snowflake.snowflake_registry g
+           SET renewed = pg_catalog.now(),
+               expires = LEAST(g.expires, pg_catalog.now()),
+               covered_until_ms = GREATEST(g.start_above_ms,
+                                           LEAST(g.covered_until_ms, covered_until_ms)),
+               secret = next_check
+         WHERE (g.namespace, g.worker_id) OPERATOR(pg_catalog.=)
+               (SELECT o.namespace, o.worker_id FROM snowflake.snowflake_registry o
+                 WHERE o.namespace OPERATOR(pg_catalog.=) namespace
+                   AND o.system_identifier OPERATOR(pg_catalog.=) system_identifier
+                   AND o.worker_id OPERATOR(pg_catalog.<=) max_worker
+                   AND (wanted IS NULL OR o.worker_id OPERATOR(pg_catalog.=) wanted)
+                   AND o.secret OPERATOR(pg_catalog.=) ANY (ARRAY[secret_check, next_check])
+                 ORDER BY o.expires DESC LIMIT 1 FOR UPDATE)
+        RETURNING g.worker_id, g.expires, g.start_above_ms, g.covered_until_ms INTO r;
+        RETURN QUERY SELECT CASE WHEN r IS NULL THEN 'lost' ELSE 'released' END::pg_catalog.text,
+            r.worker_id, r.expires, r.start_above_ms, r.covered_until_ms, NULL::pg_catalog.text,
+            NULL::pg_catalog.text, NULL::pg_catalog.text;
+        RETURN;
     END IF;
 
     -- This start's lease, renewed (also one that ran out while no other start took it): by the

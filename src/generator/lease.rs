@@ -339,6 +339,40 @@ impl Generator {
         true
     }
 
+    /// At a clean shutdown, before the registry's lease is given back: no id from now on, and
+    /// the time (Unix ms) below which every id this data directory made lies, which the
+    /// registry keeps as the worker id's coverage for its next holder: the newest mark (no id
+    /// reaches it, rule 2), the floor (ids of earlier starts in place) and the tick, read under
+    /// the renewal lock after the ceiling closed, so that no renewal raises the mark past it.
+    /// `None` (nothing is given back, and the lease runs out as after a crash) while the ids
+    /// before this start are unknown (a lost or uncarried state file), or while a renewal holds
+    /// the lock for longer than `patience` (a stalled disk): a shutdown does not wait on it.
+    // mutant: release_bound
+    pub fn close_for_release(&self, layout: &Layout, patience: std::time::Duration) -> Option<i64> {
+        self.close_ceiling();
+        if self.mark_lost.load(Ordering::Acquire) || self.not_carried.load(Ordering::Acquire) {
+            return None;
+        }
+        let deadline = crate::clock::monotonic_ms() + patience.as_millis() as u64;
+        let _held = loop {
+            if let Some(held) = RenewalLock::try_take() {
+                break held;
+            }
+            if crate::clock::monotonic_ms() >= deadline {
+                return None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        };
+        let tick_units = layout.units(Tick(self.tick.load(Ordering::Acquire))).saturating_add(1);
+        // mutant: release_bound
+        let bound = self
+            .mark
+            .load(Ordering::Acquire)
+            .max(self.floor.load(Ordering::Acquire))
+            .max(tick_units);
+        Some(layout.unix_ms(bound))
+    }
+
     /// The registry gave this cluster's worker id to another: no id from now on. The renewal
     /// point drops to 0 so that the next call meets the ceiling at once instead of using up the
     /// lease it has (which would still be unique: the other cluster starts above it).

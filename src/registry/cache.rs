@@ -35,7 +35,8 @@ pub struct Lease {
     /// `Layout::describe()` of the layout it was granted for.
     pub layout: String,
     pub worker_id: u32,
-    /// Unix ms: this cluster's ids stay below this time, and the registry has recorded it.
+    /// Unix ms: this cluster's ids stay below this time, and the registry has recorded it. 0
+    /// once the lease was given back at a clean shutdown: nothing to start with.
     pub covered_until_ms: i64,
     /// Unix ms: ids must be above this time, the coverage of the worker id's previous holder.
     pub start_above_ms: i64,

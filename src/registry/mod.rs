@@ -196,6 +196,11 @@ pub struct Registry {
     secret: [AtomicU64; 4],
     next_secret: [AtomicU64; 4],
     has_secret: AtomicU32,
+    /// The secret before `secret`, kept for one call: a registry that failed over to a standby
+    /// which had not received the last renewal (or was restored to just before it) knows this
+    /// start by it. 1 in `has_previous` once there is one.
+    previous_secret: [AtomicU64; 4],
+    has_previous: AtomicU32,
     /// Another start of this cluster that held the worker id this one asked for (a copy of this
     /// data directory, or a split brain), as the registry named it; "" when none did.
     copy_of: Text<STATUS_WORDS>,
@@ -246,6 +251,8 @@ impl Registry {
             secret: [const { AtomicU64::new(0) }; 4],
             next_secret: [const { AtomicU64::new(0) }; 4],
             has_secret: AtomicU32::new(0),
+            previous_secret: [const { AtomicU64::new(0) }; 4],
+            has_previous: AtomicU32::new(0),
             copy_of: Text::empty(),
         }
     }
@@ -324,8 +331,18 @@ impl Registry {
         fresh
     }
 
+    /// The secret this start had before the current one, if it had one.
+    fn previous_secret(&self) -> Option<[u8; 32]> {
+        (self.has_previous.load(Ordering::Acquire) == 1)
+            .then(|| words_to_bytes(&self.previous_secret))
+    }
+
     /// The registry answered a call that sent `next_secret`: it is this start's secret now.
     fn take_next_secret(&self) {
+        if let Some(secret) = self.secret() {
+            store_words(&self.previous_secret, &secret);
+            self.has_previous.store(1, Ordering::Release);
+        }
         store_words(&self.secret, &words_to_bytes(&self.next_secret));
         self.has_secret.store(1, Ordering::Release);
         store_words(&self.next_secret, &[0; 32]);

@@ -169,6 +169,28 @@ fn wait(fd: std::ffi::c_int, write: bool, timeout: Duration) -> libpq::Waited {
     }
 }
 
+/// `wait` during the release at a clean shutdown: the latch is set already (the SIGTERM), so
+/// only the socket, the timeout and the postmaster's death end it.
+fn wait_at_shutdown(fd: std::ffi::c_int, write: bool, timeout: Duration) -> libpq::Waited {
+    let socket = if write { pg_sys::WL_SOCKET_WRITEABLE } else { pg_sys::WL_SOCKET_READABLE };
+    let events = pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH | socket;
+    // SAFETY: as in `wait`.
+    let fired = unsafe {
+        pg_sys::WaitLatchOrSocket(
+            pg_sys::MyLatch,
+            events as i32,
+            fd,
+            timeout.as_millis().min(i32::MAX as u128) as std::ffi::c_long,
+            pg_sys::PG_WAIT_EXTENSION,
+        )
+    } as u32;
+    if fired & socket == 0 {
+        libpq::Waited::TimedOut
+    } else {
+        libpq::Waited::Ready
+    }
+}
+
 /// The session settings of every call, whatever the connection string or the registry's
 /// defaults say: a lease is used only once the registry has it durably (`synchronous_commit`),
 /// and no call waits long on a lock.
@@ -226,6 +248,9 @@ pub extern "C-unwind" fn pg_snowflake_registry_main(_arg: pg_sys::Datum) {
         let wait = renew(registry);
         warn_of_cleartext(&conninfo);
         if !background::wait(wait) {
+            if server_stopping() {
+                release(registry);
+            }
             // SIGTERM. Exit code 1: the postmaster starts the worker again after its restart
             // time (at a shutdown it starts nothing).
             // SAFETY: proc_exit runs PostgreSQL's exit callbacks and does not return.
@@ -255,7 +280,9 @@ fn renew(registry: &Registry) -> Duration {
         next_secret: registry.next_secret(),
     };
     let covered_until_ms = clock::now_unix_ms() + lease.as_millis() as i64;
-    match call(&ask, covered_until_ms) {
+    match call(&ask, covered_until_ms)
+        .or_else(|e| renew_as_before(registry, &ask, covered_until_ms, e))
+    {
         Ok(granted) => {
             // The registry knows this start by its next secret from now on.
             registry.take_next_secret();
@@ -310,6 +337,95 @@ fn renew(registry: &Registry) -> Duration {
             RETRY.min(every)
         }
     }
+}
+
+/// Whether the postmaster is shutting down (smart or fast), not this worker alone being
+/// terminated: the postmaster writes `stopping` to line 8 of `postmaster.pid` (the status
+/// `pg_ctl` waits on) before it signals any process to end.
+// mutant: release_at_stop_only
+fn server_stopping() -> bool {
+    std::fs::read_to_string("postmaster.pid")
+        .is_ok_and(|pid_file| pid_file.lines().nth(7).is_some_and(|s| s.trim() == "stopping"))
+}
+
+/// At a clean shutdown, gives the lease back to the registry, so that the worker id's next holder
+/// need not wait for it to run out (5 minutes at the default): a switchover's new primary, a copy
+/// of this data directory, another member. Ids stop first, and the registry records as the worker
+/// id's coverage the time below which they all lie (`close_for_release`), so that the next
+/// holder starts above them. The cached lease is emptied before the registry hears of it: a
+/// restart then waits for the registry, instead of using a coverage the registry no longer
+/// records for it. Nothing is given back when the registry cannot be
+/// reached at once (the cache stays, for a restart in place meanwhile) or the lease is not this
+/// start's (cached, lost): it runs out as after a crash. A shutdown waits for this at most 4 s
+/// (`AT_SHUTDOWN`, and 1 s for a renewal under way).
+// mutant: registry_release_cache
+fn release(registry: &Registry) {
+    let (Some(worker_id), Some(secret)) = (registry.worker_id(), registry.secret()) else {
+        return;
+    };
+    if registry.source() != Source::Leased {
+        return;
+    }
+    let Ok(conn) = connect(&AT_SHUTDOWN) else { return };
+    let layout = gucs::layout();
+    let Some(used_until_ms) = generator::get().close_for_release(layout, Duration::from_secs(1))
+    else {
+        return;
+    };
+    let Ok(Some(mut cached)) = cache::read(Path::new(".")) else { return };
+    // Given back: nothing left to start with (a start in place would otherwise make ids under
+    // the cached worker id while another server holds it), only the worker id to ask for first.
+    cached.covered_until_ms = 0;
+    if cache::write(Path::new("."), &cached).is_err() {
+        return;
+    }
+    let ask = Ask {
+        namespace: gucs::registry_namespace(),
+        held: Some(worker_id),
+        wanted: Some(worker_id),
+        preferred: Some(worker_id),
+        place: identity::place(),
+        secret: Some(secret),
+        next_secret: registry.next_secret(),
+    };
+    match ask_registry(&conn, &ask, Mode::Release { used_until_ms }, &AT_SHUTDOWN) {
+        Ok(Answer::Released { worker_id }) => errors::log(format!(
+            "pg_snowflake: worker id {worker_id} is given back to the registry; this server's ids \
+             lie below {}",
+            crate::text::iso_unix(used_until_ms)
+        )),
+        Ok(Answer::Granted(_)) => {}
+        Err((_, why)) => errors::log(format!(
+            "pg_snowflake: worker id {worker_id} could not be given back to the registry, and its \
+             lease runs out as after a crash: {}",
+            super::redact::redact(&why)
+        )),
+    }
+}
+
+/// A renewal the registry answered `lost`, tried once more with this start's secret before last:
+/// a registry that failed over to a standby which had not received the last renewal (or was
+/// restored to just before it) knows the start by that one, and renews (taking the next secret,
+/// as ever). Only the registry that holds exactly that hash renews: a clone of this server's
+/// memory has the same two secrets, and once either renewed, the registry holds a third that
+/// the other never saw, and tells it `lost` both times. Any other answer stands.
+// mutant: registry_previous_secret
+fn renew_as_before(
+    registry: &Registry,
+    ask: &Ask,
+    covered_until_ms: i64,
+    lost: (Problem, String),
+) -> Result<Granted, (Problem, String)> {
+    let (Problem::Lost, Some(previous)) = (lost.0, registry.previous_secret()) else {
+        return Err(lost);
+    };
+    let again = Ask { secret: Some(previous), ..ask.clone() };
+    let granted = call(&again, covered_until_ms)?;
+    errors::log(
+        "pg_snowflake: the registry had not recorded this server's last renewal (it failed over \
+         to a standby that had not received it, or was restored): renewed with the secret before",
+    );
+    Ok(granted)
 }
 
 /// Another start of this cluster holds a worker id beside this one, as the registry names it: one
@@ -387,7 +503,44 @@ struct Granted {
     copy_of: Option<String>,
 }
 
+/// What a call asks of the registry.
+#[derive(Clone, Copy)]
+enum Mode {
+    /// A lease, or its renewal, covering ids until this Unix ms.
+    Hold { covered_until_ms: i64 },
+    /// The lease given back at a clean shutdown: every id of this data directory lies below
+    /// this Unix ms.
+    Release { used_until_ms: i64 },
+}
+
+/// What the registry answered a call.
+enum Answer {
+    Granted(Granted),
+    Released { worker_id: u32 },
+}
+
+/// How long a call waits for the registry, and on what.
+struct Patience {
+    /// At most this long to connect (else `connect_timeout` in `snowflake.registry`, or 5 s).
+    connect: Option<Duration>,
+    query: Duration,
+    wait: fn(std::ffi::c_int, bool, Duration) -> libpq::Waited,
+}
+
+/// A running server's calls: a SIGTERM ends them at once (`wait`).
+const RUNNING: Patience = Patience { connect: None, query: QUERY_TIMEOUT, wait };
+
+/// The release at a clean shutdown: its SIGTERM came already, and the shutdown waits for it, so
+/// each step is short and no latch ends it (`wait_at_shutdown`): at most 1 s to connect and 1 s
+/// for each of two statements (a registry answers a call in milliseconds).
+const AT_SHUTDOWN: Patience = Patience {
+    connect: Some(Duration::from_secs(1)),
+    query: Duration::from_secs(1),
+    wait: wait_at_shutdown,
+};
+
 /// What one call asks for.
+#[derive(Clone)]
 struct Ask {
     namespace: String,
     /// The worker id this server holds now, if it holds one.
@@ -487,13 +640,43 @@ const LAST_MS: i64 = 253_402_300_800_000;
 // mutant: registry_start_above
 // mutant: registry_worker_range
 fn call(ask: &Ask, covered_until_ms: i64) -> Result<Granted, (Problem, String)> {
-    let namespace = ask.namespace.as_str();
-    let wanted = ask.wanted;
+    let conn = connect(&RUNNING)?;
+    match ask_registry(&conn, ask, Mode::Hold { covered_until_ms }, &RUNNING)? {
+        Answer::Granted(granted) => Ok(granted),
+        Answer::Released { .. } => {
+            Err(no_lease("the registry released a lease this server did not give back".into()))
+        }
+    }
+}
+
+/// A connection to the registry, its session set up.
+fn connect(patience: &Patience) -> Result<libpq::Connection, (Problem, String)> {
     let conninfo = gucs::registry().unwrap_or_default();
     let connect_timeout = libpq::connect_timeout(&conninfo).unwrap_or(CONNECT_TIMEOUT);
-    let conn = libpq::Connection::open(&conninfo, &connection_defaults(), connect_timeout, &wait)
-        .map_err(failure)?;
-    conn.query(SESSION, &[], QUERY_TIMEOUT, &wait, SESSION_ANSWER).map_err(failure)?;
+    let connect_timeout =
+        patience.connect.map_or(connect_timeout, |most| connect_timeout.min(most));
+    let conn =
+        libpq::Connection::open(&conninfo, &connection_defaults(), connect_timeout, &patience.wait)
+            .map_err(failure)?;
+    conn.query(SESSION, &[], patience.query, &patience.wait, SESSION_ANSWER).map_err(failure)?;
+    Ok(conn)
+}
+
+/// One call of `snowflake.snowflake_registry_hold()`: a lease, its renewal, or its release.
+fn ask_registry(
+    conn: &libpq::Connection,
+    ask: &Ask,
+    mode: Mode,
+    patience: &Patience,
+) -> Result<Answer, (Problem, String)> {
+    let namespace = ask.namespace.as_str();
+    let wanted = ask.wanted;
+    let (lease_ms, covered_until_ms) = match mode {
+        Mode::Hold { covered_until_ms } => {
+            (gucs::registry_lease().as_millis() as i64, covered_until_ms)
+        }
+        Mode::Release { used_until_ms } => (0, used_until_ms),
+    };
     let layout = gucs::layout();
     let rows = conn
         .query(
@@ -512,18 +695,18 @@ fn call(ask: &Ask, covered_until_ms: i64) -> Result<Granted, (Problem, String)> 
                 // The registry stores it as a bigint, as pg_control_system() shows it.
                 Some((system_identifier() as i64).to_string()),
                 Some(node_name()),
-                Some(gucs::registry_lease().as_millis().to_string()),
+                Some(lease_ms.to_string()),
                 Some(covered_until_ms.to_string()),
                 Some(ask.place.credential.clone()),
                 ask.secret.map(|s| identity::hex(&s)),
                 Some(identity::hex(&ask.next_secret)),
             ],
-            QUERY_TIMEOUT,
-            &wait,
+            patience.query,
+            &patience.wait,
             LEASE_ANSWER,
         )
         .map_err(|e| match failure(e) {
-            (Problem::NotInstalled, why) => (Problem::NotInstalled, not_installed(&conn, why)),
+            (Problem::NotInstalled, why) => (Problem::NotInstalled, not_installed(conn, why)),
             other => other,
         })?;
     let row = rows.into_iter().next().unwrap_or_default();
@@ -539,6 +722,16 @@ fn call(ask: &Ask, covered_until_ms: i64) -> Result<Granted, (Problem, String)> 
     }
     match text(1) {
         Some("granted") => {}
+        Some("released") if matches!(mode, Mode::Release { .. }) => {
+            return match (number(2), ask.held) {
+                (Some(w), Some(held)) if w == i64::from(held) => {
+                    Ok(Answer::Released { worker_id: held })
+                }
+                _ => Err(no_lease(
+                    "the registry released a worker id this server did not hold".into(),
+                )),
+            };
+        }
         Some("lost") => {
             return Err((
                 Problem::Lost,
@@ -625,7 +818,13 @@ fn call(ask: &Ask, covered_until_ms: i64) -> Result<Granted, (Problem, String)> 
     // The holder it did not take from: names a server of this cluster, made printable (it is
     // the registry's text).
     let copy_of = text(7).map(|t| crate::text::printable(t.as_bytes()));
-    Ok(Granted { worker_id, expires_ms, start_above_ms, recorded_until_ms, copy_of })
+    Ok(Answer::Granted(Granted {
+        worker_id,
+        expires_ms,
+        start_above_ms,
+        recorded_until_ms,
+        copy_of,
+    }))
 }
 
 /// Why the lease function is missing: no pg_snowflake in the registry's database, or one older

@@ -10,8 +10,10 @@
 //!   while its primary goes on: each takes a worker id of its own, says which server it did not
 //!   take from, and the registry records it; the original goes on with its own, through a clean
 //!   restart and a `kill -9`;
+//! - a clean shutdown gives the lease back, and its next holder starts above every id made;
 //! - a crash loop resumes its worker id at every start, in a namespace of four worker ids;
 //! - the members' role cannot renew, take or keep another start's lease;
+//! - a registry that lost a member's last renewal renews it by its secret before;
 //! - with the registry down, a copy makes no id (saying why), and the original restarts with its
 //!   cached lease.
 //!
@@ -116,6 +118,82 @@ fn a_cold_copy_beside_its_original_takes_its_own_worker_id_and_the_original_keep
     assert_eq!(worker_id(&original).0, w, "a restart after kill -9 took another worker id");
     let (made, twice) = made_beside(&[&original, &copy], 200_000);
     assert_eq!((made, twice), (400_000, 0));
+}
+
+/// A clean shutdown gives the lease back (src/registry/worker.rs, `release`): the next server
+/// started from the directory elsewhere (a copy here; a switchover's new primary alike) takes
+/// that worker id at once instead of another while the lease runs (5 minutes), and starts above
+/// every id made under it, also those of the start before a crash; the original, started again
+/// beside it, takes another. A terminated registry worker gives nothing back (only a stopping
+/// postmaster does), and ids go on.
+#[test]
+fn a_clean_shutdown_gives_the_lease_back_and_its_next_holder_starts_above_every_id_made() {
+    let (hub, _) = registry("copy_release_hub");
+    let original = running_member("copy_release_m", &hub, &[]);
+    let (w, _) = worker_id(&original);
+    let mut c = original.connect_ext();
+    // The worker alone ended (SIGTERM, as pg_terminate_backend sends): no release, no pause in
+    // the ids.
+    let worker = original.process_titled("pg_snowflake registry").expect("no registry worker");
+    std::process::Command::new("kill").args(["-TERM", &worker.to_string()]).status().unwrap();
+    poll(Duration::from_secs(10), Duration::from_millis(10), || {
+        (!std::path::Path::new(&format!("/proc/{worker}")).exists())
+            .then_some(())
+            .ok_or("the registry's worker is still there".into())
+    });
+    c.query_one("SELECT snowflake_next()", &[])
+        .expect("ids stopped when the registry's worker alone was terminated");
+    // Ids 4 s ahead of the clock, then a crash, and a start in place that leases and makes no
+    // id: what the release records must lie above the ids of the start before the crash too.
+    let ahead: i64 = c.scalar("SELECT snowflake_compose(now() + interval '4 s', 0, 0)");
+    c.execute("SELECT snowflake_advance_past($1)", &[&ahead]).unwrap();
+    let last: i64 = c.scalar("SELECT max(snowflake_next()) FROM generate_series(1, 1000)");
+    drop(c);
+    original.crash();
+    original.start();
+    poll(Duration::from_secs(30), Duration::from_millis(20), || {
+        let r = registry_stats(&mut original.connect());
+        (r["source"] == "leased").then_some(()).ok_or(format!("not leased again: {r}"))
+    });
+    original.stop("fast");
+    original.await_log_line(0, &["LOG:", &format!("worker id {w} is given back to the registry")]);
+    let (ended, covered_ahead_ms): (bool, i64) = {
+        let row = hub
+            .connect()
+            .query_one(
+                "SELECT expires <= now(), covered_until_ms - (extract(epoch FROM now()) * 1000)::int8
+                   FROM snowflake.snowflake_registry WHERE worker_id = $1",
+                &[&w],
+            )
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    println!(
+        "given back: the lease ended at once, its coverage {covered_ahead_ms} ms ahead of the \
+         registry's clock (a lease runs 300,000 ms)"
+    );
+    assert!(ended, "the lease given back still runs");
+    assert!(covered_ahead_ms < 60_000, "the coverage stayed a lease ahead: {covered_ahead_ms} ms");
+    let copy = original.copy("copy_release_c");
+    copy.start();
+    let started = Instant::now();
+    let mut cc = copy.connect_ext();
+    let first = first_id(&mut cc, Duration::from_secs(60));
+    let wc = worker_id_of(&mut cc, first);
+    println!(
+        "the copy took worker id {wc} (given back: {w}), its first id {} ms after its start",
+        started.elapsed().as_millis()
+    );
+    assert_eq!(wc, w, "the copy did not take the worker id given back");
+    assert!(first > last, "the copy's first id {first} is not above the original's last {last}");
+    // The original again, beside the copy, which holds its worker id now: another of its own.
+    original.start();
+    let (wo, _) = worker_id(&original);
+    assert_ne!(wo, w, "the original took back the worker id its copy holds");
+    copy_is_told(&original, &hub, &copy);
+    let (made, twice) = made_beside(&[&original, &copy], 200_000);
+    println!("{made} ids made beside each other, {twice} twice");
+    assert_eq!(twice, 0);
 }
 
 #[test]
@@ -317,6 +395,53 @@ fn a_replaced_secret_renews_nothing() {
 
 /// 0.5.0's function, for members of 0.5.0 during a rolling upgrade: granted here as an
 /// administrator would while such members remain.
+/// A registry that lost a member's last renewal (it failed over to a standby that had not
+/// received it; here the row's secret is set back to the one before, as that standby has it)
+/// renews the member by its secret before last: the member goes on with its worker id. 0.6.0
+/// before this answered `lost`, and the member refused ids until it was restarted.
+#[test]
+fn a_registry_that_lost_the_last_renewal_renews_by_the_secret_before() {
+    let (hub, _) = registry("copy_rollback_hub");
+    let m = running_member("copy_rollback_m", &hub, &["snowflake.registry_lease = '10s'"]);
+    let (w, _) = worker_id(&m);
+    let mut h = hub.connect();
+    let secret = |h: &mut Client| -> String {
+        h.scalar_with("SELECT secret FROM snowflake.snowflake_registry WHERE worker_id = $1", &[&w])
+    };
+    // A renewal, and then the row as it was before it.
+    let before = secret(&mut h);
+    poll(Duration::from_secs(30), Duration::from_millis(5), || {
+        let now = secret(&mut h);
+        if now == before {
+            return Err("no renewal yet".into());
+        }
+        let n = h
+            .execute(
+                "UPDATE snowflake.snowflake_registry SET secret = $1 WHERE worker_id = $2 \
+                 AND secret = $3",
+                &[&before, &w, &now],
+            )
+            .unwrap();
+        (n == 1).then_some(()).ok_or("renewed again meanwhile".into())
+    });
+    // Two renewals later, the member still holds its worker id.
+    let rolled_back = before.clone();
+    let mut seen = vec![rolled_back];
+    poll(Duration::from_secs(30), Duration::from_millis(50), || {
+        let now = secret(&mut h);
+        if !seen.contains(&now) {
+            seen.push(now);
+        }
+        (seen.len() >= 3).then_some(()).ok_or(format!("renewals seen: {}", seen.len() - 1))
+    });
+    m.assert_logged("renewed with the secret before", "the member did not renew by it");
+    let mut c = m.connect_ext();
+    let r = registry_stats(&mut c);
+    assert_eq!(r["source"], "leased", "{r}");
+    let id: i64 = c.scalar("SELECT snowflake_next()");
+    assert_eq!(worker_id_of(&mut c, id), w);
+}
+
 fn grant_legacy(hub: &Cluster) {
     hub.connect()
         .batch_execute("GRANT EXECUTE ON FUNCTION snowflake.snowflake_registry_lease TO fleet")
@@ -331,9 +456,11 @@ fn with_the_registry_down_a_copy_makes_no_id_and_its_original_restarts_with_its_
     let (hub, _) = registry("copy_down_hub");
     let original = running_member("copy_down_m", &hub, &[]);
     let (w, _) = worker_id(&original);
+    // Stopped while the registry is down: it cannot give the lease back, and keeps it cached
+    // (a stop while the registry is up gives it back, and a restart then waits for the registry).
+    hub.stop("fast");
     original.stop("fast");
     let copy = original.copy("copy_down_c");
-    hub.stop("fast");
     original.start();
     copy.start();
     let mut co = original.connect_ext();
