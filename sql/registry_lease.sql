@@ -35,11 +35,13 @@
 -- Calls it cannot answer (a null, a value out of range) are errors: 22004, 22023.
 --
 -- Called by the two SECURITY DEFINER functions below (as their owner), so that the role members
--- connect as needs EXECUTE on one of them only and can change the registry only as this does: a coverage only grows and is never negative or further
--- ahead than the registry's clock plus the lease and a minute (a member whose clock runs far
--- ahead gets less than it asked, and refuses ids once its clock passes that); an expiry only
--- moves later; a held worker id is never taken, and a start's lease is renewed only for the
--- secret it holds. Its search_path holds only pg_catalog, and its tables live in the extension's
+-- connect as needs EXECUTE on one of them only and can change the registry only as this does:
+-- a coverage is never negative or further ahead than the registry's clock plus the lease and a
+-- minute (a member whose clock runs far ahead gets less than it asked, and refuses ids once its
+-- clock passes that), and only grows, but for a release by the start that holds the secret,
+-- which never records less than its previous holders and its starts before in place were
+-- granted; an expiry only moves later, but for that release; a held worker id is never taken,
+-- and a start's lease is renewed or given back only for the secret it holds. Its search_path holds only pg_catalog, and its tables live in the extension's
 -- own schema, which only a superuser can rename (schema.sql): it checks that a superuser still
 -- owns that schema before it reads through its name.
 -- mutant: registry_lock_wait
@@ -54,6 +56,7 @@
 -- mutant: registry_in_place
 -- mutant: registry_copy_of
 -- mutant: registry_release
+-- mutant: registry_release_resumed
 CREATE FUNCTION snowflake.snowflake_registry_decide(
     legacy boolean,
     namespace text,
@@ -213,15 +216,20 @@ BEGIN
 
     -- This start's lease, given back at its clean shutdown: it runs out now (the one change
     -- that moves an expiry earlier, made by the holder of the secret alone), and its coverage
-    -- comes down to what the member made, never below its previous holders' (`start_above_ms`).
-    -- The secret is replaced by one the member never keeps: nothing renews it any more, and the
-    -- same data directory resumes it in place, or any member takes it above that coverage.
+    -- comes down to what the member made, never below its previous holders' (`start_above_ms`)
+    -- nor what the starts before it in place were granted (`resumed_above_ms`): a caller that
+    -- resumed another server's lease by its place (which local users of that machine can read)
+    -- cannot lower the coverage that server's ids lie below. The secret becomes the next one
+    -- the member sent: its worker, restarted alone, renews the lease again (a release needs the
+    -- postmaster stopping, and a smart shutdown waits for sessions), and the same data
+    -- directory resumes it in place, or any member takes it above that coverage.
     -- mutant: registry_release
+    -- mutant: registry_release_resumed
     IF lease_ms OPERATOR(pg_catalog.=) 0 THEN
         UPDATE snowflake.snowflake_registry g
            SET renewed = pg_catalog.now(),
                expires = LEAST(g.expires, pg_catalog.now()),
-               covered_until_ms = GREATEST(g.start_above_ms,
+               covered_until_ms = GREATEST(g.start_above_ms, g.resumed_above_ms,
                                            LEAST(g.covered_until_ms, covered_until_ms)),
                secret = next_check
          WHERE (g.namespace, g.worker_id) OPERATOR(pg_catalog.=)
@@ -281,6 +289,7 @@ BEGIN
            SET node_name = node_name, renewed = pg_catalog.now(),
                expires = GREATEST(g.expires, pg_catalog.now() OPERATOR(pg_catalog.+) lease_for),
                covered_until_ms = GREATEST(g.covered_until_ms, asked),
+               resumed_above_ms = g.covered_until_ms,
                secret = next_check, copy_of = NULL
          WHERE (g.namespace, g.worker_id) OPERATOR(pg_catalog.=)
                (SELECT o.namespace, o.worker_id FROM snowflake.snowflake_registry o
@@ -475,7 +484,7 @@ BEGIN
            expires = pg_catalog.now() OPERATOR(pg_catalog.+) lease_for,
            start_above_ms = g.covered_until_ms,
            covered_until_ms = GREATEST(g.covered_until_ms, asked),
-           place = place, secret = secret, copy_of = copy_of
+           place = place, secret = secret, copy_of = copy_of, resumed_above_ms = NULL
      WHERE g.namespace OPERATOR(pg_catalog.=) namespace
        AND g.worker_id OPERATOR(pg_catalog.=) candidate
        AND g.expires OPERATOR(pg_catalog.<) pg_catalog.now()

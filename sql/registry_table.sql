@@ -9,6 +9,9 @@
 -- its data directory runs (boot, host, directory), `secret`, a hash of the secret it presents at
 -- its next renewal, both NULL for a member of 0.5.0 or 0.4.0, and `copy_of`, the other start of
 -- its cluster that held the worker id it asked for, when one did (a copy, a split brain).
+-- `resumed_above_ms`, for a start that resumed its data directory's lease in place, is the
+-- coverage the starts before it were granted: a lease given back never records less (whoever
+-- knows a place can resume its lease, and must not lower the coverage of the start it cut off).
 -- mutant: registry_negative
 CREATE TABLE snowflake.snowflake_registry (
     namespace text NOT NULL,
@@ -23,7 +26,8 @@ CREATE TABLE snowflake.snowflake_registry (
     PRIMARY KEY (namespace, worker_id),
     place text,
     secret text,
-    copy_of text
+    copy_of text,
+    resumed_above_ms bigint
 );
 
 -- pg_dump keeps the rows (the coverage must survive a dump and restore of the registry).

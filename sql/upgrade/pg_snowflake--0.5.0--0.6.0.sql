@@ -29,7 +29,8 @@ ALTER TABLE snowflake.snowflake_claims
 -- members of 0.6.0; snowflake_registry_lease() of 0.5.0 becomes its wrapper, for members of
 -- 0.5.0 and 0.4.0 during a rolling upgrade. Whoever may call the old one may call the new one.
 ALTER TABLE snowflake.snowflake_registry
-    ADD COLUMN place text, ADD COLUMN secret text, ADD COLUMN copy_of text;
+    ADD COLUMN place text, ADD COLUMN secret text, ADD COLUMN copy_of text,
+    ADD COLUMN resumed_above_ms bigint;
 DROP FUNCTION snowflake.snowflake_registry_take(text, integer, bigint, text, interval, bigint);
 \ir-replace ../registry_lease.sql
 REVOKE ALL ON FUNCTION snowflake.snowflake_registry_hold(text, text, bigint, integer, integer, integer, integer, boolean, integer, integer, bigint, text, bigint, bigint, text, text, text) FROM PUBLIC;

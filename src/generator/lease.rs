@@ -78,6 +78,14 @@ impl Generator {
         if !required && units < self.renew_at.load(Ordering::Acquire) {
             return; // another backend renewed between the check above and taking the lock
         }
+        // Read again under the lock: a lease given back closes the ceiling, then takes the lock
+        // to read the newest mark (`close_for_release`); a renewer that read the open ceiling
+        // before must not write a mark past that bound once it holds the lock.
+        let ceiling = self.ceiling.load(Ordering::Acquire).min(ceiling);
+        if units >= ceiling {
+            drop(held);
+            refuse_beyond_ceiling();
+        }
         let behind = self.raise_to_floor(layout, now);
         let need = units.max(self.floor.load(Ordering::Acquire));
         // Near the ceiling, the mark stops at it: no more writes until the ceiling moves.
