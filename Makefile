@@ -297,6 +297,9 @@ fmt:
 # rustfmt and clippy (every warning an error) on both crates: the extension with its tests, and
 # faultfs (its own workspace). make test runs it first, once.
 lint:
+	@for tool in shellcheck pyflakes3; do command -v $$tool >/dev/null || { echo "make lint: $$tool is missing: scripts/setup.sh test 15 installs it (apt-get install $$tool)" >&2; exit 1; }; done
+	shellcheck -S warning scripts/*.sh .ci/run tests/clients/install.sh
+	pyflakes3 scripts/*.py
 	cargo fmt --all -- --check
 	cargo fmt --manifest-path tests/faultfs/Cargo.toml --all -- --check
 	cargo clippy --quiet --all-targets $(TEST_FEATURES) -- -D warnings

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the scripts that build pg_snowflake outside make (package.sh, mutations.sh);
 # the Makefile sets the same two variables for everything it runs.
 #

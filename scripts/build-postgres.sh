@@ -187,6 +187,7 @@ if [ "$MAJOR" = 16-old ]; then
   missing=$(for f in "$stage"/*/pginstall/bin/* "$stage"/*/pginstall/lib/postgresql/*.so; do
               ldd "$f" 2>/dev/null | sed -n "s|^\s*\(.*\) => not found|$f: \1|p"; done)
   [ -z "$missing" ] || { echo "$0: PostgreSQL $version lacks libraries:" >&2; echo "$missing" >&2; exit 1; }
+  # shellcheck disable=SC2174 # the mode is the new directory's; its parents exist on Debian
   mkdir -p -m 0755 "$(dirname "$PREFIX")"
   rm -rf "$PREFIX"
   mv "$stage" "$PREFIX"

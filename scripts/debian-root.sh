@@ -71,6 +71,7 @@ make_root() {
   command -v debootstrap >/dev/null || die "debootstrap is missing (apt-get install debootstrap; scripts/setup.sh installs it)"
   local tmp=$dir.partial
   rm -rf "$tmp"
+  # shellcheck disable=SC2174 # the mode is the cache directory's; /var/cache exists
   mkdir -p -m 0755 "$BASE"
   say "making a Debian $suite root in $dir with debootstrap (3 to 4 minutes, once per machine)"
   debootstrap --variant=minbase --include=ca-certificates "$suite" "$tmp" "$MIRROR" \
@@ -195,6 +196,8 @@ make_root_19() {
 # session LOWER CHECKOUT CMD...: CMD in the overlay of $BUILD over LOWER, in a mount namespace of
 # its own (as in_root), with the checkout (if any) mounted as described above.
 session() {
+  # The environment passed on is one word per VAR=value, whose values have no spaces (the grep).
+  # shellcheck disable=SC2046
   unshare --mount --propagation private -- /bin/sh -euc '
     lower=$1 layer=$2 checkout=$3 base=$4; shift 4
     m=$layer/merged

@@ -326,7 +326,7 @@ for m in "${MUTATIONS[@]}"; do
     timeout 600 cargo test "${row_suites[@]}" --no-fail-fast -- --test-threads=2 >>"$log" 2>&1 || true
   fi
   for t in "${row_pg_tests[@]}"; do
-    rm -rf "$PGRX_TEST_DIR/$PG" && scripts/own-dir.sh "$PGRX_TEST_DIR" && scripts/own-dir.sh "$PGRX_TEST_DIR/$PG"
+    rm -rf "${PGRX_TEST_DIR:?}/$PG" && scripts/own-dir.sh "$PGRX_TEST_DIR" && scripts/own-dir.sh "$PGRX_TEST_DIR/$PG"
     timeout 600 cargo pgrx test "pg$PG" "$t" --runas postgres --pgdata "$PGRX_TEST_DIR/$PG/data" >>"$log" 2>&1 || true
   done
   failed=$( { grep -E '^test .* FAILED$' "$log" | sed -E 's/^test (.*) \.\.\. FAILED$/\1/; s/^pg_tests::.*::pg_//'

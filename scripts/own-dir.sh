@@ -7,7 +7,9 @@
 # any file).
 set -euo pipefail
 for dir in "$@"; do
-  # -m: the mode of a new directory whatever the umask (-p makes any missing parents too).
+  # -m: the mode of a new directory whatever the umask (-p makes any missing parents too, with
+  # the umask's mode: the checks below are of this directory alone).
+  # shellcheck disable=SC2174
   mkdir -p -m 0755 "$dir"
   # Checked after mkdir, so that a directory made in between is checked too.
   owner=$(stat -c '%U' "$dir")

@@ -34,6 +34,7 @@ command -v gpg >/dev/null || die "gpg is missing (apt-get install gnupg)"
 for deb in "$@"; do [ -f "$deb" ] || die "$deb is missing (make package PG=N builds it)"; done
 
 # gpg starts an agent for the key's directory: end it when done, whatever happens.
+# shellcheck disable=SC2174 # the key's directory is 0700; its parent is the build's
 mkdir -p -m 0700 "$KEY_HOME"
 trap 'gpgconf --homedir "$KEY_HOME" --kill gpg-agent 2>/dev/null || true' EXIT
 gpg_() { gpg --batch --quiet --homedir "$KEY_HOME" "$@"; }

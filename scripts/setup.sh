@@ -29,7 +29,8 @@
 #          package tests), etcd and Patroni (the Patroni failover test), 16.2 beside 16 (the
 #          old synchronous-standby flag), debootstrap and the Debian roots of
 #          scripts/debian-root.sh, gnupg and dpkg-dev (the apt repository's test), valgrind
-#          (the hot path's cost budget, scripts/callgrind.sh), liblz4-dev and libzstd-dev and
+#          (the hot path's cost budget, scripts/callgrind.sh), shellcheck and pyflakes3 (make
+#          lint of the scripts), liblz4-dev and libzstd-dev and
 #          Citus, built into each major by scripts/build-citus.sh from a vendored archive (the
 #          Citus suite; about a minute a major the first time, then a stamp; where no archive
 #          is found it says how to get one, and only the Citus suite fails)
@@ -151,8 +152,9 @@ if [ "$PURPOSE" = test ]; then
   # What only suites that do not run on 19 use (their `//! Majors:` lines, scripts/test-suites.py):
   # the root of 19 goes without, which saves a fresh machine minutes of installs.
   if [ -z "$IN_ROOT_19" ]; then
-    # valgrind: the hot path's budget, counted on 15 only (make test-hotpath).
-    PACKAGES+=(valgrind)
+    # valgrind: the hot path's budget, counted on 15 only (make test-hotpath); shellcheck and
+    # pyflakes3: make lint of the shell and Python scripts, once per make test, on this host.
+    PACKAGES+=(valgrind shellcheck pyflakes3)
     # node: the client recipes and the decoder of tests/ids/decoder_js.rs; etcd: Patroni's.
     PACKAGES+=(nodejs npm etcd-server)
     # Citus's build (scripts/build-citus.sh): its compression libraries' headers, and for

@@ -23,7 +23,7 @@ command -v rustup >/dev/null || {
     { echo "$0: pg_snowflake needs Rust 1.$NEED_MINOR or later (pgrx 0.19.3); rustc says: $(rustc --version 2>&1)" >&2; exit 1; }
   exit 0
 }
-best= best_minor=0
+best='' best_minor=0
 for t in stable $(rustup toolchain list | awk '{print $1}'); do
   m=$(minor_of "$t")
   [ -n "$m" ] || continue
