@@ -1,4 +1,6 @@
 # pg_snowflake. From a fresh Debian 12 machine, as root:
+#   make check   the unit tests of core/ (layouts, the clock rule, marks, pacing, the state
+#                file): no PostgreSQL, no pgrx, seconds
 #   make run     install what is missing, build, install, start a demo cluster (PostgreSQL 15)
 #   make test    every test layer on every supported major (15, 16, 17 with assertions, 18, and 19
 #                in a Debian sid root: scripts/debian-root.sh)
@@ -72,7 +74,15 @@ else
 INSTALL_SETUP := run $(ONE_MAJOR)
 endif
 
-.PHONY: setup install package repo tools run run-cluster stop test test-root test-in-root test-major test-lint test-unit test-sql test-pgrx test-blackbox test-package test-old-flag test-upgrade test-hotpath test-rmgr-id bench bench-hotpath fmt lint nemesis nemesis-run fuzz
+.PHONY: help check setup install package repo tools run run-cluster stop test test-root test-in-root test-major test-lint test-unit test-sql test-pgrx test-blackbox test-package test-old-flag test-upgrade test-hotpath test-rmgr-id bench bench-hotpath fmt lint nemesis nemesis-run fuzz
+
+# A bare `make` lists the targets (the comment at the top of this file) and does nothing else:
+# every other target may install packages as root.
+help:
+	@awk '/^#/ { sub(/^# ?/, ""); print; next } { exit }' Makefile
+
+check:
+	cargo test --quiet -p pg_snowflake_core
 
 setup:
 	@scripts/setup.sh $(INSTALL_SETUP)
@@ -162,6 +172,7 @@ test-hotpath: install
 # The bit layout, the advance rule and the state file, without PostgreSQL (but built against
 # this major's pgrx bindings, as everything else).
 test-unit:
+	cargo test --quiet -p pg_snowflake_core
 	cargo test --lib --no-default-features --features pg$(ONE_MAJOR) -- --skip pg_test
 
 # clippy on this major's bindings, first: `make lint` checks every target against one major's,
@@ -303,4 +314,5 @@ lint:
 	cargo fmt --all -- --check
 	cargo fmt --manifest-path tests/faultfs/Cargo.toml --all -- --check
 	cargo clippy --quiet --all-targets $(TEST_FEATURES) -- -D warnings
+	cargo clippy --quiet --all-targets -p pg_snowflake_core -- -D warnings
 	cargo clippy --quiet --all-targets --manifest-path tests/faultfs/Cargo.toml --target-dir target/faultfs -- -D warnings

@@ -1,5 +1,5 @@
 //! The registry's SQL side in one server: the fields of each layout as 0.3.0's members name it,
-//! written in SQL for them (sql/registry_compat.sql), are those of src/layout.rs.
+//! written in SQL for them (sql/registry_compat.sql), are those of core/src/layout.rs.
 
 #[pgrx::pg_schema]
 mod tests {

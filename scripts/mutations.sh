@@ -186,7 +186,7 @@ MUTATIONS=(
 
 # What mutations change, restored from git after each (scripts/: the scripts they change, never
 # this one, which bash is still reading).
-MUTABLE=(src sql scripts/build-postgres.sh scripts/build-citus.sh scripts/own-dir.sh scripts/repo.sh
+MUTABLE=(src core/src sql scripts/build-postgres.sh scripts/build-citus.sh scripts/own-dir.sh scripts/repo.sh
          scripts/run.sh scripts/test-suites.py tests/common/mod.rs tests/common/files.rs
          tests/common/private_network.rs)
 # The files that hold the marker of row $1.

@@ -5,7 +5,7 @@
 
 -- The fields of a layout as pg_snowflake 0.3.0 named it (its Layout::describe): a preset's name,
 -- or `custom (41 bits of 1 ms since 2010-11-04T01:42:54.657Z, 10 worker bits, 12 sequence bits)`.
--- All NULL for any other text. The presets' fields are those of src/layout.rs (a #[pg_test]
+-- All NULL for any other text. The presets' fields are those of core/src/layout.rs (a #[pg_test]
 -- checks that they agree).
 CREATE FUNCTION snowflake.snowflake_registry_layout_fields(layout text,
     OUT epoch_ms bigint, OUT unit_ms integer, OUT time_bits integer, OUT worker_bits integer,

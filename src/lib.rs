@@ -7,18 +7,13 @@ compile_error!(
      WAL resource manager, which PostgreSQL 13 and 14 do not have"
 );
 
-// The id itself, in plain Rust (unit-tested without PostgreSQL).
-mod clock; // the wall clock and epoch conversions
-mod layout; // bit layouts and the rule that advances the generator
-mod mark; // a durable mark and its encoding
-mod pacing; // how bursts share borrowed time
-mod text; // dates and sentences in messages
+// The id itself, in plain Rust, and the files of the data directory: the crate in core/, which
+// `make check` tests in seconds without PostgreSQL; named here as modules of this crate.
+pub(crate) use pg_snowflake_core::{clock, data_file, layout, mark, pacing, state_file, text};
 
 // The generator and its durability.
-mod data_file; // how files in the data directory are read and replaced
 mod generator; // the lease protocol, owner of the shared state
 mod shared_memory; // structs in PostgreSQL's shared memory, set up under its lock
-mod state_file; // $PGDATA/pg_snowflake.state
 mod sync_standby; // waiting for synchronous standbys
 mod upgrade; // carrying the mark through pg_upgrade
 mod wait_event; // what a waiting session shows in pg_stat_activity

@@ -411,7 +411,7 @@ mod tests {
     use pgrx::GucEnum;
     use std::ffi::CStr;
 
-    /// `snowflake.layout`'s values are the presets of src/layout.rs, each named as there and
+    /// `snowflake.layout`'s values are the presets of core/src/layout.rs, each named as there and
     /// read as that preset, and no other.
     #[test]
     fn every_row_is_described_in_two_paragraphs() {

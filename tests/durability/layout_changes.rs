@@ -1,5 +1,5 @@
 //! A change of layout across a restart, a crash and a promotion. The layout is recorded in the
-//! WAL marks and the state file (src/mark.rs): a change that would put new ids below old ones is
+//! WAL marks and the state file (core/src/mark.rs): a change that would put new ids below old ones is
 //! refused until it is undone or reset on purpose (`snowflake_reset_layout()`, itself durable),
 //! one whose ids stay above is taken, and a standby that replayed another layout's marks refuses
 //! once promoted. Every major: WAL replay, crash recovery and promotion are each major's own.

@@ -2,7 +2,7 @@
 //! directory: what the server writes through a link, and a swap of `pg_snowflake/` between a
 //! check and a use.
 //!
-//! Majors: 17. What the extension does with its files (src/data_file.rs) is the same code on
+//! Majors: 17. What the extension does with its files (core/src/data_file.rs) is the same code on
 //! every major. On 17, the server built with assertions.
 #![cfg(not(feature = "pg_test"))]
 

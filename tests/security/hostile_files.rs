@@ -3,11 +3,11 @@
 //! `open()` before it logged a line (`pg_ctl start` timed out, and only SIGKILL stopped it), and
 //! the link and the huge file were read whole until memory ran out, at start and at every reset
 //! after a backend crash. Now each file is opened without blocking, must be a regular file no
-//! larger than its format, and is read no further (src/data_file.rs): the state file refuses the
+//! larger than its format, and is read no further (core/src/data_file.rs): the state file refuses the
 //! start with a FATAL naming the file and what it is; a damaged copy or lease cache is reported
 //! and ignored (the state file, or the registry, decides).
 //!
-//! Majors: 17. How the extension opens and reads its files (src/data_file.rs) is the same code
+//! Majors: 17. How the extension opens and reads its files (core/src/data_file.rs) is the same code
 //! on every major. On 17, the server built with assertions.
 #![cfg(not(feature = "pg_test"))]
 
@@ -253,7 +253,7 @@ fn a_fifo_or_a_link_in_place_of_the_copys_directory_is_not_followed_at_start() {
 }
 
 /// The mark file `mark` (twitter's 1 ms units) a year later, its checksum made anew: what a
-/// link to another directory could bring in. The format is src/state_file.rs's: magic (8), time
+/// link to another directory could bring in. The format is core/src/state_file.rs's: magic (8), time
 /// units (8, little endian), layout (16), CRC-32C of those 32 bytes (4), zero (4).
 fn a_year_later(mark: &[u8]) -> Vec<u8> {
     assert_eq!(mark.len(), 40, "a mark file of 0.4.0 or later");

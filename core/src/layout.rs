@@ -586,7 +586,7 @@ mod tests {
     /// worker and sequence widths, workers, ids per second and the last id's day.
     #[test]
     fn the_readme_table_of_layouts_is_the_presets() {
-        let readme = include_str!("../README.md");
+        let readme = include_str!("../../README.md");
         let table = readme.split("| Layout | Epoch (UTC) |").nth(1).expect("the layouts table");
         let mut seen = 0;
         for p in Preset::ALL {
