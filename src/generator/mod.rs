@@ -38,6 +38,7 @@ mod shmem;
 mod write_failure;
 
 pub use lease::on_ceiling;
+pub use problems::on_ahead;
 pub use problems::standby as refuse_on_standby;
 pub use shmem::{get, init, try_get};
 

@@ -116,20 +116,42 @@ pub fn layout_exhausted(layout: &Layout) -> ! {
     .raise()
 }
 
+/// Why the ids run ahead of the clock, when a module above the generator knows: the registry, whose
+/// worker id may come with the coverage of its previous holder to start above (a lease given
+/// back while that holder's ids ran ahead of its clock). Set once at start.
+static AHEAD_BECAUSE: std::sync::OnceLock<fn() -> Option<String>> = std::sync::OnceLock::new();
+
+/// Sets what explains ids ahead of the clock. Only call from `_PG_init`.
+pub fn on_ahead(explain: fn() -> Option<String>) {
+    let _ = AHEAD_BECAUSE.set(explain);
+}
+
 #[cold]
 #[track_caller]
+// mutant: ahead_because
 pub fn clock_too_far_behind(ahead_ms: u64, max_drift_ms: u64, waited_ms: u64) -> ! {
+    let numbers = format!(
+        "The next id would be {ahead_ms} ms ahead of the clock, more than snowflake.max_drift \
+         ({max_drift_ms} ms), and the clock did not catch up within snowflake.drift_wait \
+         ({waited_ms} ms)."
+    );
+    if let Some(why) = AHEAD_BECAUSE.get().and_then(|explain| explain()) {
+        errors::report(
+            Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            "this server's worker id starts above its previous holder's ids, ahead of the clock",
+            "Ids resume once the clock gets there; nothing needs doing. A server whose ids ran \
+             ahead of its clock when it gave its worker id back costs the next holder this wait.",
+        )
+        .detail(format!("{} {numbers}", sentence(&why)))
+        .raise()
+    }
     errors::report(
         Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         "the system clock is too far behind the last snowflake id",
         "Ids resume once the clock catches up. If the clock was stepped back on purpose, raise \
          snowflake.max_drift in postgresql.conf and reload.",
     )
-    .detail(format!(
-        "The next id would be {ahead_ms} ms ahead of the clock, more than snowflake.max_drift \
-         ({max_drift_ms} ms), and the clock did not catch up within snowflake.drift_wait \
-         ({waited_ms} ms)."
-    ))
+    .detail(numbers)
     .raise()
 }
 

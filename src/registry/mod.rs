@@ -182,6 +182,8 @@ pub struct Registry {
     covered_until_ms: AtomicI64,
     /// Unix ms, by the registry's clock: when another cluster may take the worker id.
     expires_ms: AtomicI64,
+    /// Unix ms: the coverage of the worker id's previous holders, which its ids start above.
+    start_above_ms: AtomicI64,
     /// Unix ms of the last successful call to the registry (0: none since start).
     renewed_ms: AtomicI64,
     /// `Problem` of the last call.
@@ -244,6 +246,7 @@ impl Registry {
             source: AtomicU32::new(Source::None as u32),
             covered_until_ms: AtomicI64::new(0),
             expires_ms: AtomicI64::new(0),
+            start_above_ms: AtomicI64::new(0),
             renewed_ms: AtomicI64::new(0),
             problem_kind: AtomicU32::new(Problem::None as u32),
             libpq_version: AtomicU32::new(0),
@@ -276,6 +279,7 @@ impl Registry {
     fn hold(&self, lease: &cache::Lease, expires_ms: i64, source: Source) {
         self.covered_until_ms.fetch_max(lease.covered_until_ms, Ordering::AcqRel);
         self.expires_ms.store(expires_ms, Ordering::Release);
+        self.start_above_ms.store(lease.start_above_ms, Ordering::Release);
         self.worker_id.store(lease.worker_id, Ordering::Release);
         self.source.store(source as u32, Ordering::Release);
     }
@@ -408,6 +412,7 @@ pub fn init() {
         return;
     }
     generator::on_ceiling(refuse);
+    generator::on_ahead(start_above_ahead);
     if let Err(problem) = check_settings() {
         // gucs::init has logged its own problems already.
         if gucs::problem().is_none() {
@@ -568,6 +573,24 @@ fn lease_lost(worker_id: u32, why: &str) -> ! {
     .raise()
 }
 
+/// Why ids run ahead of the clock, when the lease in force starts above its worker id's previous
+/// holders' coverage ahead of the clock (a lease given back while that holder's ids ran ahead:
+/// see `worker::release`).
+fn start_above_ahead() -> Option<String> {
+    let registry = get()?;
+    let worker_id = registry.in_force()?;
+    let start_above_ms = registry.start_above_ms.load(Ordering::Acquire);
+    let ahead_ms = start_above_ms - clock::now_unix_ms();
+    (ahead_ms > 0).then(|| {
+        format!(
+            "The registry leased worker id {worker_id} to start above {}, where the ids of its \
+             previous holders end, {} ms ahead of the clock",
+            iso_unix(start_above_ms),
+            ahead_ms
+        )
+    })
+}
+
 /// The node's name: `cluster_name`, or `host:port` when that is empty.
 pub fn node_name() -> String {
     // SAFETY: cluster_name is a string setting PostgreSQL keeps valid (never NULL once set up).
@@ -652,6 +675,14 @@ fn start_from_cache(registry: &Registry) {
              original gets a worker id of its own.",
         )
         .warn();
+        return;
+    }
+    if lease.covered_until_ms == 0 {
+        errors::log(format!(
+            "pg_snowflake: worker id {} was given back to the registry at the last clean \
+             shutdown: no ids until the registry leases a worker id",
+            lease.worker_id
+        ));
         return;
     }
     let layout = gucs::layout();

@@ -366,7 +366,18 @@ fn release(registry: &Registry) {
     if registry.source() != Source::Leased {
         return;
     }
-    let Ok(conn) = connect(&AT_SHUTDOWN) else { return };
+    let conn = match connect(&AT_SHUTDOWN) {
+        Ok(conn) => conn,
+        Err((_, why)) => {
+            errors::log(format!(
+                "pg_snowflake: worker id {worker_id} is not given back to the registry, which \
+                 cannot be reached ({}): its lease runs out as after a crash, and stays cached \
+                 for a restart here",
+                super::redact::redact(&why)
+            ));
+            return;
+        }
+    };
     let layout = gucs::layout();
     let Some(used_until_ms) = generator::get().close_for_release(layout, Duration::from_secs(1))
     else {
@@ -389,10 +400,19 @@ fn release(registry: &Registry) {
         next_secret: registry.next_secret(),
     };
     match ask_registry(&conn, &ask, Mode::Release { used_until_ms }, &AT_SHUTDOWN) {
-        Ok(Answer::Released { worker_id }) => errors::log(format!(
-            "pg_snowflake: worker id {worker_id} is given back to the registry; this server's ids \
-             lie below {}",
-            crate::text::iso_unix(used_until_ms)
+        Ok(Answer::Released { worker_id, recorded_until_ms }) => errors::log(format!(
+            "pg_snowflake: worker id {worker_id} is given back to the registry; its next holder \
+             starts above {}{}",
+            crate::text::iso_unix(recorded_until_ms),
+            if recorded_until_ms > used_until_ms {
+                format!(
+                    ", what the starts before this one were granted (this server's ids lie below \
+                     {}; it resumed the lease here without their release)",
+                    crate::text::iso_unix(used_until_ms)
+                )
+            } else {
+                String::new()
+            }
         )),
         Ok(Answer::Granted(_)) => {}
         Err((_, why)) => errors::log(format!(
@@ -516,7 +536,7 @@ enum Mode {
 /// What the registry answered a call.
 enum Answer {
     Granted(Granted),
-    Released { worker_id: u32 },
+    Released { worker_id: u32, recorded_until_ms: i64 },
 }
 
 /// How long a call waits for the registry, and on what.
@@ -723,9 +743,11 @@ fn ask_registry(
     match text(1) {
         Some("granted") => {}
         Some("released") if matches!(mode, Mode::Release { .. }) => {
-            return match (number(2), ask.held) {
-                (Some(w), Some(held)) if w == i64::from(held) => {
-                    Ok(Answer::Released { worker_id: held })
+            return match (number(2), ask.held, number(5)) {
+                (Some(w), Some(held), Some(recorded_until_ms))
+                    if w == i64::from(held) && (0..LAST_MS).contains(&recorded_until_ms) =>
+                {
+                    Ok(Answer::Released { worker_id: held, recorded_until_ms })
                 }
                 _ => Err(no_lease(
                     "the registry released a worker id this server did not hold".into(),

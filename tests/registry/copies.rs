@@ -10,7 +10,8 @@
 //!   while its primary goes on: each takes a worker id of its own, says which server it did not
 //!   take from, and the registry records it; the original goes on with its own, through a clean
 //!   restart and a `kill -9`;
-//! - a clean shutdown gives the lease back, and its next holder starts above every id made;
+//! - a clean shutdown gives the lease back, and its next holder starts above every id made (and
+//!   says why it waits, when those ids ran ahead of the clock);
 //! - a crash loop resumes its worker id at every start, in a namespace of four worker ids;
 //! - the members' role cannot renew, take or keep another start's lease;
 //! - a registry that lost a member's last renewal renews it by its secret before;
@@ -193,6 +194,54 @@ fn a_clean_shutdown_gives_the_lease_back_and_its_next_holder_starts_above_every_
     let (made, twice) = made_beside(&[&original, &wants], 200_000);
     println!("{made} ids made beside each other, {twice} twice");
     assert_eq!(twice, 0);
+}
+
+/// A worker id given back while its holder's ids ran ahead of the clock (here 9 s, within
+/// `snowflake.max_drift`) makes its next holder, whose `snowflake.max_drift` is 1 s, wait for the
+/// clock: it says that it starts above its previous holder's ids, not that its clock was set back.
+#[test]
+fn a_worker_id_given_back_ahead_of_the_clock_says_why_its_next_holder_waits() {
+    let (hub, _) = registry("copy_ahead_hub");
+    let original = running_member("copy_ahead_m", &hub, &[]);
+    let (w, _) = worker_id(&original);
+    let mut c = original.connect_ext();
+    let ahead: i64 = c.scalar("SELECT snowflake_compose(now() + interval '9 s', 0, 0)");
+    c.execute("SELECT snowflake_advance_past($1)", &[&ahead]).unwrap();
+    drop(c);
+    original.stop("fast");
+    original.await_log_line(0, &["LOG:", &format!("worker id {w} is given back to the registry")]);
+    let conf = [
+        format!("snowflake.worker_id = {w}"),
+        "snowflake.max_drift = '1s'".to_string(),
+        "snowflake.drift_wait = '100ms'".to_string(),
+    ];
+    let next =
+        member("copy_ahead_n", &hub, "fleet", &conf.iter().map(String::as_str).collect::<Vec<_>>());
+    next.start();
+    let mut cn = next.connect_ext();
+    // (SQLSTATE, message, detail)
+    let mut said = (String::new(), String::new(), String::new());
+    poll(Duration::from_secs(30), Duration::from_millis(20), || {
+        match cn.query_one("SELECT snowflake_next()", &[]) {
+            Ok(_) => Err("an id before the clock reached its previous holder's ids".into()),
+            Err(e) => {
+                let error = db_error(&e);
+                if error.1.contains("previous holder") {
+                    let detail = e.as_db_error().and_then(|d| d.detail()).unwrap_or_default();
+                    said = (error.0, error.1, detail.to_string());
+                    Ok(())
+                } else {
+                    Err(format!("{error:?}"))
+                }
+            }
+        }
+    });
+    println!("the next holder, before the clock gets there: {said:?}");
+    assert_eq!(said.0, "55000");
+    assert!(said.2.contains(&format!("worker id {w}")), "{said:?}");
+    // And once the clock got there, ids above the original's.
+    let first = first_id(&mut cn, Duration::from_secs(30));
+    assert!(first > ahead, "{first} is not above {ahead}");
 }
 
 /// Whoever knows a start's place (local users of its machine can read what it is made of) can
