@@ -502,7 +502,7 @@ fn a_correct_answer_through_the_fake_is_a_lease_and_a_hostile_renewal_changes_no
 /// error; 0.4.0 logged it as it was), an invalid URI with the password as a query parameter,
 /// and a keyword string whose registry quotes the connection string back in its refusal (a
 /// hostile registry, or a pooler in front of one, says what it likes). (Whether the member sends
-/// the password to a registry that asks for it in clear text is tests/security/attack33_registry.rs's.)
+/// the password to a registry that asks for it in clear text is tests/security/registry_member_on_a_hostile_path.rs's.)
 #[test]
 fn passwords_are_masked_in_the_log_the_error_and_the_stats() {
     const SECRET: &str = "S3cretPW";

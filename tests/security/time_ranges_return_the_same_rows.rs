@@ -65,7 +65,7 @@ fn setup(c: &mut Client) {
 /// generic plans, and the error of one that does not is the value's own, as through an index.
 #[test]
 fn a_parameter_that_fails_to_convert_fails_as_any_index_condition_and_good_ones_agree() {
-    let m = Cluster::start_new("attack33_generic", &[]);
+    let m = Cluster::start_new("rows_generic", &[]);
     let mut c = m.connect_ext();
     setup(&mut c);
     let generic = |sql: &str, arg: &str| {
@@ -112,7 +112,7 @@ fn a_parameter_that_fails_to_convert_fails_as_any_index_condition_and_good_ones_
 /// the hook returns its rows.
 #[test]
 fn a_role_without_execute_on_snowflake_id_bound_gets_the_rows_it_gets_without_the_hook() {
-    let m = Cluster::start_new("attack33_bound_acl", &[]);
+    let m = Cluster::start_new("rows_bound_acl", &[]);
     let mut c = m.connect_ext();
     setup(&mut c);
     c.batch_execute(
@@ -139,7 +139,7 @@ fn a_role_without_execute_on_snowflake_id_bound_gets_the_rows_it_gets_without_th
 /// Measured: one row every time without the hook; 0, 5, 0, 21, 0, 0, 0, 22, 1, 17, ... with it.
 #[test]
 fn a_sub_select_that_varies_is_compared_once() {
-    let m = Cluster::start_new("attack33_sample", &[]);
+    let m = Cluster::start_new("rows_sample", &[]);
     let mut c = m.connect_ext();
     setup(&mut c);
     let q = "SELECT count(*) FROM ms
@@ -167,7 +167,7 @@ fn a_sub_select_that_varies_is_compared_once() {
 /// scan of every id since 2025 (a bitmap scan of the primary key, here of the whole table).
 #[test]
 fn a_partial_index_on_the_time_is_still_used() {
-    let m = Cluster::start_new("attack33_partial", &[]);
+    let m = Cluster::start_new("rows_partial", &[]);
     let mut c = m.connect_ext();
     setup(&mut c);
     c.batch_execute(

@@ -57,7 +57,7 @@ fn exchange(a: &Path, b: &Path) -> bool {
 /// directory of the copy is followed all the same.
 #[test]
 fn a_link_in_place_of_the_copys_directory_writes_nothing_outside_the_data_directory() {
-    let m = Cluster::init("attack33_copy_link", &[]);
+    let m = Cluster::init("links_copy_link", &[]);
     let outside = m.data().join("../outside");
     std::fs::create_dir(&outside).unwrap();
     std::fs::write(outside.join("mark"), "precious\n").unwrap();
@@ -119,7 +119,7 @@ fn a_link_in_place_of_the_copys_directory_writes_nothing_outside_the_data_direct
 /// `-m immediate` or a writer on the FIFO free it).
 #[test]
 fn a_fifo_swapped_in_for_the_copys_directory_hangs_no_backend() {
-    let m = Cluster::start_new("attack33_copy_fifo", &[]);
+    let m = Cluster::start_new("links_copy_fifo", &[]);
     let mut c = m.connect_ext();
     c.query_one("SELECT snowflake_next()", &[]).unwrap();
     let dir = m.data().join("pg_snowflake");

@@ -36,7 +36,7 @@ use std::time::Duration;
 #[test]
 fn parallel_workers_ended_while_paced_leave_the_waiting_count_raised() {
     let cluster = Cluster::start_new(
-        "attack33_pacing_leak",
+        "plain_pacing_leak",
         &[
             "snowflake.layout = custom",
             "snowflake.time_unit = 10",

@@ -49,7 +49,7 @@ fn notices_from_whoever_answers_are_not_written_to_the_server_log() {
         r.rows(&[row])
     });
     let fake = FakeRegistry::start(answer);
-    let m = fake.member("attack33_notice", "");
+    let m = fake.member("wire_notice", "");
     m.start();
     let before = std::fs::metadata(m.log_path()).unwrap().len();
     fake.wait_for("answers", 1, Duration::from_secs(60), FakeRegistry::answers_ended);
@@ -79,7 +79,7 @@ fn the_password_is_not_sent_in_clear_text_to_whoever_answers() {
     const SECRET: &str = "S3cretPW";
     let fake = FakeRegistry::start(grant(7));
     fake.set_auth(Auth::CleartextThenRefuse("password authentication failed for user \"fleet\""));
-    let m = fake.member("attack33_cleartext", &format!("password={SECRET}"));
+    let m = fake.member("wire_cleartext", &format!("password={SECRET}"));
     m.start();
     fake.wait_for("startups", 1, Duration::from_secs(60), FakeRegistry::startups);
     let mut c = m.connect_ext();
@@ -112,7 +112,7 @@ fn the_password_is_not_sent_in_clear_text_to_whoever_answers() {
     );
     let fake = FakeRegistry::start(grant(7));
     fake.set_auth(Auth::CleartextThenRefuse("password authentication failed for user \"fleet\""));
-    let m = fake.member("attack33_cleartext_tls", &format!("password={SECRET} sslmode=require"));
+    let m = fake.member("wire_cleartext_tls", &format!("password={SECRET} sslmode=require"));
     m.start();
     let mut c = m.connect_ext();
     wait_for_refusal(&mut c, "SSL", Duration::from_secs(30));
@@ -141,7 +141,7 @@ fn the_password_is_not_sent_in_clear_text_to_whoever_answers() {
 #[test]
 fn passwords_that_libpq_quotes_are_masked() {
     let fake = FakeRegistry::start(grant(7));
-    let m = fake.member("attack33_redact", "");
+    let m = fake.member("wire_redact", "");
     let cases = [
         ("snowflake.registry = 'postgresql://fleet:Pa%ssw0rd@127.0.0.1/registry'", "ssw0rd"),
         (
@@ -201,7 +201,7 @@ fn a_name_server_that_does_not_answer_delays_no_fast_stop() {
     let dns = std::net::UdpSocket::bind(("127.0.0.2", 53)).expect("bind 127.0.0.2:53");
     dns.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let m = Cluster::init(
-        "attack33_dns",
+        "wire_dns",
         &[
             "snowflake.worker_id = -1",
             "snowflake.registry = 'host=registry.attack33.example port=5432 user=fleet \
@@ -246,7 +246,7 @@ fn a_name_server_that_does_not_answer_delays_no_fast_stop() {
 fn a_registrys_error_text_starts_no_line_of_its_own_in_the_members_log() {
     let fake = FakeRegistry::start(grant(7));
     fake.set_auth(Auth::Refuse("refused\nLOG:  forged by the registry"));
-    logged_on_one_line(&fake, "attack33_error_text");
+    logged_on_one_line(&fake, "wire_error_text");
 }
 
 /// Starts a member of `fake`, waits for its WARNING of the registry's text (which holds "forged
@@ -283,7 +283,7 @@ fn a_line_break_in_the_registrys_answer_starts_no_line_of_its_own() {
         r.rows(&[row])
     });
     let fake = FakeRegistry::start(answer);
-    logged_on_one_line(&fake, "attack33_answer_text");
+    logged_on_one_line(&fake, "wire_answer_text");
 }
 
 /// A registry's error longer than the 511 bytes the member keeps was logged again at every
@@ -294,7 +294,7 @@ fn a_long_error_from_the_registry_is_logged_once_while_it_repeats() {
     let fake = FakeRegistry::start(grant(7));
     let long: &'static str = format!("refused: {}", "é".repeat(450)).leak();
     fake.set_auth(Auth::Refuse(long));
-    let m = fake.member("attack33_long_error", "");
+    let m = fake.member("wire_long_error", "");
     m.start();
     poll(Duration::from_secs(60), Duration::from_millis(100), || {
         let seen = fake.startups();
