@@ -314,5 +314,5 @@ lint:
 	cargo fmt --all -- --check
 	cargo fmt --manifest-path tests/faultfs/Cargo.toml --all -- --check
 	cargo clippy --quiet --all-targets $(TEST_FEATURES) -- -D warnings
-	cargo clippy --quiet --all-targets -p pg_snowflake_core -- -D warnings
+	cargo clippy --quiet --all-targets -p pg_snowflake_core -p testkit -- -D warnings
 	cargo clippy --quiet --all-targets --manifest-path tests/faultfs/Cargo.toml --target-dir target/faultfs -- -D warnings

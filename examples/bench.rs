@@ -13,8 +13,7 @@
 //! (default 5), BENCH_PGBENCH_REPS (default 3). BENCH_ONLY=citus measures the Citus part alone
 //! and writes it into the major's run, leaving its other figures as they are.
 
-#[path = "../tests/common/mod.rs"]
-mod common;
+use testkit as common;
 
 use common::*;
 use serde_json::{json, Value};

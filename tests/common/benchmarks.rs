@@ -6,10 +6,10 @@
 //! of `figures`.
 
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 pub fn path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/benchmarks.json")
+    crate::root_dir().join("docs/benchmarks.json")
 }
 
 /// The data file, or an empty object before the first run.
@@ -248,10 +248,7 @@ pub fn figures(data: &Value) -> Vec<Figure> {
 
 /// The hot path's budget in instructions per id, kept in scripts/hotpath-budget.
 pub fn budget() -> Option<f64> {
-    let text = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/hotpath-budget"),
-    )
-    .ok()?;
+    let text = std::fs::read_to_string(crate::root_dir().join("scripts/hotpath-budget")).ok()?;
     text.lines()
         .map(str::trim)
         .find(|l| !l.is_empty() && !l.starts_with('#'))

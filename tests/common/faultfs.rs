@@ -10,13 +10,15 @@
 
 use super::*;
 
+// Shared with faultfs's own tests, which also take its child process (`child`, `take_child`).
 #[path = "../faultfs/daemon.rs"]
+#[allow(dead_code)]
 mod daemon;
 use daemon::Daemon;
 
 /// The faultfs binary, as `make tools` builds it.
 pub fn binary() -> PathBuf {
-    let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/faultfs/release/faultfs");
+    let bin = crate::root_dir().join("target/faultfs/release/faultfs");
     assert!(bin.exists(), "{} is missing: run `make tools` (make test builds it)", bin.display());
     bin
 }

@@ -3,7 +3,6 @@
 //!
 //! The suites test the extension installed in the PostgreSQL that `PG_CONFIG` (default
 //! `pg_config`) names; `make test` installs the current build first.
-#![allow(dead_code, unused_imports)] // each suite uses a different part of the harness
 
 use std::fs;
 use std::net::TcpListener;
@@ -83,9 +82,9 @@ pub fn major_under_test() -> String {
         .collect()
 }
 
-/// The repository's top directory (scripts/, sql/, target/).
+/// The repository's top directory (scripts/, sql/, target/), two above this crate's.
 pub fn root_dir() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
 }
 
 pub fn pg_config(pg_config: &str, arg: &str) -> PathBuf {
@@ -200,7 +199,7 @@ fn test_lane() -> (u32, u32) {
 /// may write, and (as root) hands it to postgres.
 fn base_dir() -> PathBuf {
     let base = std::env::temp_dir().join("pg_snowflake-tests");
-    let own_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/own-dir.sh");
+    let own_dir = root_dir().join("scripts/own-dir.sh");
     check(Command::new(own_dir).arg(&base).output().unwrap(), "scripts/own-dir.sh");
     static LEFTOVERS: std::sync::Once = std::sync::Once::new();
     LEFTOVERS.call_once(|| remove_leftovers(&base));

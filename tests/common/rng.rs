@@ -7,6 +7,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub struct Rng(pub u64);
 
 impl Rng {
+    // A seeded generator, not an iterator: it never ends, and callers want the number itself.
+    #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;

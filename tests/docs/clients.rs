@@ -22,14 +22,13 @@
 //! Majors: 15. What a client library does with a bigint is the same on every major.
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::*;
 use std::collections::BTreeSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use testkit as common;
 
 /// Each recipe of the guide and its programs, run by the test of that name.
 const RECIPES: &[(&str, &[&str])] = &[

@@ -10,10 +10,9 @@
 //! the server built with assertions.
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::*;
 use std::process::Stdio;
+use testkit as common;
 
 struct Block {
     lang: String,

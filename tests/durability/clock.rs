@@ -3,10 +3,9 @@
 //! calls fail with a clear error instead of handing out a wrong id.
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::*;
 use std::time::{Duration, Instant};
+use testkit as common;
 
 fn fake_clock_cluster(name: &str, conf: &[&str]) -> (Cluster, FakeClock) {
     let mut cluster = Cluster::init(name, conf);

@@ -3,13 +3,12 @@
 //! back behind.
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::*;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
+use testkit as common;
 
 /// Runs `clients` sessions that draw ids in batches until their server connection dies; after
 /// `crash_after`, runs `crash`. Returns every id they received, in order per session.

@@ -5,9 +5,8 @@
 //! once promoted. Every major: WAL replay, crash recovery and promotion are each major's own.
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::*;
+use testkit as common;
 
 /// The refusal of ids after a change from twitter to discord, until it is settled.
 const TWITTER_IDS_DISCORD_LAYOUT: &str =

@@ -6,10 +6,9 @@
 //! ids from the clock would lie below the old ones.
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::*;
 use std::path::Path;
+use testkit as common;
 
 /// The clock at the start after the loss.
 const BACK_S: f64 = -10.0;

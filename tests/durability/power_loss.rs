@@ -14,14 +14,13 @@
 //! run.
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::faultfs::FaultFs;
 use common::*;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
+use testkit as common;
 
 /// How far back the clock is at each start after a power cut. A start on faultfs, with crash
 /// recovery syncing the whole data directory first, takes seconds: the clock must stay behind

@@ -2,9 +2,8 @@
 //! clock comes back behind them (only the durable mark can keep them above then).
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::*;
+use testkit as common;
 
 fn ids_after_restart_exceed_those_before(mode: &str) {
     ids_after_restart_exceed_those_before_in(mode, "twitter");

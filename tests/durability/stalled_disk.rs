@@ -12,14 +12,13 @@
 //! machine would not promise.
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::faultfs::FaultFs;
 use common::registry::{grant_lease, member};
 use common::*;
 use std::path::Path;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+use testkit as common;
 
 /// How many sessions wait for the stalled renewal.
 const WAITERS: usize = 8;

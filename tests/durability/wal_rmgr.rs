@@ -4,9 +4,8 @@
 //! standby replays them: promoted with its clock 30 s behind, it continues above the primary.
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::*;
+use testkit as common;
 
 /// The id the installed library should have been built with.
 fn built_id() -> u32 {

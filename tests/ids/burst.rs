@@ -17,13 +17,12 @@
 //! 17, the server built with assertions.
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::load::{Load, Looping};
 use common::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+use testkit as common;
 
 #[test]
 fn bursts_never_make_single_row_callers_fail() {

@@ -1,11 +1,10 @@
 //! Many sessions at once against one cluster: ids never repeat and never go back.
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::*;
 use std::collections::HashSet;
 use std::time::Duration;
+use testkit as common;
 
 #[test]
 fn eight_connections_in_parallel_never_share_an_id() {

@@ -2,10 +2,9 @@
 //! the server stays up.
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::*;
 use std::time::Duration;
+use testkit as common;
 
 #[test]
 fn without_preloading_create_extension_works_and_next_says_what_to_do() {

@@ -7,11 +7,10 @@
 //! assertions.
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::*;
 use std::io::Write;
 use std::process::{Command, Stdio};
+use testkit as common;
 
 #[test]
 fn decode_agrees_with_sapphire_snowflake() {

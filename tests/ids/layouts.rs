@@ -8,9 +8,8 @@
 //! tests/ids/configuration.rs the settings on every major). On 17, the server built with assertions.
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::*;
+use testkit as common;
 
 #[test]
 fn sonyflake_ids_carry_a_16_bit_machine_id_in_the_low_bits() {

@@ -7,12 +7,11 @@
 //! 17, the server built with assertions.
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::load::{Load, Looping};
 use common::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+use testkit as common;
 
 /// One id per time unit (`sequence_bits = 0`: 1000 ids per second), fewer than the server has
 /// processes: six sessions burst, four take one id every 20 ms and time each call. Pacing hands

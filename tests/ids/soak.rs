@@ -8,13 +8,12 @@
 //! code, the same on every major. It runs on 17, the server built with assertions.
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::*;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+use testkit as common;
 
 /// Errors a client sees when the server goes away under it.
 fn is_connection_loss(e: &postgres::Error) -> bool {

@@ -24,11 +24,10 @@
 //! call of a volatile argument, and views for grantees without rights on the extension's schema.
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::*;
 use postgres::SimpleQueryMessage;
 use std::collections::BTreeMap;
+use testkit as common;
 
 /// The layouts, as their settings; `custom` has odd widths and a 7 ms unit.
 const LAYOUTS: &[(&str, &[&str])] = &[

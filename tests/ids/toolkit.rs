@@ -3,9 +3,8 @@
 //! survives a crash right after it was set; text arguments in databases that are not UTF-8.
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::*;
+use testkit as common;
 
 fn one_i64(c: &mut Client, sql: &str) -> i64 {
     c.scalar(sql)

@@ -12,11 +12,10 @@
 //! 15 and 16 have no Debian build in trixie or sid: there the test says so and checks nothing.
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::debian_root::*;
 use common::release::{deb, version};
 use common::*;
+use testkit as common;
 
 #[test]
 fn package_in_debians_own_postgresql_makes_ids_across_a_restart_and_a_promotion() {

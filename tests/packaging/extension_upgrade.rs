@@ -5,9 +5,8 @@
 //! indexes and triggers) of a fresh install of the current version.
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::*;
+use testkit as common;
 
 /// Every object of the extension, with what defines it, one line each, sorted. A dropped column
 /// (0.4.0's update drops `snowflake_registry.layout`) stays in the catalog as a placeholder that

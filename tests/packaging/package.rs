@@ -9,12 +9,11 @@
 //! installs the development build again afterwards (`make test-package`).
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::release::{deb, package_of_release, version, RELEASE_0_2_0};
 use common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use testkit as common;
 
 /// The scripts of earlier releases kept in sql/ (`pg_snowflake--0.3.0.sql`,
 /// `pg_snowflake--0.2.0--0.3.0.sql`, ...), which the package ships as they are.

@@ -12,8 +12,6 @@
 //! - `apt-get remove` leaves none of the package's files.
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::debian_root::*;
 use common::http::Served;
 use common::release::{deb, package_of_0_3_0, version};
@@ -21,6 +19,7 @@ use common::*;
 use std::fs;
 use std::path::Path;
 use std::process::Command;
+use testkit as common;
 
 /// `apt-get update` of the repository's source alone, as `apt-get update -o Dir::Etc::...` updates
 /// one source: the root's Debian sources are not what is tested, and a CI run failed when

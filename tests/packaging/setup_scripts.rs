@@ -29,13 +29,12 @@
 //! Majors: 17. The scripts run on this host, the same for every major: once is enough.
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::http::Served;
 use common::*;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use testkit as common;
 
 /// Debian's pool laid out under a directory, served on a port of its own.
 struct Mirror {

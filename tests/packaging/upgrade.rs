@@ -9,10 +9,9 @@
 //! the Makefile runs them only when it can set it.
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::*;
 use std::path::Path;
+use testkit as common;
 
 fn old_pg_config() -> String {
     std::env::var("PG_UPGRADE_FROM_CONFIG").expect(

@@ -22,12 +22,11 @@
 //! (tests/registry/registry.rs runs the registry on each); 18's run is the shortest of the five.
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::registry::{member, registry};
 use common::*;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
+use testkit as common;
 
 /// Ids each server of `servers` makes at once, `n` each, after all moved past one and the same
 /// id 4 s ahead of the clock: (ids made, ids made more than once).

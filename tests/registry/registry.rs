@@ -4,14 +4,13 @@
 //! grant docs/many-servers.md gives it (EXECUTE on the lease function).
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::mallory::Mallory;
 use common::registry::{member, member_conf, member_in, registry};
 use common::*;
 use postgres::Client;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
+use testkit as common;
 
 #[test]
 fn sixteen_servers_starting_at_once_lease_sixteen_worker_ids_and_a_seventeenth_is_refused_a_held_one(

@@ -6,11 +6,10 @@
 //! included, which other suites' fsyncs on a loaded machine would not promise.
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::registry::member_in;
 use common::*;
 use std::time::Duration;
+use testkit as common;
 
 /// A listener of the test's own on a free port that answers nothing at all: its accept queue
 /// (backlog 0) is full with one connection of its own, so the kernel drops every SYN and a

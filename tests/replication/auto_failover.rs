@@ -8,8 +8,6 @@
 //! Majors: 15. Debian packages pg_auto_failover for PostgreSQL 15 only.
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::failover::{check_failover, check_rejoined, write_through_failover, ORDERS};
 use common::*;
 use std::fs;
@@ -17,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
+use testkit as common;
 
 /// A monitor and its nodes, each run by its own `pg_autoctl run` in its own process group.
 struct Formation {

@@ -33,13 +33,12 @@
 //! line (`make bench` builds it into the major it runs on).
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::citus::*;
 use common::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+use testkit as common;
 
 /// The experiment of the issue: a table keyed by (k, id), filled by one INSERT ... SELECT from a
 /// distributed table of 2400 keys, 40 rows each (96,000 rows), the ids made by the workers that

@@ -6,10 +6,9 @@
 //! id that two clusters share is reported where the claims meet.
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::*;
 use std::time::Duration;
+use testkit as common;
 
 const TABLE: &str = "CREATE TABLE events (
     id bigint PRIMARY KEY DEFAULT snowflake_next(),

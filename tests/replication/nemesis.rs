@@ -20,14 +20,13 @@
 //! keep the real time through every clock fault.
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::nemesis::history::{self, Outcome, COPY, THIEF};
 use common::nemesis::schedule::{self, Scheduled, LEASE_S, MAX_DRIFT_S, MEMBERS};
 use common::nemesis::{Clients, Fleet};
 use common::rng::Rng;
 use common::*;
 use std::time::{Duration, Instant};
+use testkit as common;
 
 /// The seeds `make test` runs: each schedule holds every kind of fault at least once.
 const SEEDS: &[u64] = &[1, 2];

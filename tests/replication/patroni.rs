@@ -16,8 +16,6 @@
 //! engine. On 17, the server built with assertions.
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::failover::{check_failover, check_rejoined, write_through_failover, ORDERS};
 use common::*;
 use std::fs;
@@ -25,6 +23,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
+use testkit as common;
 
 /// Where tests/clients/install.sh (run by `make test`'s setup) puts Patroni.
 const PATRONI: &str = "/opt/pg_snowflake-tests/patroni/bin/patroni";

@@ -3,9 +3,8 @@
 //! when its clock is behind the old primary's.
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::*;
+use testkit as common;
 
 #[test]
 fn a_promoted_standby_continues_above_the_old_primary() {

@@ -4,10 +4,9 @@
 //! standby continues above every id the primary handed out, with its clock 30 s behind.
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::*;
 use std::time::{Duration, Instant};
+use testkit as common;
 
 fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     poll(Duration::from_secs(60), Duration::from_millis(50), || {

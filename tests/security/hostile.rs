@@ -12,11 +12,10 @@
 //! makes her a superuser if it can. None may ever run.
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::mallory::{self, Mallory};
 use common::*;
 use std::time::Duration;
+use testkit as common;
 
 /// The objects Mallory plants in `schema`: (signature, result, SQL that computes the result
 /// with the catalog's own function, for arguments a, b, ...).

@@ -11,11 +11,10 @@
 //! on every major. On 17, the server built with assertions.
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::*;
 use std::path::Path;
 use std::time::{Duration, Instant};
+use testkit as common;
 
 #[derive(Clone, Copy, Debug)]
 enum Planted {

@@ -7,12 +7,11 @@
 //! swapped.
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::mallory::Mallory;
 use common::registry::member_in;
 use common::*;
 use std::time::{Duration, Instant};
+use testkit as common;
 
 /// How long each race lasts.
 const RACE_S: f64 = 10.0;

@@ -18,12 +18,11 @@
 //! refuses) on 17.
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::fake_registry::{grant, msg, Answer, Auth, FakeRegistry, Reply, LEASE_COLUMNS, TEXT};
 use common::*;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use testkit as common;
 
 /// The lease cache a grant is written to before it is used (src/registry/cache.rs).
 const CACHE: &str = "pg_snowflake.registry";

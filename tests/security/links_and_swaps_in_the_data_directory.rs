@@ -6,8 +6,6 @@
 //! every major. On 17, the server built with assertions.
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::*;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -15,6 +13,7 @@ use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+use testkit as common;
 
 fn c_path(p: &Path) -> CString {
     CString::new(p.as_os_str().as_bytes()).unwrap()

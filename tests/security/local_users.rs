@@ -15,13 +15,12 @@
 //!   place of a directory on the way.
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::private_network::{is_private, with_host_network};
 use common::*;
 use std::fs;
 use std::path::Path;
 use std::process::Command;
+use testkit as common;
 
 /// `psql` as the operating-system user `nobody`, on the machine's own network when `host_net`.
 fn psql_as_nobody(cluster: &Cluster, host: &str, host_net: bool) -> (bool, String) {

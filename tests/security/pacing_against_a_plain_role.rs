@@ -17,12 +17,11 @@
 //! 17, the server built with assertions.
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::load::{Load, Looping};
 use common::*;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
+use testkit as common;
 
 /// On a layout of 100 ids a second (10 ms units, no sequence bits), twelve plain sessions that
 /// cancel their paced calls beside four callers hold nobody back on a fresh server (measured:

@@ -6,12 +6,11 @@
 //! Majors: 15 17. As tests/security/hostile_registry.rs: the libpq of 15.20 and of 17.
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::fake_registry::{grant, Answer, Auth, FakeRegistry, Reply};
 use common::*;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use testkit as common;
 
 /// A `NoticeResponse` with `text` as its message (libpq hands it to the connection's notice
 /// processor, whose default prints it to stderr: in a server process, the server log).

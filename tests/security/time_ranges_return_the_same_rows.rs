@@ -5,9 +5,8 @@
 //! to convert).
 #![cfg(not(feature = "pg_test"))]
 
-#[path = "../common/mod.rs"]
-mod common;
 use common::*;
+use testkit as common;
 
 /// The rows of `sql` (one bigint column), or its SQLSTATE and message, with the hook `on`.
 fn run(c: &mut Client, on: bool, sql: &str) -> Result<Vec<i64>, String> {

@@ -22,8 +22,7 @@ use super::rng::Rng;
 use super::*;
 use history::{Call, Outcome, Promotion, COPY, THIEF};
 use schedule::{
-    Copied, Fault, Lost, Scheduled, Target, COPIED_MEMBER, DISK_MEMBER, FIXED_MEMBER, MEMBERS,
-    STANDBY_MEMBER,
+    Copied, Fault, Lost, Target, COPIED_MEMBER, DISK_MEMBER, FIXED_MEMBER, MEMBERS, STANDBY_MEMBER,
 };
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

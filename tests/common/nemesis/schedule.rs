@@ -2,7 +2,7 @@
 //! The same seed gives the same schedule, printed before the run and on failure, so a failing run
 //! replays with `make nemesis SEED=n`.
 
-use crate::common::rng::Rng;
+use crate::rng::Rng;
 use std::fmt;
 
 /// A server of the fleet, by its role: faults that take a server's role (a promotion) act on
