@@ -18,7 +18,7 @@
 use crate::errors;
 use crate::layout::TWITTER;
 use crate::mark::Mark;
-use crate::state_file::{self, Loaded};
+use crate::state_file::{self, Contents};
 use std::path::{Path, PathBuf};
 
 /// The directory `pg_upgrade` creates inside the new cluster's data directory for its logs.
@@ -34,7 +34,7 @@ pub fn new_cluster_of(log_path: &str) -> Option<PathBuf> {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Step {
     /// Write this state into the new cluster's data directory.
-    Carry(Loaded),
+    Carry(Contents),
     /// This is the new cluster and no mark arrived: write the "not carried" marker here.
     MarkNotCarried,
     Nothing,
@@ -42,25 +42,27 @@ pub enum Step {
 
 /// The rule: `own` is this cluster's state, `theirs` the new cluster's (`None` when this is the
 /// new cluster).
-pub fn step(own: Loaded, theirs: Option<Loaded>) -> Step {
+pub fn step(own: Contents, theirs: Option<Contents>) -> Step {
     match (own, theirs) {
         // The new cluster: a mark (or a marker) arrived, or none did.
-        (Loaded::Missing, None) => Step::MarkNotCarried,
+        (Contents::Missing, None) => Step::MarkNotCarried,
         (_, None) => Step::Nothing,
         // The old cluster: carry the higher mark; an old cluster that never handed out an id
         // carries 0, which tells the new one that nothing is missing.
-        (Loaded::Missing, Some(Loaded::Mark(_))) => Step::Nothing,
-        (Loaded::Missing, Some(_)) => Step::Carry(Loaded::Mark(Mark { units: 0, layout: TWITTER })),
+        (Contents::Missing, Some(Contents::Mark(_))) => Step::Nothing,
+        (Contents::Missing, Some(_)) => {
+            Step::Carry(Contents::Mark(Mark { units: 0, layout: TWITTER }))
+        }
         // Marks of different layouts compare through their ids.
-        (Loaded::Mark(mine), Some(Loaded::Mark(there))) if there.bound() >= mine.bound() => {
+        (Contents::Mark(mine), Some(Contents::Mark(there))) if there.bound() >= mine.bound() => {
             Step::Nothing
         }
-        (Loaded::Mark(mine), _) => Step::Carry(Loaded::Mark(mine)),
+        (Contents::Mark(mine), _) => Step::Carry(Contents::Mark(mine)),
         // Upgraded before without its mark, and never settled, or its ids unknown since its
         // state file was lost (it refuses them): the new one is not settled either, unless it
         // already holds a mark.
-        (Loaded::NotCarried | Loaded::Lost, Some(Loaded::Mark(_))) => Step::Nothing,
-        (Loaded::NotCarried | Loaded::Lost, _) => Step::Carry(Loaded::NotCarried),
+        (Contents::NotCarried | Contents::Lost, Some(Contents::Mark(_))) => Step::Nothing,
+        (Contents::NotCarried | Contents::Lost, _) => Step::Carry(Contents::NotCarried),
     }
 }
 
@@ -88,15 +90,15 @@ pub fn at_binary_upgrade_start() {
         // shared memory is set up: recovered_state).
         Err(_) => return,
     };
-    let theirs = (!is_new).then(|| state_file::read(&new).unwrap_or(Loaded::Missing));
+    let theirs = (!is_new).then(|| state_file::read(&new).unwrap_or(Contents::Missing));
     let (dir, state) = match step(own, theirs) {
         Step::Nothing => return,
         Step::Carry(state) => (new.as_path(), state),
-        Step::MarkNotCarried => (here, Loaded::NotCarried),
+        Step::MarkNotCarried => (here, Contents::NotCarried),
     };
     match state_file::write(dir, state) {
         Ok(()) => log(&match state {
-            Loaded::Mark(mark) => format!(
+            Contents::Mark(mark) => format!(
                 "pg_snowflake: carried the mark {} of the {} layout to the new cluster in \"{}\"",
                 mark.units,
                 mark.layout.describe(),
@@ -137,22 +139,22 @@ mod tests {
         assert_eq!(new_cluster_of("/dev/null"), None);
     }
 
-    fn m(units: u64) -> Loaded {
-        Loaded::Mark(Mark { units, layout: TWITTER })
+    fn m(units: u64) -> Contents {
+        Contents::Mark(Mark { units, layout: TWITTER })
     }
 
     #[test]
     fn marks_of_different_layouts_compare_through_their_ids() {
         use crate::layout::SONYFLAKE;
         // Sonyflake's 24 low bits to Twitter's 22: 300 of its units are 1200 of Twitter's.
-        let sony = Loaded::Mark(Mark { units: 300, layout: SONYFLAKE });
+        let sony = Contents::Mark(Mark { units: 300, layout: SONYFLAKE });
         assert_eq!(step(sony, Some(m(1_000))), Step::Carry(sony));
         assert_eq!(step(sony, Some(m(1_300))), Step::Nothing);
     }
 
     #[test]
     fn the_old_cluster_carries_the_higher_mark() {
-        use Loaded::{Missing, NotCarried};
+        use Contents::{Missing, NotCarried};
         assert_eq!(step(m(500), Some(Missing)), Step::Carry(m(500)));
         assert_eq!(step(m(500), Some(m(400))), Step::Carry(m(500)));
         assert_eq!(step(m(500), Some(m(600))), Step::Nothing);
@@ -164,13 +166,13 @@ mod tests {
         // An unsettled marker travels on, and a lost state becomes one.
         assert_eq!(step(NotCarried, Some(Missing)), Step::Carry(NotCarried));
         assert_eq!(step(NotCarried, Some(m(7))), Step::Nothing);
-        assert_eq!(step(Loaded::Lost, Some(Missing)), Step::Carry(NotCarried));
-        assert_eq!(step(Loaded::Lost, Some(m(7))), Step::Nothing);
+        assert_eq!(step(Contents::Lost, Some(Missing)), Step::Carry(NotCarried));
+        assert_eq!(step(Contents::Lost, Some(m(7))), Step::Nothing);
     }
 
     #[test]
     fn the_new_cluster_refuses_when_nothing_arrived() {
-        use Loaded::{Missing, NotCarried};
+        use Contents::{Missing, NotCarried};
         assert_eq!(step(Missing, None), Step::MarkNotCarried);
         assert_eq!(step(m(0), None), Step::Nothing);
         assert_eq!(step(m(500), None), Step::Nothing);

@@ -52,7 +52,7 @@ const LEN_V1: usize = 24;
 const LEN: usize = 40;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Loaded {
+pub enum Contents {
     /// Neither the state file nor its copy: this data directory never handed out an id.
     Missing,
     Mark(Mark),
@@ -78,20 +78,20 @@ impl std::fmt::Display for ReadError {
     }
 }
 
-pub fn encode(state: Loaded) -> Vec<u8> {
+pub fn encode(state: Contents) -> Vec<u8> {
     let mut buf = match state {
-        Loaded::Mark(mark) => {
+        Contents::Mark(mark) => {
             let mut buf = vec![0u8; LEN];
             buf[..8].copy_from_slice(&MAGIC);
             buf[8..8 + MARK_BYTES].copy_from_slice(&mark.to_bytes());
             buf
         }
-        Loaded::NotCarried => {
+        Contents::NotCarried => {
             let mut buf = vec![0u8; LEN_V1];
             buf[..8].copy_from_slice(&MAGIC_NOT_CARRIED);
             buf
         }
-        Loaded::Missing | Loaded::Lost => unreachable!("only a mark or a marker is written"),
+        Contents::Missing | Contents::Lost => unreachable!("only a mark or a marker is written"),
     };
     let body = buf.len() - 8;
     let crc = crc32c(&buf[..body]);
@@ -99,7 +99,7 @@ pub fn encode(state: Loaded) -> Vec<u8> {
     buf
 }
 
-pub fn decode(bytes: &[u8]) -> Result<Loaded, String> {
+pub fn decode(bytes: &[u8]) -> Result<Contents, String> {
     let magic = bytes.get(..8).unwrap_or_default();
     let len = match magic {
         m if m == MAGIC => LEN,
@@ -118,11 +118,11 @@ pub fn decode(bytes: &[u8]) -> Result<Loaded, String> {
     let units = u64::from_le_bytes(bytes[8..16].try_into().unwrap());
     match magic {
         m if m == MAGIC_NOT_CARRIED => match units {
-            0 => Ok(Loaded::NotCarried),
+            0 => Ok(Contents::NotCarried),
             _ => Err("the pg_upgrade marker holds a mark".into()),
         },
-        m if m == MAGIC_V1 => Mark::checked(units, TWITTER).map(Loaded::Mark),
-        _ => Mark::from_bytes(bytes[8..8 + MARK_BYTES].try_into().unwrap()).map(Loaded::Mark),
+        m if m == MAGIC_V1 => Mark::checked(units, TWITTER).map(Contents::Mark),
+        _ => Mark::from_bytes(bytes[8..8 + MARK_BYTES].try_into().unwrap()).map(Contents::Mark),
     }
 }
 
@@ -134,7 +134,7 @@ pub enum Found {
     /// The copy could not be read or holds no mark (why). A damaged state file stops the start
     /// instead (`ReadError`).
     Damaged(String),
-    Good(Loaded),
+    Good(Contents),
 }
 
 /// Which of the two files the starting state came from.
@@ -143,7 +143,7 @@ pub enum Source {
     StateFile,
     Copy,
     /// Neither: a data directory that never handed out an id, or one whose ids are unknown
-    /// (`Loaded::Lost`).
+    /// (`Contents::Lost`).
     Neither,
 }
 
@@ -151,7 +151,7 @@ pub enum Source {
 /// log).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Recovered {
-    pub state: Loaded,
+    pub state: Contents,
     pub source: Source,
     pub file: Found,
     pub copy: Found,
@@ -178,7 +178,7 @@ pub fn recover(dir: &Path) -> Result<Recovered, ReadError> {
     let copy = match data.open_dir(COPY_DIR).and_then(|d| d.read(COPY_NAME, LEN)) {
         Ok(Some(bytes)) if bytes.is_empty() => Found::Damaged("it is empty".into()),
         Ok(Some(bytes)) => match decode(&bytes) {
-            Ok(mark @ Loaded::Mark(_)) => Found::Good(mark),
+            Ok(mark @ Contents::Mark(_)) => Found::Good(mark),
             Ok(_) => Found::Damaged("it holds no mark".into()),
             Err(why) => Found::Damaged(why),
         },
@@ -187,15 +187,15 @@ pub fn recover(dir: &Path) -> Result<Recovered, ReadError> {
         Err(e) => Found::Damaged(e.to_string()),
     };
     let (state, source) = match (&file, &copy) {
-        (Found::Good(Loaded::Mark(mine)), Found::Good(Loaded::Mark(copied)))
+        (Found::Good(Contents::Mark(mine)), Found::Good(Contents::Mark(copied)))
             if copied.bound() > mine.bound() =>
         {
-            (Loaded::Mark(*copied), Source::Copy)
+            (Contents::Mark(*copied), Source::Copy)
         }
         (Found::Good(state), _) => (*state, Source::StateFile),
         (_, Found::Good(state)) => (*state, Source::Copy),
-        (Found::Missing, Found::Missing) => (Loaded::Missing, Source::Neither),
-        _ => (Loaded::Lost, Source::Neither),
+        (Found::Missing, Found::Missing) => (Contents::Missing, Source::Neither),
+        _ => (Contents::Lost, Source::Neither),
     };
     Ok(Recovered { state, source, file, copy })
 }
@@ -223,7 +223,7 @@ impl Recovered {
         };
         let log = |message: String, detail: Option<String>| Account::Log { message, detail };
         match (self.state, self.source) {
-            (Loaded::Mark(m), Source::StateFile) => log(
+            (Contents::Mark(m), Source::StateFile) => log(
                 format!("snowflake ids continue above the mark in \"{FILE_NAME}\" ({})", at(&m)),
                 match &self.copy {
                     Found::Good(_) => None,
@@ -233,7 +233,7 @@ impl Recovered {
                     )),
                 },
             ),
-            (Loaded::Mark(m), Source::Copy) if matches!(self.file, Found::Good(_)) => log(
+            (Contents::Mark(m), Source::Copy) if matches!(self.file, Found::Good(_)) => log(
                 format!(
                     "snowflake ids continue above the copy of the mark in \"{COPY_PATH}\" ({}), \
                      which is ahead of \"{FILE_NAME}\"",
@@ -241,7 +241,7 @@ impl Recovered {
                 ),
                 None,
             ),
-            (Loaded::Mark(m), _) => Account::Warning {
+            (Contents::Mark(m), _) => Account::Warning {
                 message: format!(
                     "the snowflake state file \"{FILE_NAME}\" is {}: ids continue above the copy \
                      of its mark in \"{COPY_PATH}\" ({})",
@@ -254,20 +254,20 @@ impl Recovered {
                     .into(),
                 hint: "Find out what lost the file; nothing else is needed.".into(),
             },
-            (Loaded::NotCarried, _) => log(
+            (Contents::NotCarried, _) => log(
                 format!(
                     "the snowflake state file \"{FILE_NAME}\" says that pg_upgrade made this \
                      cluster without the old cluster's mark: ids are refused until it is settled"
                 ),
                 None,
             ),
-            (Loaded::Missing, _) => log(
+            (Contents::Missing, _) => log(
                 "no snowflake state file and no copy of it: this data directory has handed out \
                  no ids, and they start from the clock"
                     .into(),
                 None,
             ),
-            (Loaded::Lost, _) => Account::Warning {
+            (Contents::Lost, _) => Account::Warning {
                 message: format!(
                     "the snowflake state file \"{FILE_NAME}\" is {} and its copy \"{COPY_PATH}\" \
                      is {}: ids are refused",
@@ -295,7 +295,7 @@ pub fn lost_hint() -> String {
 }
 
 /// The state in `dir`, as `recover` finds it.
-pub fn read(dir: &Path) -> Result<Loaded, ReadError> {
+pub fn read(dir: &Path) -> Result<Contents, ReadError> {
     recover(dir).map(|r| r.state)
 }
 
@@ -354,13 +354,13 @@ const COPY_TEMP_NAME: &str = "mark.tmp";
 /// yet. The marker of a pg_upgrade that carried no mark goes into the state file alone: deleting
 /// that file is how an operator settles it.
 // mutant: state_copy
-pub fn prepare(dir: &Path, state: Loaded) -> Result<Prepared, WriteError> {
+pub fn prepare(dir: &Path, state: Contents) -> Result<Prepared, WriteError> {
     let bytes = encode(state);
     let data = Dir::open(dir).map_err(failed_on(Place::StateFile))?;
     data.write_new(TEMP_NAME, &bytes).map_err(failed_on(Place::StateFile))?;
     // mutant: state_copy
     let copy = match state {
-        Loaded::Mark(_) => {
+        Contents::Mark(_) => {
             let copy_dir = data.open_or_make(COPY_DIR).map_err(failed_on(Place::Copy))?;
             copy_dir.write_new(COPY_TEMP_NAME, &bytes).map_err(failed_on(Place::Copy))?;
             Some(copy_dir)
@@ -385,7 +385,7 @@ impl Prepared {
 }
 
 /// Writes the state durably, replacing the files whole.
-pub fn write(dir: &Path, state: Loaded) -> Result<(), WriteError> {
+pub fn write(dir: &Path, state: Contents) -> Result<(), WriteError> {
     prepare(dir, state)?.replace()
 }
 
@@ -395,8 +395,8 @@ mod tests {
     use crate::layout::{SONYFLAKE, TWITTER};
     use std::path::PathBuf;
 
-    fn twitter(units: u64) -> Loaded {
-        Loaded::Mark(Mark { units, layout: TWITTER })
+    fn twitter(units: u64) -> Contents {
+        Contents::Mark(Mark { units, layout: TWITTER })
     }
 
     #[test]
@@ -404,9 +404,9 @@ mod tests {
         for units in [0, 1, 1_234_567_890_123, (1 << 41) - 1, TWITTER.end_mark()] {
             assert_eq!(decode(&encode(twitter(units))), Ok(twitter(units)));
         }
-        let sony = Loaded::Mark(Mark { units: 123_456, layout: SONYFLAKE });
+        let sony = Contents::Mark(Mark { units: 123_456, layout: SONYFLAKE });
         assert_eq!(decode(&encode(sony)), Ok(sony));
-        assert_eq!(decode(&encode(Loaded::NotCarried)), Ok(Loaded::NotCarried));
+        assert_eq!(decode(&encode(Contents::NotCarried)), Ok(Contents::NotCarried));
     }
 
     #[test]
@@ -415,14 +415,14 @@ mod tests {
             let err = decode(&encode(twitter(units))).unwrap_err();
             assert!(err.contains("past the end of the twitter layout"), "{err}");
         }
-        let err = decode(&encode(Loaded::Mark(Mark { units: 1 << 39 | 1, layout: SONYFLAKE })))
+        let err = decode(&encode(Contents::Mark(Mark { units: 1 << 39 | 1, layout: SONYFLAKE })))
             .unwrap_err();
         assert!(err.contains("sonyflake"), "{err}");
     }
 
     #[test]
     fn every_flipped_bit_is_detected() {
-        for good in [encode(twitter(987_654_321)), encode(Loaded::NotCarried)] {
+        for good in [encode(twitter(987_654_321)), encode(Contents::NotCarried)] {
             for i in 0..good.len() {
                 for bit in 0..8 {
                     let mut bad = good.clone();
@@ -455,14 +455,14 @@ mod tests {
     #[test]
     fn write_then_read_in_a_directory() {
         let dir = scratch("state");
-        assert_eq!(read(&dir).unwrap(), Loaded::Missing);
+        assert_eq!(read(&dir).unwrap(), Contents::Missing);
         write(&dir, twitter(42)).unwrap();
         assert_eq!(read(&dir).unwrap(), twitter(42));
         write(&dir, twitter(7_000_000_000)).unwrap();
         assert_eq!(read(&dir).unwrap(), twitter(7_000_000_000));
         // The shorter marker replaces the longer file whole.
-        write(&dir, Loaded::NotCarried).unwrap();
-        assert_eq!(read(&dir).unwrap(), Loaded::NotCarried);
+        write(&dir, Contents::NotCarried).unwrap();
+        assert_eq!(read(&dir).unwrap(), Contents::NotCarried);
         write(&dir, twitter(9)).unwrap();
         assert_eq!(read(&dir).unwrap(), twitter(9));
         // Prepared but not replaced: the old state stays, and the temporary file is not read.
@@ -489,13 +489,13 @@ mod tests {
     }
 
     /// A scratch directory whose state file (and copy) hold `mark`.
-    fn written(name: &str, mark: Loaded) -> PathBuf {
+    fn written(name: &str, mark: Contents) -> PathBuf {
         let dir = scratch(name);
         write(&dir, mark).unwrap();
         dir
     }
 
-    fn recovered(dir: &Path) -> (Loaded, Source) {
+    fn recovered(dir: &Path) -> (Contents, Source) {
         let r = recover(dir).unwrap();
         (r.state, r.source)
     }
@@ -503,14 +503,14 @@ mod tests {
     #[test]
     fn every_mark_is_written_to_the_state_file_and_its_copy() {
         let dir = scratch("copy");
-        assert_eq!(recovered(&dir), (Loaded::Missing, Source::Neither));
+        assert_eq!(recovered(&dir), (Contents::Missing, Source::Neither));
         write(&dir, twitter(42)).unwrap();
         assert_eq!(std::fs::read(dir.join(FILE_NAME)).unwrap(), encode(twitter(42)));
         assert_eq!(std::fs::read(dir.join(COPY_PATH)).unwrap(), encode(twitter(42)));
         assert_eq!(recovered(&dir), (twitter(42), Source::StateFile));
         // The pg_upgrade marker goes to the state file alone, so that deleting it settles it.
-        write(&dir, Loaded::NotCarried).unwrap();
-        assert_eq!(recovered(&dir), (Loaded::NotCarried, Source::StateFile));
+        write(&dir, Contents::NotCarried).unwrap();
+        assert_eq!(recovered(&dir), (Contents::NotCarried, Source::StateFile));
         assert_eq!(std::fs::read(dir.join(COPY_PATH)).unwrap(), encode(twitter(42)));
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -527,22 +527,22 @@ mod tests {
         assert_eq!((r.state, r.source, r.file), (twitter(7_000), Source::Copy, Found::Empty));
         // Emptied, and the copy gone or damaged: ids were made, where they ended is unknown.
         std::fs::remove_dir_all(dir.join(COPY_DIR)).unwrap();
-        assert_eq!(recovered(&dir), (Loaded::Lost, Source::Neither));
+        assert_eq!(recovered(&dir), (Contents::Lost, Source::Neither));
         std::fs::create_dir(dir.join(COPY_DIR)).unwrap();
-        for damage in [&b""[..], b"garbage", &encode(Loaded::NotCarried)] {
+        for damage in [&b""[..], b"garbage", &encode(Contents::NotCarried)] {
             std::fs::write(dir.join(COPY_PATH), damage).unwrap();
-            assert_eq!(recovered(&dir), (Loaded::Lost, Source::Neither));
+            assert_eq!(recovered(&dir), (Contents::Lost, Source::Neither));
             // A missing state file beside a damaged copy too.
             std::fs::remove_file(dir.join(FILE_NAME)).unwrap();
             let r = recover(&dir).unwrap();
-            assert_eq!(r.state, Loaded::Lost);
+            assert_eq!(r.state, Contents::Lost);
             assert!(matches!(r.copy, Found::Damaged(_)), "{:?}", r.copy);
             std::fs::write(dir.join(FILE_NAME), b"").unwrap();
         }
         // Missing, and no copy either: a data directory that never handed out an id.
         std::fs::remove_file(dir.join(FILE_NAME)).unwrap();
         std::fs::remove_file(dir.join(COPY_PATH)).unwrap();
-        assert_eq!(recovered(&dir), (Loaded::Missing, Source::Neither));
+        assert_eq!(recovered(&dir), (Contents::Missing, Source::Neither));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -14,7 +14,7 @@ use super::renewal_lock::RenewalLock;
 use super::{clock_units, write_failure, Generator};
 use crate::layout::{Layout, Tick};
 use crate::mark::Mark;
-use crate::state_file::{self, Loaded, WriteError};
+use crate::state_file::{self, Contents, WriteError};
 use crate::{decode, gucs, sync_standby, wal};
 use pgrx::pg_sys;
 use std::path::Path;
@@ -166,7 +166,7 @@ impl Generator {
         // floor form a critical section, where a failure is a PANIC, and crash recovery replays
         // the reset (and writes the file) before the server accepts a session. Primary and
         // standbys therefore never disagree about whether the reset happened.
-        let prepared = state_file::prepare(Path::new("."), Loaded::Mark(mark))
+        let prepared = state_file::prepare(Path::new("."), Contents::Mark(mark))
             .unwrap_or_else(|e| problems::state_file_write_failed(&e, None));
         let lsn = wal::log_reset(mark);
         {
@@ -404,7 +404,7 @@ fn units_below(layout: &Layout, ms: i64) -> u64 {
 // mutant: state_file_first
 // mutant: state_file_errors
 fn write_durably(mark: Mark) -> Result<pg_sys::XLogRecPtr, WriteError> {
-    let prepared = state_file::prepare(Path::new("."), Loaded::Mark(mark))?;
+    let prepared = state_file::prepare(Path::new("."), Contents::Mark(mark))?;
     let lsn = wal::log_mark(mark);
     prepared.replace()?;
     Ok(lsn)
@@ -415,7 +415,7 @@ fn write_durably(mark: Mark) -> Result<pg_sys::XLogRecPtr, WriteError> {
 /// recovery stops (FATAL, and the server with it) and replays the record again at the next
 /// start, once the disk is fixed; it never goes on without the mark.
 fn replay_state_file(mark: Mark) {
-    if let Err(e) = state_file::write(Path::new("."), Loaded::Mark(mark)) {
+    if let Err(e) = state_file::write(Path::new("."), Contents::Mark(mark)) {
         problems::state_file_write_failed_in_recovery(&e);
     }
 }

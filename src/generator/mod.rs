@@ -91,7 +91,7 @@ pub struct Generator {
     /// no lease is granted until an operator settles it (see `upgrade`).
     not_carried: AtomicBool,
     /// The state file was lost and its copy with it, although this data directory handed out
-    /// ids (`state_file::Loaded::Lost`): no lease is granted until `snowflake_advance_past()`
+    /// ids (`state_file::Contents::Lost`): no lease is granted until `snowflake_advance_past()`
     /// or a replayed mark says where ids may go on.
     mark_lost: AtomicBool,
     /// The recovered mark was made with another layout than the configured one (kept in
@@ -152,7 +152,7 @@ pub struct Snapshot {
 impl Generator {
     /// The generator at server start (or after a crash reset shared memory), above the mark of
     /// the previous run.
-    pub fn starting_from(state: state_file::Loaded, layout: &Layout) -> Generator {
+    pub fn starting_from(state: state_file::Contents, layout: &Layout) -> Generator {
         let g = Generator {
             // 0, not the floor: the first renewal raises it (`raise_to_floor`), and warns if
             // the clock is behind the floor.
@@ -166,8 +166,8 @@ impl Generator {
             mark: AtomicU64::new(0),
             mark_lsn: AtomicU64::new(0),
             floor: AtomicU64::new(0),
-            not_carried: AtomicBool::new(state == state_file::Loaded::NotCarried),
-            mark_lost: AtomicBool::new(state == state_file::Loaded::Lost),
+            not_carried: AtomicBool::new(state == state_file::Contents::NotCarried),
+            mark_lost: AtomicBool::new(state == state_file::Contents::Lost),
             layout_differs: AtomicBool::new(false),
             recorded_layout: [AtomicU64::new(0), AtomicU64::new(0)],
             // With a registry, no id until it (or the lease cached from it) opens the ceiling.
@@ -184,7 +184,7 @@ impl Generator {
                 started_unix_ms: AtomicU64::new(clock::now_unix_ms().max(0) as u64),
             },
         };
-        if let state_file::Loaded::Mark(mark) = state {
+        if let state_file::Contents::Mark(mark) = state {
             g.raise_floor(mark, layout);
         }
         g

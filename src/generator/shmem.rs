@@ -41,13 +41,13 @@ impl Renewal {
 /// This process's view of the generator, the renewal lock and its condition variable; null
 /// until shared memory is set up, which only happens when the library is in
 /// `shared_preload_libraries`.
-pub struct Slot {
+pub struct GeneratorSlot {
     generator: AtomicPtr<Generator>,
     lock: AtomicPtr<pg_sys::LWLock>,
     renewal: AtomicPtr<Renewal>,
 }
 
-static SLOT: Slot = Slot {
+static SLOT: GeneratorSlot = GeneratorSlot {
     generator: AtomicPtr::new(std::ptr::null_mut()),
     lock: AtomicPtr::new(std::ptr::null_mut()),
     renewal: AtomicPtr::new(std::ptr::null_mut()),
@@ -55,7 +55,7 @@ static SLOT: Slot = Slot {
 
 const TRANCHE: &std::ffi::CStr = c"pg_snowflake";
 
-impl PgSharedMemoryInitialization for Slot {
+impl PgSharedMemoryInitialization for GeneratorSlot {
     type Value = Generator;
 
     /// # Safety
@@ -105,7 +105,7 @@ pub fn init() {
 /// corrupt state file stops the start: the ids of the previous run are unknown, and guessing
 /// could repeat them.
 // mutant: state_file
-fn recovered_state() -> state_file::Loaded {
+fn recovered_state() -> state_file::Contents {
     match state_file::recover(Path::new(".")) {
         Ok(recovered) => {
             problems::starting_state(recovered.account());

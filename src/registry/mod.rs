@@ -370,11 +370,11 @@ impl Registry {
     }
 }
 
-struct Slot(AtomicPtr<Registry>);
+struct RegistrySlot(AtomicPtr<Registry>);
 
-static SLOT: Slot = Slot(AtomicPtr::new(std::ptr::null_mut()));
+static SLOT: RegistrySlot = RegistrySlot(AtomicPtr::new(std::ptr::null_mut()));
 
-impl PgSharedMemoryInitialization for Slot {
+impl PgSharedMemoryInitialization for RegistrySlot {
     type Value = Registry;
 
     /// # Safety
