@@ -400,7 +400,8 @@ impl Cluster {
     #[track_caller]
     pub fn assert_ids_refused_at_start(&self) {
         let mut c = self.connect_ext();
-        let (state, message, hint) = expect_error(&mut c, "SELECT snowflake_next()");
+        let ServerError { code: state, message, hint, .. } =
+            expect_error(&mut c, "SELECT snowflake_next()");
         assert_eq!(state, "55000", "{}: {message}", self.name);
         assert!(message.contains("refused at server start"), "{message}");
         assert!(hint.contains("snowflake.* settings"), "{hint}");
@@ -806,14 +807,32 @@ pub fn why(e: &postgres::Error) -> String {
     }
 }
 
-/// The SQLSTATE, message and hint of a failed statement.
-pub fn db_error(e: &postgres::Error) -> (String, String, String) {
-    let db = e.as_db_error().unwrap_or_else(|| panic!("not a server error: {e}"));
-    (db.code().code().to_string(), db.message().to_string(), db.hint().unwrap_or("").to_string())
+/// An error a server sent, as a test looks at it: every part, named (0.5.0's helpers returned
+/// tuples whose third part was the hint for some and the detail for others).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ServerError {
+    /// The SQLSTATE.
+    pub code: String,
+    pub message: String,
+    /// "" when there is none.
+    pub detail: String,
+    /// "" when there is none.
+    pub hint: String,
 }
 
-/// Runs `sql` expecting an error; returns (sqlstate, message, hint).
-pub fn expect_error(client: &mut Client, sql: &str) -> (String, String, String) {
+/// The error of a failed statement; a panic if it is not the server's (a broken connection).
+pub fn db_error(e: &postgres::Error) -> ServerError {
+    let db = e.as_db_error().unwrap_or_else(|| panic!("not a server error: {e}"));
+    ServerError {
+        code: db.code().code().to_string(),
+        message: db.message().to_string(),
+        detail: db.detail().unwrap_or_default().to_string(),
+        hint: db.hint().unwrap_or_default().to_string(),
+    }
+}
+
+/// Runs `sql` expecting an error, and returns it.
+pub fn expect_error(client: &mut Client, sql: &str) -> ServerError {
     match client.batch_execute(sql) {
         Ok(()) => panic!("{sql} succeeded but should have failed"),
         Err(e) => db_error(&e),
@@ -824,7 +843,7 @@ pub fn expect_error(client: &mut Client, sql: &str) -> (String, String, String) 
 /// hint.
 #[track_caller]
 pub fn expect_error_is(client: &mut Client, sql: &str, error: &str) -> String {
-    let (state, got, hint) = expect_error(client, sql);
+    let ServerError { code: state, message: got, hint, .. } = expect_error(client, sql);
     assert_eq!(format!("{state}: {got}"), error, "{sql}");
     hint
 }
@@ -953,15 +972,10 @@ pub fn registry_stats(c: &mut Client) -> serde_json::Value {
     stats(c)["registry"].clone()
 }
 
-/// The error `snowflake_next()` gives now, as (sqlstate, message, detail).
-pub fn next_error(c: &mut Client) -> (String, String, String) {
+/// The error `snowflake_next()` gives now.
+pub fn next_error(c: &mut Client) -> ServerError {
     let e = c.query_one("SELECT snowflake_next()", &[]).expect_err("snowflake_next() should fail");
-    let db = e.as_db_error().unwrap_or_else(|| panic!("{e}"));
-    (
-        db.code().code().to_string(),
-        db.message().to_string(),
-        db.detail().unwrap_or_default().to_string(),
-    )
+    db_error(&e)
 }
 
 /// Polls until `snowflake_next()` fails with 55000 and `detail_part` in its message or detail.

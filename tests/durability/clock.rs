@@ -70,7 +70,8 @@ fn a_one_hour_step_back_fails_clearly_and_ids_resume_above_the_old_ones() {
     let before = batch(&mut c);
     clock.set(-3600.0);
     for _ in 0..3 {
-        let (state, message, hint) = expect_error(&mut c, "SELECT snowflake_next()");
+        let ServerError { code: state, message, hint, .. } =
+            expect_error(&mut c, "SELECT snowflake_next()");
         assert_eq!(state, "55000");
         assert_eq!(message, "the system clock is too far behind the last snowflake id");
         assert!(hint.contains("snowflake.max_drift"), "{hint}");
@@ -164,7 +165,7 @@ fn drift_wait_zero_fails_at_once_and_drift_wait_lets_a_short_step_pass() {
     let mut c = cluster.connect_ext();
     let mut all = batch(&mut c);
     clock.set(-1.2);
-    let (state, _, _) = expect_error(&mut c, "SELECT snowflake_next()");
+    let ServerError { code: state, .. } = expect_error(&mut c, "SELECT snowflake_next()");
     assert_eq!(state, "55000");
     cluster.append_conf(&["snowflake.drift_wait = '2s'"]);
     cluster.reload();

@@ -35,13 +35,13 @@ fn a_layout_change_that_would_go_below_old_ids_is_refused_until_reset() {
     );
     assert_eq!(stats(&mut c)["layout"]["recorded"], "twitter");
     // Only a superuser may reset.
-    let (state, ..) =
+    let ServerError { code: state, .. } =
         expect_error(&mut cluster.connect_as("app"), "SELECT snowflake_reset_layout()");
     assert_eq!(state, "42501");
     // Still refused after a restart: the refusal is durable until settled.
     cluster.restart("fast");
     let mut c = cluster.connect();
-    let (state, ..) = expect_error(&mut c, "SELECT snowflake_next()");
+    let ServerError { code: state, .. } = expect_error(&mut c, "SELECT snowflake_next()");
     assert_eq!(state, "55000");
     let reset: bool = c.scalar("SELECT snowflake_reset_layout()");
     assert!(reset);

@@ -115,7 +115,7 @@ fn an_emptied_state_file_without_its_copy_refuses_ids_until_advance_past() {
     );
     let mut c = cluster.connect();
     for sql in ["SELECT snowflake_next()", IDS] {
-        let (state, message, hint) = expect_error(&mut c, sql);
+        let ServerError { code: state, message, hint, .. } = expect_error(&mut c, sql);
         assert_eq!(
             (state.as_str(), message.as_str()),
             ("55000", "the ids this server handed out before its last start are not known"),

@@ -295,7 +295,7 @@ fn disk_faults_fail_calls_clearly_and_service_resumes() {
         let faults = pc.fs.stat("faults");
         pc.fs.ctl(rule);
         let err = new_lease(&mut c).unwrap_err();
-        let (state, message, _) = db_error(&err);
+        let ServerError { code: state, message, .. } = db_error(&err);
         assert_eq!(state, "58030", "{rule}: {message}");
         assert!(
             message.starts_with("could not write the snowflake state file")

@@ -424,7 +424,8 @@ fn a_state_file_that_cannot_be_replaced_costs_no_wal_per_failing_call_and_ids_re
         let (faults, before, began) =
             (dc.fs.stat("faults"), wal_insert_lsn(&mut c), Instant::now());
         for i in 0..2000 {
-            let (state, message, hint) = expect_error(&mut c, "SELECT snowflake_next()");
+            let ServerError { code: state, message, hint, .. } =
+                expect_error(&mut c, "SELECT snowflake_next()");
             assert_eq!(state, "58030", "call {i}: {message}");
             assert!(
                 message.starts_with(&format!(

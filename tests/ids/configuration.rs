@@ -10,7 +10,8 @@ use testkit as common;
 fn without_preloading_create_extension_works_and_next_says_what_to_do() {
     let cluster = Cluster::start_new("not_preloaded", &["shared_preload_libraries = ''"]);
     let mut c = cluster.connect_ext();
-    let (state, message, hint) = expect_error(&mut c, "SELECT snowflake_next()");
+    let ServerError { code: state, message, hint, .. } =
+        expect_error(&mut c, "SELECT snowflake_next()");
     assert_eq!(state, "55000");
     assert!(message.contains("shared_preload_libraries"), "{message}");
     assert!(hint.contains("shared_preload_libraries") && hint.contains("restart"), "{hint}");
@@ -18,7 +19,8 @@ fn without_preloading_create_extension_works_and_next_says_what_to_do() {
     let worker: i32 = c.scalar("SELECT (snowflake_decode(4096)).worker_id");
     assert_eq!(worker, 1);
     // A second backend, too.
-    let (state, ..) = expect_error(&mut cluster.connect(), "SELECT snowflake_next()");
+    let ServerError { code: state, .. } =
+        expect_error(&mut cluster.connect(), "SELECT snowflake_next()");
     assert_eq!(state, "55000");
 }
 
@@ -32,7 +34,7 @@ fn unset_worker_id_fails_loudly_with_a_hint_to_set_it() {
         "55000: snowflake.worker_id is not set",
         "ALTER SYSTEM SET snowflake.worker_id",
     );
-    let (state, ..) = expect_error(
+    let ServerError { code: state, .. } = expect_error(
         &mut c,
         "CREATE TABLE t (id bigint DEFAULT snowflake_next()); INSERT INTO t DEFAULT VALUES",
     );
@@ -45,7 +47,7 @@ fn alter_system_validates_the_worker_id_and_a_restart_applies_it() {
     let mut c = cluster.connect_ext();
     // (PostgreSQL rounds decimals such as 1.5 for every integer setting, so those pass.)
     for bad in ["1024", "-2", "'abc'", "'5 workers'", "99999999999"] {
-        let (state, message, _) =
+        let ServerError { code: state, message, .. } =
             expect_error(&mut c, &format!("ALTER SYSTEM SET snowflake.worker_id = {bad}"));
         assert_eq!(state, "22023", "{bad}: {message}");
     }
@@ -59,7 +61,8 @@ fn alter_system_validates_the_worker_id_and_a_restart_applies_it() {
             .scalar("SELECT pending_restart FROM pg_settings WHERE name = 'snowflake.worker_id'");
         pending.then_some(()).ok_or("the reload did not see the new worker id".into())
     });
-    let (state, ..) = expect_error(&mut cluster.connect(), "SELECT snowflake_next()");
+    let ServerError { code: state, .. } =
+        expect_error(&mut cluster.connect(), "SELECT snowflake_next()");
     assert_eq!(state, "55000");
     cluster.restart("fast");
     let worker: i32 =
@@ -92,9 +95,10 @@ fn a_plain_user_can_generate_but_not_reconfigure() {
     let worker: i32 =
         app.query_one("SELECT (snowflake_decode($1)).worker_id", &[&id]).unwrap().get(0);
     assert_eq!(worker, 1);
-    let (state, ..) = expect_error(&mut app, "SET snowflake.worker_id = 3");
+    let ServerError { code: state, .. } = expect_error(&mut app, "SET snowflake.worker_id = 3");
     assert_eq!(state, "55P02");
-    let (state, ..) = expect_error(&mut app, "ALTER SYSTEM SET snowflake.worker_id = 3");
+    let ServerError { code: state, .. } =
+        expect_error(&mut app, "ALTER SYSTEM SET snowflake.worker_id = 3");
     assert_eq!(state, "42501");
 }
 
@@ -312,7 +316,8 @@ fn an_unwritable_state_file_fails_each_call_without_writing_wal() {
     let lsn = |c: &mut Client| -> String { c.scalar("SELECT pg_current_wal_insert_lsn()::text") };
     let before = lsn(&mut c);
     for i in 0..1000 {
-        let (state, message, hint) = expect_error(&mut c, "SELECT snowflake_next()");
+        let ServerError { code: state, message, hint, .. } =
+            expect_error(&mut c, "SELECT snowflake_next()");
         assert_eq!(state, "58030", "call {i}: {message}");
         assert!(message.starts_with("could not write the snowflake state file"), "{message}");
         assert!(hint.contains("free space and permissions"), "{hint}");

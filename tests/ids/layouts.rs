@@ -51,7 +51,8 @@ fn js53_ids_stay_below_2_to_the_53() {
     let (ms, worker, _) = decode_id(&mut c, ids[19_999]);
     assert_eq!(worker, 63);
     assert!((ms - unix_ms()).abs() < 5_000, "{ms}");
-    let (state, ..) = expect_error(&mut c, "ALTER SYSTEM SET snowflake.worker_id = 64");
+    let ServerError { code: state, .. } =
+        expect_error(&mut c, "ALTER SYSTEM SET snowflake.worker_id = 64");
     assert_eq!(state, "22023");
 }
 

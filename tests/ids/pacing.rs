@@ -239,7 +239,7 @@ fn a_paced_call_waits_no_longer_than_drift_wait() {
     );
     cluster.connect_ext();
     let stop = AtomicBool::new(false);
-    let errors: Vec<(String, String, String)> = std::thread::scope(|s| {
+    let errors: Vec<ServerError> = std::thread::scope(|s| {
         // The workers loop until `stop`: a panic here must stop them (see StopOnDrop).
         let _stop = StopOnDrop(&stop);
         let handles: Vec<_> = (0..6)
@@ -265,7 +265,7 @@ fn a_paced_call_waits_no_longer_than_drift_wait() {
     let stats = stats(&mut cluster.connect());
     eprintln!("drift_wait 0: {} bursts failed at their turn; {stats}", errors.len());
     assert!(!errors.is_empty(), "no paced call failed with drift_wait = 0: a turn was waited for");
-    for (code, message, hint) in &errors {
+    for ServerError { code, message, hint, .. } in &errors {
         assert_eq!(
             (code.as_str(), message.as_str()),
             ("55000", "snowflake_next() waited too long for its turn")

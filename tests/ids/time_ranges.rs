@@ -1728,7 +1728,8 @@ fn pruning_expression_indexes_volatile_arguments_and_views_keep_working() {
     let mut app =
         Client::connect(&cluster.conninfo("app").replace("dbname=postgres", "dbname=views"), NoTls)
             .unwrap();
-    let (state, ..) = expect_error(&mut app, "SELECT ext.snowflake_timestamp(1)");
+    let ServerError { code: state, .. } =
+        expect_error(&mut app, "SELECT ext.snowflake_timestamp(1)");
     assert_eq!(state, "42501", "app must not have USAGE on ext");
     let n = app.query("SELECT * FROM public.recent", &[]).unwrap().len();
     assert_eq!(n, 1);

@@ -60,7 +60,8 @@ fn adopt_switches_serial_and_identity_columns_and_keeps_foreign_keys() {
     assert_eq!(identities, 0);
     let parent = one_i64(&mut c, "SELECT max(id) FROM serial_t");
     c.batch_execute(&format!("INSERT INTO child (parent) VALUES ({parent})")).unwrap();
-    let (state, ..) = expect_error(&mut c, "INSERT INTO child (parent) VALUES (123456789)");
+    let ServerError { code: state, .. } =
+        expect_error(&mut c, "INSERT INTO child (parent) VALUES (123456789)");
     assert_eq!(state, "23503");
     // Adopting twice changes nothing.
     c.batch_execute("SELECT snowflake_adopt('serial_t', 'id')").unwrap();
@@ -130,7 +131,8 @@ fn adopt_refuses_clearly() {
         ),
         ("SELECT snowflake_adopt('v', 'id')", "42809", "public.v is not a table"),
     ] {
-        let (got_state, got_message, hint) = expect_error(&mut c, sql);
+        let ServerError { code: got_state, message: got_message, hint, .. } =
+            expect_error(&mut c, sql);
         assert_eq!((got_state.as_str(), got_message.as_str()), (state, message), "{sql}");
         if state == "42804" {
             assert!(
@@ -257,7 +259,7 @@ fn privileges_follow_postgresql_conventions() {
         "SELECT snowflake_advance_past(1)",
         "SELECT snowflake_adopt('t', 'id')",
     ] {
-        let (state, message, _) = expect_error(&mut app, sql);
+        let ServerError { code: state, message, .. } = expect_error(&mut app, sql);
         assert_eq!(state, "42501", "{sql}: {message}");
         assert!(message.starts_with("permission denied for function"), "{message}");
     }
@@ -311,7 +313,7 @@ fn stats_count_ids_steps_and_waits() {
     ids(&mut cluster.connect(), "SELECT snowflake_next() FROM generate_series(1, 3000)");
     clock.set(-5.0);
     for _ in 0..2 {
-        let (state, ..) = expect_error(&mut c, "SELECT snowflake_next()");
+        let ServerError { code: state, .. } = expect_error(&mut c, "SELECT snowflake_next()");
         assert_eq!(state, "55000");
     }
     let stats: serde_json::Value = c
@@ -355,7 +357,7 @@ fn text_arguments_in_other_encodings_are_errors_of_their_own() {
             ("SELECT snowflake_decode(1, 'twitt\u{e9}r')", "22023"),
             ("SELECT snowflake_compose(now(), 1, 0, 'twitt\u{e9}r')", "22023"),
         ] {
-            let (got, message, _) = expect_error(&mut c, sql);
+            let ServerError { code: got, message, .. } = expect_error(&mut c, sql);
             assert_eq!(got, state, "{encoding}: {sql}: {message}");
         }
         let id = one_i64(

@@ -89,7 +89,7 @@ fn package_in_debians_own_postgresql_makes_ids_across_a_restart_and_a_promotion(
     let standby = primary.basebackup("standby");
     standby.start(-30.0);
     let mut s = standby.connect();
-    let (code, message, _) = expect_error(&mut s, "SELECT snowflake_next()");
+    let ServerError { code, message, .. } = expect_error(&mut s, "SELECT snowflake_next()");
     assert_eq!(
         (code.as_str(), message.as_str()),
         ("25006", "cannot generate snowflake ids on a standby server")

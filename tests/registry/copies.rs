@@ -158,7 +158,7 @@ fn a_clean_shutdown_gives_the_lease_back_and_its_next_holder_starts_above_every_
     wants.start();
     let mut cw = wants.connect_ext();
     wants.await_log_line(0, &["WARNING:", &format!("worker id {w} of namespace")]);
-    assert_eq!(next_error(&mut cw).0, "55000");
+    assert_eq!(next_error(&mut cw).code, "55000");
     original.stop("fast");
     let stopped = Instant::now();
     original.await_log_line(0, &["LOG:", &format!("worker id {w} is given back to the registry")]);
@@ -218,16 +218,14 @@ fn a_worker_id_given_back_ahead_of_the_clock_says_why_its_next_holder_waits() {
         member("copy_ahead_n", &hub, "fleet", &conf.iter().map(String::as_str).collect::<Vec<_>>());
     next.start();
     let mut cn = next.connect_ext();
-    // (SQLSTATE, message, detail)
-    let mut said = (String::new(), String::new(), String::new());
+    let mut said = ServerError::default();
     poll(Duration::from_secs(30), Duration::from_millis(20), || {
         match cn.query_one("SELECT snowflake_next()", &[]) {
             Ok(_) => Err("an id before the clock reached its previous holder's ids".into()),
             Err(e) => {
                 let error = db_error(&e);
-                if error.1.contains("previous holder") {
-                    let detail = e.as_db_error().and_then(|d| d.detail()).unwrap_or_default();
-                    said = (error.0, error.1, detail.to_string());
+                if error.message.contains("previous holder") {
+                    said = error;
                     Ok(())
                 } else {
                     Err(format!("{error:?}"))
@@ -236,8 +234,8 @@ fn a_worker_id_given_back_ahead_of_the_clock_says_why_its_next_holder_waits() {
         }
     });
     println!("the next holder, before the clock gets there: {said:?}");
-    assert_eq!(said.0, "55000");
-    assert!(said.2.contains(&format!("worker id {w}")), "{said:?}");
+    assert_eq!(said.code, "55000");
+    assert!(said.detail.contains(&format!("worker id {w}")), "{said:?}");
     // And once the clock got there, ids above the original's.
     let first = first_id(&mut cn, Duration::from_secs(30));
     assert!(first > ahead, "{first} is not above {ahead}");
@@ -549,7 +547,7 @@ fn with_the_registry_down_a_copy_makes_no_id_and_its_original_restarts_with_its_
     assert_eq!(worker_id_of(&mut co, id), w);
     assert_eq!(registry_stats(&mut co)["source"], "cached");
     let mut cc = copy.connect_ext();
-    let (code, message, _) = next_error(&mut cc);
+    let ServerError { code, message, .. } = next_error(&mut cc);
     println!("the copy, with the registry down: {code}: {message}");
     assert_eq!(code, "55000");
     copy.assert_logged("was copied, moved or restarted after a reboot", "the copy said nothing");

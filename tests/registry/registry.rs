@@ -242,7 +242,7 @@ fn bad_registry_settings_and_calls_give_clear_errors_never_a_guessed_worker_id()
     );
     malformed.start();
     let mut c = malformed.connect_ext();
-    let (code, message, detail) = next_error(&mut c);
+    let ServerError { code, message, detail, .. } = next_error(&mut c);
     assert_eq!(code, "55000");
     assert!(message.contains("holds no worker id lease"), "{message}");
     assert!(
@@ -301,7 +301,7 @@ fn bad_registry_settings_and_calls_give_clear_errors_never_a_guessed_worker_id()
     // A namespace PostgreSQL accepts but the registry cannot key on.
     let empty = member("reg_bad_ns", &hub, "fleet", &["snowflake.registry_namespace = ''"]);
     empty.start();
-    let (_, _, detail) = next_error(&mut empty.connect_ext());
+    let ServerError { detail, .. } = next_error(&mut empty.connect_ext());
     assert!(detail.contains("snowflake.registry_namespace"), "{detail}");
 
     // The lease function's own checks, for whoever calls it by hand.
@@ -317,7 +317,7 @@ fn bad_registry_settings_and_calls_give_clear_errors_never_a_guessed_worker_id()
         ("'x', 'twitter', 1288834974657, 1, 41, 10, 12, NULL, 1, 1, 'n', 10000, 0", "22004"),
     ] {
         let call = format!("SELECT * FROM snowflake.snowflake_registry_lease({args})");
-        let (code, ..) = expect_error(&mut h, &call);
+        let ServerError { code, .. } = expect_error(&mut h, &call);
         assert_eq!(code, state, "{call}");
     }
     // And those of 0.6.0's: a place and secrets of 64 hexadecimal digits, a next secret with
@@ -334,7 +334,7 @@ fn bad_registry_settings_and_calls_give_clear_errors_never_a_guessed_worker_id()
             "SELECT * FROM snowflake.snowflake_registry_hold('x', 'twitter', 1288834974657, 1, \
              41, 10, 12, false, 1, NULL, 1, 'n', 10000, 0, {tail})"
         );
-        let (code, ..) = expect_error(&mut h, &call);
+        let ServerError { code, .. } = expect_error(&mut h, &call);
         assert_eq!(code, state, "{call}");
     }
     // The members' role leases through the function and nothing else: it cannot lower a
@@ -347,14 +347,14 @@ fn bad_registry_settings_and_calls_give_clear_errors_never_a_guessed_worker_id()
         "INSERT INTO snowflake.snowflake_registry_namespaces
          VALUES ('y', 'twitter', 0, 1, 41, 10, 12, false, now())",
     ] {
-        let (code, ..) = expect_error(&mut f, sql);
+        let ServerError { code, .. } = expect_error(&mut f, sql);
         assert_eq!(code, "42501", "{sql}");
     }
     // A plain role in a member sees that there is no lease, not the registry's host or roles.
     let mut c = nowhere.connect();
     c.batch_execute("CREATE ROLE app LOGIN").unwrap();
     let mut app = nowhere.connect_as("app");
-    let (code, message, detail) = next_error(&mut app);
+    let ServerError { code, message, detail, .. } = next_error(&mut app);
     assert_eq!(code, "55000");
     assert!(message.contains("holds no worker id lease"), "{message}");
     assert!(!detail.contains("127.0.0.1") && detail.contains("snowflake_stats()"), "{detail}");
@@ -365,7 +365,8 @@ fn bad_registry_settings_and_calls_give_clear_errors_never_a_guessed_worker_id()
     // A plain role without the grants reads nothing and leases nothing.
     h.batch_execute("CREATE ROLE nobody LOGIN").unwrap();
     let mut n = hub.connect_as("nobody");
-    let (code, ..) = expect_error(&mut n, "SELECT * FROM snowflake.snowflake_registry");
+    let ServerError { code, .. } =
+        expect_error(&mut n, "SELECT * FROM snowflake.snowflake_registry");
     assert_eq!(code, "42501");
     for call in [
         "SELECT * FROM snowflake.snowflake_registry_hold('x', 'twitter', 1288834974657, 1, 41, 10,
@@ -375,7 +376,7 @@ fn bad_registry_settings_and_calls_give_clear_errors_never_a_guessed_worker_id()
                                                          12, false, 1, 1, 'n', 10000, 0)",
         "SELECT * FROM snowflake_registry_lease('x', 'twitter', 1023, 1, 1, 'n', 10000, 0)",
     ] {
-        let (code, ..) = expect_error(&mut n, call);
+        let ServerError { code, .. } = expect_error(&mut n, call);
         assert_eq!(code, "42501", "{call}");
     }
 }
@@ -475,7 +476,7 @@ fn the_registry_checks_what_members_send_and_tells_them_no_holder() {
             &[&wanted, &cluster, &lease_ms, &covered],
         )
     };
-    let (code, ..) = db_error(&lease(&mut fleet, 5, 1, 10_000, -5).unwrap_err());
+    let ServerError { code, .. } = db_error(&lease(&mut fleet, 5, 1, 10_000, -5).unwrap_err());
     assert_eq!(code, "22023");
     let row = lease(&mut fleet, 5, 1, 3_600_000, 1).unwrap();
     assert_eq!(row.get::<_, String>(0), "granted");

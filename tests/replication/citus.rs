@@ -335,7 +335,8 @@ fn adopt_on_distributed_tables(citus: &Citus, c: &mut Client) {
          INSERT INTO legacy (note) SELECT 'old' FROM generate_series(1, 100);",
     )
     .unwrap();
-    let (code, message, hint) = expect_error(c, "SELECT snowflake_adopt('legacy', 'id')");
+    let ServerError { code, message, hint, .. } =
+        expect_error(c, "SELECT snowflake_adopt('legacy', 'id')");
     println!("adopt on a distribution column: {code}: {message} (hint: {hint})");
     assert_eq!(code, "0A000", "{message}");
     assert!(message.contains("distribution column"), "{message}");
@@ -656,7 +657,7 @@ fn ids_with_hook(c: &mut Client, on: bool, sql: &str) -> Result<Vec<i64>, String
             ids.sort_unstable();
             Ok(ids)
         }
-        Err(e) => Err(db_error(&e).0),
+        Err(e) => Err(db_error(&e).code),
     };
     let _ = t.rollback();
     out

@@ -457,6 +457,6 @@ fn a_patroni_failover_gives_the_new_leader_a_worker_id_of_its_own() {
     p.run("m1");
     p.wait_for("m1", "replica", Duration::from_secs(120));
     let mut old = Client::connect(&node_conninfo(p1), NoTls).unwrap();
-    let (state, ..) = expect_error(&mut old, "SELECT snowflake_next()");
+    let ServerError { code: state, .. } = expect_error(&mut old, "SELECT snowflake_next()");
     assert_eq!(state, "25006", "the old leader, now a replica, refuses ids");
 }

@@ -123,7 +123,7 @@ fn a_promoted_synchronous_standby_continues_above_whatever_sessions_asked() {
         }
     });
     p.batch_execute("SET statement_timeout = '500ms'").unwrap();
-    let (state, ..) = expect_error(&mut p, "SELECT snowflake_next()");
+    let ServerError { code: state, .. } = expect_error(&mut p, "SELECT snowflake_next()");
     assert_eq!(state, "57014");
 
     // The primary dies; the standby comes back without it and is promoted.

@@ -253,7 +253,7 @@ fn default_privileges_do_not_open_the_administrators_functions_and_tables() {
             ("SELECT * FROM snowflake.snowflake_claims", "42501"),
             ("SELECT * FROM snowflake.snowflake_clashes", "42501"),
         ] {
-            let (got, message, _) = expect_error(&mut app, sql);
+            let ServerError { code: got, message, .. } = expect_error(&mut app, sql);
             assert_eq!(got, state, "{sql}: {message}");
         }
         // What applications need stays open.
@@ -267,7 +267,7 @@ fn default_privileges_do_not_open_the_administrators_functions_and_tables() {
         .unwrap();
         app.query_one("SELECT snowflake_advance_past(1)", &[]).unwrap();
         for sql in ["SELECT snowflake_reset_layout()", "SELECT snowflake_claim()"] {
-            let (state, message, hint) = expect_error(&mut app, sql);
+            let ServerError { code: state, message, hint, .. } = expect_error(&mut app, sql);
             assert_eq!(state, "42501", "{sql}: {message}");
             assert!(message.starts_with("permission denied for function"), "{message}");
             assert_eq!(hint, "Run it as a superuser.");
@@ -425,7 +425,7 @@ fn a_snowflake_schema_handed_to_another_role_is_used_by_nothing_privileged() {
         "SELECT * FROM snowflake.snowflake_registry_lease('x', 'twitter', 1288834974657, 1, 41,
              10, 12, false, NULL, 1, 'n', 10000, 0)",
     ] {
-        let (state, message, _) = expect_error(&mut su, sql);
+        let ServerError { code: state, message, .. } = expect_error(&mut su, sql);
         assert_eq!(state, "42501", "{sql}: {message}");
         assert!(message.contains("snowflake"), "{message}");
     }

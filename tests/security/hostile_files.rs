@@ -191,7 +191,8 @@ fn a_lease_cache_that_is_not_a_regular_file_is_reported_and_ignored() {
             planted.described()
         );
         assert!(log.contains(&expected), "{planted:?}: the log lacks {expected:?}:\n{log}");
-        let (code, _, _) = expect_error(&mut cluster.connect_ext(), "SELECT snowflake_next()");
+        let ServerError { code, .. } =
+            expect_error(&mut cluster.connect_ext(), "SELECT snowflake_next()");
         assert_eq!(code, "55000", "{planted:?}");
         eprintln!("{planted:?} in place of the lease cache: started in {took:?}");
         cluster.stop("fast");

@@ -526,7 +526,7 @@ fn passwords_are_masked_in_the_log_the_error_and_the_stats() {
         m.start();
         let mut c = m.connect_ext();
         let (detail, _) = refused_without_an_id(&mut c, masked, REFUSED_WITHIN);
-        let (code, message, _) = next_error(&mut c);
+        let ServerError { code, message, .. } = next_error(&mut c);
         assert_eq!(code, "55000");
         eprintln!("{setting}: {message} ({detail})");
         let shown = format!("{message} {detail} {}", stats(&mut c));

@@ -158,7 +158,7 @@ fn passwords_that_libpq_quotes_are_masked() {
         let mut c = m.connect_ext();
         let started = Instant::now();
         let detail = loop {
-            let (code, message, detail) = next_error(&mut c);
+            let ServerError { code, message, detail, .. } = next_error(&mut c);
             if detail.contains("not a valid connection string") || started.elapsed().as_secs() > 30
             {
                 break format!("{code}: {message} ({detail})");
