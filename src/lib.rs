@@ -9,7 +9,9 @@ compile_error!(
 
 // The id itself, in plain Rust, and the files of the data directory: the crate in core/, which
 // `make check` tests in seconds without PostgreSQL; named here as modules of this crate.
-pub(crate) use pg_snowflake_core::{clock, data_file, layout, mark, pacing, state_file, text};
+pub(crate) use pg_snowflake_core::{
+    clock, data_file, layout, mark, network, pacing, state_file, text,
+};
 
 // The generator and its durability.
 mod generator; // the lease protocol, owner of the shared state
@@ -20,6 +22,7 @@ mod wait_event; // what a waiting session shows in pg_stat_activity
 mod wal; // the custom WAL resource manager
 
 // Configuration, and how problems are reported (each module raises its own, at its check).
+mod address; // worker ids from the server's own address (snowflake.worker_id_network)
 mod errors; // the report builder: SQLSTATE, message, hint; depends on no other module
 mod gucs; // the snowflake.* settings
 mod identity; // where this data directory runs, and a start's secret (copies tell apart)
@@ -74,6 +77,9 @@ pub extern "C-unwind" fn _PG_init() {
     gucs::init();
     generator::init();
     registry::init(); // after the generator: its shared memory starts from the generator's
+    if address::source().is_some() {
+        generator::on_ahead(address::explain_ahead);
+    }
     wal::register(wal::Replay {
         mark: |mark| generator::get().replay_mark(mark),
         reset: |mark| generator::get().replay_reset(mark),

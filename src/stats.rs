@@ -98,6 +98,17 @@ fn collect() -> Value {
         // `snowflake.registry`; null while there is none (unset and no lease held, or the
         // settings refused at start).
         "worker_id": worker_id,
+        // Where it came from: `setting` (`snowflake.worker_id`), `registry`, or `address`
+        // (`snowflake.worker_id_network`, with `address` below); null while there is none.
+        "worker_id_from": worker_id.map(|_| {
+            if crate::address::source().is_some() {
+                "address"
+            } else if gucs::registry().is_some() {
+                "registry"
+            } else {
+                "setting"
+            }
+        }),
         "layout": layout_json,
         // The id every next id is above: the last one handed out since the server started, or a
         // floor set since (`snowflake_advance_past`, a restart's mark once an id was made); null
@@ -137,6 +148,11 @@ fn collect() -> Value {
         "since": iso_unix(g.started_unix_ms),
     });
     // The worker-id lease from `snowflake.registry`; absent without a registry.
+    // With `snowflake.worker_id_network` (else absent): the network and this server's address in
+    // it, whose offset is the worker id.
+    if let Some((network, address)) = crate::address::source() {
+        stats["address"] = json!({ "network": network, "address": address });
+    }
     if let Some(registry) = registry_stats() {
         stats["registry"] = registry;
     }

@@ -238,7 +238,9 @@ impl Generator {
             return None;
         }
         self.tick.fetch_max(layout.tick_at(floor).0, Ordering::AcqRel);
-        if floor > now.saturating_add(layout.units_covering(LEASE_AHEAD_MS)) {
+        if floor > now.saturating_add(layout.units_covering(LEASE_AHEAD_MS))
+            && floor != self.floor_on_purpose.load(Ordering::Acquire)
+        {
             let by_ms = (floor - now) * layout.unit_ms;
             let events = self.counters.step_back(by_ms);
             return Some((by_ms, events));
@@ -316,6 +318,16 @@ fn refuse_beyond_ceiling() -> ! {
 }
 
 impl Generator {
+    /// At server start (in the postmaster, before any backend exists): ids start above Unix ms
+    /// `ms`, ahead of the clock on purpose (see `address`), which is no clock step.
+    pub fn floor_ahead_on_purpose(&self, layout: &Layout, ms: i64) {
+        let floor = units_above(layout, ms);
+        if floor > self.floor.load(Ordering::Acquire) {
+            self.floor.store(floor, Ordering::Release);
+            self.floor_on_purpose.store(floor, Ordering::Release);
+        }
+    }
+
     /// With a registry, at server start (in the postmaster, before any backend exists, so
     /// without a lock): the cached lease's floor and ceiling, in Unix ms.
     pub fn start_with_lease(&self, layout: &Layout, start_above_ms: i64, until_ms: i64) {

@@ -100,6 +100,9 @@ pub struct Generator {
     layout_differs: AtomicBool,
     /// That layout, as `mark::layout_to_bytes` writes it, in two words.
     recorded_layout: [AtomicU64; 2],
+    /// A floor set ahead of the clock on purpose at start (the reuse rule of a worker id from
+    /// the server's address, see `address`): reaching it is not a clock step back.
+    floor_on_purpose: AtomicU64,
     /// Rule 5: the time unit no mark may reach. `u64::MAX` without a registry; with one, the
     /// end of the registry's lease, 0 until there is one and after it was lost.
     ceiling: AtomicU64,
@@ -170,6 +173,7 @@ impl Generator {
             mark_lost: AtomicBool::new(state == state_file::Contents::Lost),
             layout_differs: AtomicBool::new(false),
             recorded_layout: [AtomicU64::new(0), AtomicU64::new(0)],
+            floor_on_purpose: AtomicU64::new(0),
             // With a registry, no id until it (or the lease cached from it) opens the ceiling.
             ceiling: AtomicU64::new(if gucs::registry().is_some() { 0 } else { u64::MAX }),
             write_failure: write_failure::WriteFailure::new(),
@@ -186,6 +190,12 @@ impl Generator {
         };
         if let state_file::Contents::Mark(mark) = state {
             g.raise_floor(mark, layout);
+        }
+        // A worker id from the server's address starts above what the address's previous
+        // holder may have made (`address`): a floor ahead of the clock on purpose.
+        // mutant: address_reuse
+        if let Some(ms) = crate::address::reuse_floor_ms() {
+            g.floor_ahead_on_purpose(layout, ms);
         }
         g
     }

@@ -15,7 +15,7 @@ mod written;
 use table::{
     define_layout, define_the_rest, parse_epoch, CLAIMS_DATABASE, CLAIMS_INTERVAL, DRIFT_WAIT,
     EPOCH, LAYOUT, MAX_DRIFT, REGISTRY, REGISTRY_LEASE, REGISTRY_NAMESPACE, SEQUENCE_BITS,
-    TIME_BITS, TIME_RANGES, TIME_UNIT, WORKER_BITS, WORKER_ID,
+    TIME_BITS, TIME_RANGES, TIME_UNIT, WORKER_BITS, WORKER_ID, WORKER_ID_NETWORK,
 };
 use written::Written;
 
@@ -142,6 +142,25 @@ fn resolve(layout: Result<Layout, String>) -> Resolved {
             };
         }
     }
+    // From the server's address (`address`): beside neither of the other two ways.
+    if let Some(network) = worker_id_network() {
+        let other = match (registry(), requested_worker_id()) {
+            (Some(_), _) => Some("snowflake.registry"),
+            (None, Some(_)) => Some("snowflake.worker_id"),
+            (None, None) => None,
+        };
+        let derived = match other {
+            Some(other) => Err(format!(
+                "snowflake.worker_id_network and {other} both give the worker id: set only one \
+                 (snowflake.worker_id = -1 and snowflake.registry empty with the network)"
+            )),
+            None => crate::address::derive(&network, &layout, max_drift_ms()),
+        };
+        return match derived {
+            Ok(w) => Resolved { layout, worker_id: Some(w), problem: None },
+            Err(problem) => Resolved { layout, worker_id: None, problem: Some(problem) },
+        };
+    }
     // PostgreSQL keeps the value within the layout's range (see `init`). With a registry, the
     // worker id is what the registry leases (see `registry`), not the setting.
     Resolved {
@@ -196,6 +215,11 @@ pub fn worker_id() -> Option<u32> {
 // mutant: worker_unset
 pub fn requested_worker_id() -> Option<u32> {
     u32::try_from(WORKER_ID.get()).ok()
+}
+
+/// `snowflake.worker_id_network`, if set: the network whose addresses give worker ids.
+pub fn worker_id_network() -> Option<String> {
+    WORKER_ID_NETWORK.get()
 }
 
 /// The registry's connection string, if one is configured.

@@ -265,6 +265,16 @@ strs! {
     /// Servers whose ids meet (in one table, or at one subscriber) lease from one namespace; each
     /// namespace and layout has its own worker ids. 1 to 63 characters.
     REGISTRY_NAMESPACE: c"snowflake.registry_namespace" = Some(c"default"), GucFlags::empty();
+
+    /// Sets the network whose addresses give worker ids: the worker id is this server's address within it.
+    ///
+    /// Empty (the default): snowflake.worker_id or snowflake.registry gives the worker id. Set
+    /// (for example 10.244.0.0/16, a Kubernetes pod network), the worker id is the offset of this
+    /// server's one address in that network from its first address; the network may hold no
+    /// more addresses than the layout has worker ids, and no other server of this network
+    /// namespace may hold that worker id. snowflake.worker_id stays -1 and snowflake.registry
+    /// empty.
+    WORKER_ID_NETWORK: c"snowflake.worker_id_network" = None, GucFlags::empty();
 }
 
 impl Str {
@@ -341,7 +351,7 @@ pub(super) fn define_the_rest(max_worker_id: i32) {
         GucContext::Userset,
         GucFlags::default(),
     );
-    for string in [&CLAIMS_DATABASE, &REGISTRY, &REGISTRY_NAMESPACE] {
+    for string in [&CLAIMS_DATABASE, &REGISTRY, &REGISTRY_NAMESPACE, &WORKER_ID_NETWORK] {
         string.define();
     }
 }
@@ -406,7 +416,9 @@ pub(super) fn parse_epoch(text: &str) -> Result<i64, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{LayoutSetting, CLAIMS_DATABASE, INTS, REGISTRY, REGISTRY_NAMESPACE};
+    use super::{
+        LayoutSetting, CLAIMS_DATABASE, INTS, REGISTRY, REGISTRY_NAMESPACE, WORKER_ID_NETWORK,
+    };
     use crate::layout::Preset;
     use pgrx::GucEnum;
     use std::ffi::CStr;
@@ -415,10 +427,9 @@ mod tests {
     /// read as that preset, and no other.
     #[test]
     fn every_row_is_described_in_two_paragraphs() {
-        let docs = INTS
-            .iter()
-            .map(|i| i.docs)
-            .chain([&CLAIMS_DATABASE, &REGISTRY, &REGISTRY_NAMESPACE].map(|s| s.docs));
+        let docs = INTS.iter().map(|i| i.docs).chain(
+            [&CLAIMS_DATABASE, &REGISTRY, &REGISTRY_NAMESPACE, &WORKER_ID_NETWORK].map(|s| s.docs),
+        );
         for doc in docs {
             let paragraphs = doc.split(|l| l.trim().is_empty()).filter(|p| !p.is_empty()).count();
             assert_eq!(paragraphs, 2, "{doc:?}");
