@@ -97,6 +97,8 @@ MUTATIONS=(
   "registry_release~a lease given back at a clean shutdown runs on~s/               expires = LEAST\(g.expires, pg_catalog.now\(\)\),/               expires = g.expires,/"
   "registry_release_resumed~a lease resumed by its place and given back lowers the coverage of the start it cut off~s/covered_until_ms = GREATEST\(g.start_above_ms, g.resumed_above_ms,/covered_until_ms = GREATEST(g.start_above_ms,/"
   "ahead_because~a next holder waiting for its previous holder's ids says the clock is behind~s/    if let Some\\(why\\) = AHEAD_BECAUSE.get\\(\\).and_then\\(\\|explain\\| explain\\(\\)\\) \\{/    if let Some(why) = None::<String> {/"
+  "address_hold~a worker id from an address is not held in the network namespace~s/    let held = network::hold_in_namespace\(&network, worker_id\)/    let held = network::hold_in_namespace(\&network, worker_id.wrapping_add(std::process::id()))/"
+  "address_reuse~a worker id from an address starts at the clock, below what the address's previous server made~s/        if let Some\(ms\) = crate::address::reuse_floor_ms\(\) \{/        if let Some(ms) = None::<i64> {/"
   "registry_release_cache~a lease given back stays in the cache, for a start in place to use~s/    cached.covered_until_ms = 0;\n//"
   "release_bound~a lease given back records none of the ids made under it~s/let bound = self\n            .mark\n            .load\(Ordering::Acquire\)\n            .max\(self.floor.load\(Ordering::Acquire\)\)\n            .max\(tick_units\);/let bound = tick_units.min(0);/"
   "release_at_stop_only~a registry worker terminated alone gives its lease back~s/        .is_ok_and\(\|pid_file\| pid_file.lines\(\).nth\(7\).is_some_and\(\|s\| s.trim\(\) == \"stopping\"\)\)/        .map_or(true, |_| true)/"

@@ -146,7 +146,8 @@ if [ "$PURPOSE" != build ]; then
   ! has 15 || PACKAGES+=(postgresql-15)
 fi
 if [ "$PURPOSE" = test ]; then
-  PACKAGES+=(sudo faketime libfaketime python3-venv fuse3 lintian)
+  # iproute2: the network namespaces of tests/replication/worker_ids_from_addresses.rs.
+  PACKAGES+=(sudo faketime libfaketime python3-venv fuse3 lintian iproute2)
   # The Debian roots of tests/packaging/debian.rs and tests/packaging/repo.rs, and the repository of scripts/repo.sh.
   PACKAGES+=(debootstrap gnupg dpkg-dev)
   # What only suites that do not run on 19 use (their `//! Majors:` lines, scripts/test-suites.py):

@@ -139,8 +139,7 @@ pub fn clock_too_far_behind(ahead_ms: u64, max_drift_ms: u64, waited_ms: u64) ->
         errors::report(
             Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             "this server's worker id starts above its previous holder's ids, ahead of the clock",
-            "Ids resume once the clock gets there; nothing needs doing. A server whose ids ran \
-             ahead of its clock when it gave its worker id back costs the next holder this wait.",
+            "Ids resume once the clock gets there (the detail says when); nothing needs doing.",
         )
         .detail(format!("{} {numbers}", sentence(&why)))
         .raise()

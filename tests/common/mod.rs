@@ -24,6 +24,7 @@ pub mod http;
 pub mod load;
 pub mod mallory;
 pub mod nemesis;
+pub mod network_namespace;
 pub mod private_network;
 pub mod proxy;
 pub mod registry;
@@ -63,6 +64,9 @@ pub struct Cluster {
     env: Vec<(String, String)>,
     /// Set by `use_fake_clock`: every start checks that the fake clock took effect.
     fake_clock: Option<FakeClock>,
+    /// Set by `init_in`: the network namespace the server runs in (`ip netns exec`), reached
+    /// through its unix socket in `dir`.
+    netns: Option<String>,
 }
 
 /// The pg_config of the server under test.
@@ -325,6 +329,7 @@ impl Cluster {
             bindir,
             env: vec![],
             fake_clock: None,
+            netns: None,
         };
         check(
             as_postgres(&cluster.bindir.join("initdb"), &[])
@@ -442,13 +447,13 @@ impl Cluster {
     }
 
     fn pg_ctl(&self, args: &[&str]) -> Output {
-        as_postgres(&self.bindir.join("pg_ctl"), &self.env)
-            .args(args)
-            .arg("-D")
-            .arg(self.data())
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
+        let mut command = as_postgres(&self.bindir.join("pg_ctl"), &self.env);
+        if let Some(ns) = &self.netns {
+            let inner = command;
+            command = Command::new("ip");
+            command.args(["netns", "exec", ns]).arg(inner.get_program()).args(inner.get_args());
+        }
+        command.args(args).arg("-D").arg(self.data()).stdin(Stdio::null()).output().unwrap()
     }
 
     pub fn start(&self) {
@@ -533,7 +538,24 @@ impl Cluster {
     }
 
     pub fn conninfo(&self, user: &str) -> String {
-        format!("host=127.0.0.1 port={} user={user} dbname=postgres connect_timeout=10", self.port)
+        // A server in a network namespace of its own is reached through its unix socket: its
+        // 127.0.0.1 is not this process's.
+        let host = match &self.netns {
+            Some(_) => self.dir.to_string_lossy().into_owned(),
+            None => "127.0.0.1".into(),
+        };
+        format!("host={host} port={} user={user} dbname=postgres connect_timeout=10", self.port)
+    }
+
+    /// `init` for a server that runs in network namespace `ns` (see `network_namespace`): it
+    /// listens on its unix socket only, in its own directory.
+    pub fn init_in(ns: &network_namespace::Namespace, name: &str, conf: &[&str]) -> Cluster {
+        let mut cluster = Cluster::init(name, conf);
+        cluster.netns = Some(ns.name.clone());
+        let dir = cluster.dir.to_string_lossy().into_owned();
+        cluster
+            .append_conf(&["listen_addresses = ''", &format!("unix_socket_directories = '{dir}'")]);
+        cluster
     }
 
     pub fn connect(&self) -> Client {
@@ -601,7 +623,17 @@ impl Cluster {
             bindir: self.bindir.clone(),
             env: vec![],
             fake_clock: None,
+            netns: None,
         }
+    }
+
+    /// A copy of this (stopped) cluster's data directory, to run in network namespace `ns`.
+    pub fn copy_in(&self, ns: &network_namespace::Namespace, name: &str) -> Cluster {
+        let mut copy = self.copy(name);
+        copy.netns = Some(ns.name.clone());
+        let dir = copy.dir.to_string_lossy().into_owned();
+        copy.append_conf(&["listen_addresses = ''", &format!("unix_socket_directories = '{dir}'")]);
+        copy
     }
 
     /// A streaming standby of this (running) cluster, made with `pg_basebackup -R`; not started.
