@@ -48,20 +48,49 @@ pub fn derive(network: &str, layout: &Layout, max_drift_ms: u64) -> Result<u32, 
     let (address, worker_id) =
         network.worker_id(&addresses, layout.max_worker_id()).map_err(|r| r.to_string())?;
     // mutant: address_hold
-    let held = network::hold_in_namespace(&network, worker_id).map_err(|e| {
+    let held = network::hold_in_namespace(address).map_err(|e| {
         if e.kind() == std::io::ErrorKind::AddrInUse {
             format!(
-                "another server of this network namespace holds worker id {worker_id} of \
-                 network {network} (its address {address} is this server's too, and gives the \
-                 same worker id)"
+                "another server of this network namespace holds address {address}, which gives \
+                 worker id {worker_id} (or another process took the abstract unix socket \
+                 \"@pg_snowflake address {address}\": `ss -xlp` shows which)"
             )
         } else {
-            format!("worker id {worker_id} cannot be held in this network namespace: {e}")
+            format!("address {address} cannot be held in this network namespace: {e}")
         }
     })?;
     let floor_ms = crate::clock::now_unix_ms() + max_drift_ms as i64 + CLOCKS_APART_MS;
+    // The start waits that long, so that the first call finds the clock within
+    // `snowflake.max_drift` of the floor instead of failing for its first second.
+    std::thread::sleep(std::time::Duration::from_millis(CLOCKS_APART_MS as u64));
     let _ = DERIVED.set(Derived { network, address, worker_id, floor_ms, _held: held });
     Ok(worker_id)
+}
+
+/// Why no id may be made any more: the address the worker id came from is no longer this
+/// server's (DHCP, an address moved by hand, a container network reconnected), and may be
+/// another server's, which derives the same worker id. Checked at every renewal of the lease
+/// (`generator::cover`, about once a second under load, and at the first call after a pause),
+/// one `getifaddrs` each.
+// mutant: address_gone
+pub fn gone() -> Option<String> {
+    let d = DERIVED.get()?;
+    match network::own_addresses() {
+        Ok(now) if now.contains(&d.address) => None,
+        Ok(now) => Some(format!(
+            "address {} of network {}, which gave worker id {}, is no longer this server's (it \
+             has {}): another server may have it now",
+            d.address,
+            d.network,
+            d.worker_id,
+            if now.is_empty() {
+                "none".to_string()
+            } else {
+                now.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+            }
+        )),
+        Err(e) => Some(format!("this server's addresses cannot be read (getifaddrs): {e}")),
+    }
 }
 
 /// Where the worker id came from, for `snowflake_stats()`: the network and the address.

@@ -158,8 +158,8 @@ impl fmt::Display for Refusal {
     }
 }
 
-/// The addresses of this machine's (or network namespace's) interfaces that are up, from
-/// `getifaddrs`.
+/// The addresses of this machine's (or network namespace's) interfaces that are up and
+/// running, from `getifaddrs`.
 pub fn own_addresses() -> io::Result<Vec<IpAddr>> {
     let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs fills `head` with a list that freeifaddrs releases below.
@@ -172,7 +172,10 @@ pub fn own_addresses() -> io::Result<Vec<IpAddr>> {
         // SAFETY: a node of the list getifaddrs returned, valid until freeifaddrs.
         let entry = unsafe { &*at };
         at = entry.ifa_next;
-        let up = entry.ifa_flags & libc::IFF_UP as u32 != 0;
+        // Up and running (a carrier): a bridge with nothing attached, such as docker0 or
+        // virbr0, has the same address on every host, and is not this server's.
+        let running = (libc::IFF_UP | libc::IFF_RUNNING) as u32;
+        let up = entry.ifa_flags & running == running;
         if !up || entry.ifa_addr.is_null() {
             continue;
         }
@@ -196,13 +199,13 @@ pub fn own_addresses() -> io::Result<Vec<IpAddr>> {
     Ok(found)
 }
 
-/// Holds `worker_id` of `network` in this network namespace for as long as the returned socket
-/// stays open: an abstract unix socket named after both, which only one process of a network
-/// namespace can bind, and which the kernel releases when its holder ends, however it ends (no
-/// file to clean up after a crash). Two servers in one namespace have one address, so derive one
-/// worker id: the second is refused here (`AddrInUse`).
-pub fn hold_in_namespace(network: &Network, worker_id: u32) -> io::Result<UnixListener> {
-    let name = format!("pg_snowflake worker id {worker_id} of {network}");
+/// Holds `address` in this network namespace for as long as the returned socket stays open: an
+/// abstract unix socket named after it, which only one process of a network namespace can bind,
+/// and which the kernel releases when its holder ends, however it ends (no file to clean up
+/// after a crash). Two servers in one namespace have one address, and derive one worker id
+/// whatever network each names: the second is refused here (`AddrInUse`).
+pub fn hold_in_namespace(address: IpAddr) -> io::Result<UnixListener> {
+    let name = format!("pg_snowflake address {address}");
     UnixListener::bind_addr(&SocketAddr::from_abstract_name(name.as_bytes())?)
 }
 
@@ -293,14 +296,16 @@ mod tests {
 
     #[test]
     fn one_worker_id_is_held_once_in_a_namespace() {
-        // A network of its own, so that no other test run on this machine holds the name.
-        let n = Network::parse(&format!("10.{}.0.0/16", std::process::id() % 256)).unwrap();
-        let first = hold_in_namespace(&n, 7).unwrap();
-        let second = hold_in_namespace(&n, 7).unwrap_err();
+        // Addresses of their own, so that no other test run on this machine holds the names.
+        let pid = std::process::id();
+        let a = ip(&format!("10.{}.{}.7", pid % 256, (pid / 256) % 256));
+        let b = ip(&format!("10.{}.{}.8", pid % 256, (pid / 256) % 256));
+        let first = hold_in_namespace(a).unwrap();
+        let second = hold_in_namespace(a).unwrap_err();
         assert_eq!(second.kind(), io::ErrorKind::AddrInUse);
-        let other = hold_in_namespace(&n, 8).unwrap();
+        let other = hold_in_namespace(b).unwrap();
         drop(first);
-        hold_in_namespace(&n, 7).expect("released when its holder closed it");
+        hold_in_namespace(a).expect("released when its holder closed it");
         drop(other);
     }
 

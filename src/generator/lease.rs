@@ -64,6 +64,10 @@ impl Generator {
         if self.layout_differs.load(Ordering::Acquire) {
             self.settle_layout(layout, now);
         }
+        // mutant: address_gone
+        if let Some(why) = crate::address::gone() {
+            problems::address_gone(&why);
+        }
         let (ahead, headroom) =
             (layout.units_covering(LEASE_AHEAD_MS), layout.units_covering(HEADROOM_MS));
         let required = units >= self.lease.load(Ordering::Acquire);

@@ -156,6 +156,19 @@ pub fn clock_too_far_behind(ahead_ms: u64, max_drift_ms: u64, waited_ms: u64) ->
 
 #[cold]
 #[track_caller]
+pub fn address_gone(why: &str) -> ! {
+    errors::report(
+        Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "the address this server's worker id came from is no longer its own",
+        "Restart the server: it then takes the worker id of the address it has (see \
+         snowflake.worker_id_network).",
+    )
+    .detail(sentence(why))
+    .raise()
+}
+
+#[cold]
+#[track_caller]
 pub fn paced_too_long(waited_ms: u64, max_drift_ms: u64, layout: &Layout) -> ! {
     errors::report(
         Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
