@@ -1,6 +1,7 @@
 # pg_snowflake. From a fresh Debian 12 machine, as root:
-#   make check   the unit tests of core/ (layouts, the clock rule, marks, pacing, the state
-#                file): no PostgreSQL, no pgrx, seconds
+#   make check   the loop of a change, in seconds, with no PostgreSQL and no root: rustfmt,
+#                clippy and the unit tests of core/ (layouts, the clock rule, marks, pacing, the
+#                state file, networks), the mutation rows against the code, shellcheck, pyflakes
 #   make run     install what is missing, build, install, start a demo cluster (PostgreSQL 15)
 #   make test    every test layer on every supported major (15, 16, 17 with assertions, 18, and 19
 #                in a Debian sid root: scripts/debian-root.sh)
@@ -81,8 +82,16 @@ endif
 help:
 	@awk '/^#/ { sub(/^# ?/, ""); print; next } { exit }' Makefile
 
+# The loop of a change, with no PostgreSQL and no root: formatting, the core's lint and unit
+# tests, every mutation row against the code, the shell and Python scripts' lint.
 check:
+	cargo fmt --all -- --check
+	cargo clippy --quiet --all-targets -p pg_snowflake_core -- -D warnings
 	cargo test --quiet -p pg_snowflake_core
+	@scripts/mutations.sh --check
+	@for tool in shellcheck pyflakes3; do command -v $$tool >/dev/null || { echo "make check: $$tool is missing (apt-get install $$tool)" >&2; exit 1; }; done
+	shellcheck -S warning scripts/*.sh .ci/run tests/clients/install.sh
+	pyflakes3 scripts/*.py
 
 setup:
 	@scripts/setup.sh $(INSTALL_SETUP)
