@@ -100,6 +100,7 @@ MUTATIONS=(
   "address_hold~a worker id from an address is not held in the network namespace~s/    let held = network::hold_in_namespace\(address\)/    let held = network::hold_in_namespace(std::net::IpAddr::from([127, 1, (std::process::id() >> 8) as u8, std::process::id() as u8]))/"
   "address_reuse~a worker id from an address starts at the clock, below what the address's previous server made~s/        if let Some\(ms\) = crate::address::reuse_floor_ms\(\) \{/        if let Some(ms) = None::<i64> {/"
   "address_gone~an address that stops being the server's while it runs is not noticed~s/        if let Some\(why\) = crate::address::gone\(\) \{/        if let Some(why) = None::<String> {/"
+  "network_width~a network larger than the layout's worker ids is not refused~s/        if self.addresses\(\) > u128::from\(worker_ids\) \{/        if false {/"
   "registry_release_cache~a lease given back stays in the cache, for a start in place to use~s/    cached.covered_until_ms = 0;\n//"
   "release_bound~a lease given back records none of the ids made under it~s/let bound = self\n            .mark\n            .load\(Ordering::Acquire\)\n            .max\(self.floor.load\(Ordering::Acquire\)\)\n            .max\(tick_units\);/let bound = tick_units.min(0);/"
   "release_at_stop_only~a registry worker terminated alone gives its lease back~s/        .is_ok_and\(\|pid_file\| pid_file.lines\(\).nth\(7\).is_some_and\(\|s\| s.trim\(\) == \"stopping\"\)\)/        .map_or(true, |_| true)/"

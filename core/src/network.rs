@@ -98,6 +98,7 @@ impl Network {
     /// largest worker id is `max_worker_id`: refused when the network holds more addresses
     /// than there are worker ids (checked first, whatever the addresses: a setting that works
     /// on one pod and not on another is a trap), when none is in it, and when several are.
+    // mutant: network_width
     pub fn worker_id(
         &self,
         addresses: &[IpAddr],
