@@ -62,6 +62,7 @@ mod tests {
                 "snowflake.time_unit postmaster 1 1000 ms 1",
                 "snowflake.worker_bits postmaster 0 31 - 10",
                 "snowflake.worker_id postmaster -1 1023 - -1",
+                "snowflake.worker_id_network postmaster - - - -",
             ]
         );
     }
