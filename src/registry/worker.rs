@@ -141,18 +141,7 @@ const QUERY_TIMEOUT: Duration = Duration::from_secs(15);
 /// postmaster that died ends it too.
 // mutant: registry_wait_latch
 fn wait(fd: std::ffi::c_int, write: bool, timeout: Duration) -> libpq::Waited {
-    let socket = if write { pg_sys::WL_SOCKET_WRITEABLE } else { pg_sys::WL_SOCKET_READABLE };
-    let events = pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH | socket;
-    // SAFETY: this process's own latch and a socket libpq owns, as libpqwalreceiver waits.
-    let fired = unsafe {
-        pg_sys::WaitLatchOrSocket(
-            pg_sys::MyLatch,
-            events as i32,
-            fd,
-            timeout.as_millis().min(i32::MAX as u128) as std::ffi::c_long,
-            pg_sys::PG_WAIT_EXTENSION,
-        )
-    } as u32;
+    let (fired, socket) = wait_on_socket(fd, write, timeout, pg_sys::WL_LATCH_SET);
     if fired & pg_sys::WL_LATCH_SET != 0 {
         // SAFETY: resetting this process's own latch, before looking at why it was set.
         unsafe { pg_sys::ResetLatch(pg_sys::MyLatch) };
@@ -172,9 +161,20 @@ fn wait(fd: std::ffi::c_int, write: bool, timeout: Duration) -> libpq::Waited {
 /// `wait` during the release at a clean shutdown: the latch is set already (the SIGTERM), so
 /// only the socket, the timeout and the postmaster's death end it.
 fn wait_at_shutdown(fd: std::ffi::c_int, write: bool, timeout: Duration) -> libpq::Waited {
+    let (fired, socket) = wait_on_socket(fd, write, timeout, 0);
+    if fired & socket == 0 {
+        libpq::Waited::TimedOut
+    } else {
+        libpq::Waited::Ready
+    }
+}
+
+/// One wait for the registry's socket, the timeout, the postmaster's death and `also` (the
+/// latch, or nothing): the events that fired, and the socket's event.
+fn wait_on_socket(fd: std::ffi::c_int, write: bool, timeout: Duration, also: u32) -> (u32, u32) {
     let socket = if write { pg_sys::WL_SOCKET_WRITEABLE } else { pg_sys::WL_SOCKET_READABLE };
-    let events = pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH | socket;
-    // SAFETY: as in `wait`.
+    let events = also | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH | socket;
+    // SAFETY: this process's own latch and a socket libpq owns, as libpqwalreceiver waits.
     let fired = unsafe {
         pg_sys::WaitLatchOrSocket(
             pg_sys::MyLatch,
@@ -184,11 +184,7 @@ fn wait_at_shutdown(fd: std::ffi::c_int, write: bool, timeout: Duration) -> libp
             pg_sys::PG_WAIT_EXTENSION,
         )
     } as u32;
-    if fired & socket == 0 {
-        libpq::Waited::TimedOut
-    } else {
-        libpq::Waited::Ready
-    }
+    (fired, socket)
 }
 
 /// The session settings of every call, whatever the connection string or the registry's
