@@ -7,6 +7,8 @@
 #                in a Debian sid root: scripts/debian-root.sh)
 #   make install build and install into the PostgreSQL that PG_CONFIG names
 #   make package the Debian package postgresql-N-pg-snowflake in target/package/
+#   make image   the extension image of 18 and 19 for CloudNativePG (an OCI layout in
+#                target/image/, made from the package; see docs/kubernetes.md)
 #   make repo    a signed apt repository of every major's package in target/repo/
 #   make run-cluster  three shards and a hub that subscribes to them (logical replication)
 #   make stop    stop the demo clusters
@@ -75,7 +77,7 @@ else
 INSTALL_SETUP := run $(ONE_MAJOR)
 endif
 
-.PHONY: help check setup install package repo tools run run-cluster stop test test-root test-in-root test-major test-lint test-unit test-sql test-pgrx test-blackbox test-package test-old-flag test-upgrade test-hotpath test-rmgr-id bench bench-hotpath fmt lint nemesis nemesis-run fuzz
+.PHONY: help check setup install package image repo tools run run-cluster stop test test-root test-in-root test-major test-lint test-unit test-sql test-pgrx test-blackbox test-package test-old-flag test-upgrade test-hotpath test-rmgr-id bench bench-hotpath fmt lint nemesis nemesis-run fuzz
 
 # A bare `make` lists the targets (the comment at the top of this file) and does nothing else:
 # every other target may install packages as root.
@@ -209,7 +211,7 @@ test-pgrx:
 # after the mark say why. Each runs on one of ALL_MAJORS at least (scripts/test-suites.py checks
 # it), so a whole `make test` runs every suite.
 test-blackbox: install tools
-	scripts/test-suites.py $(if $(TEST_FEATURES),$(TEST_FEATURES) --) --major=$(ONE_MAJOR) --majors="$(ALL_MAJORS)" --test-threads=2 --skip pg_upgrade --skip package_
+	scripts/test-suites.py $(if $(TEST_FEATURES),$(TEST_FEATURES) --) --major=$(ONE_MAJOR) --majors="$(ALL_MAJORS)" --test-threads=2 --skip pg_upgrade --skip package_ --skip-suite=image
 
 # The nemesis on seeds of your choice, for as long as asked, writing what it ran (seeds, faults,
 # ids checked, availability) into docs/testing.md: `make nemesis SEED=7`, `make nemesis
@@ -236,13 +238,17 @@ test-rmgr-id: install
 	PG_SNOWFLAKE_RMGR_ID=200 cargo test --test wal_rmgr -- --test-threads=2 || { $(REINSTALL); exit 1; }
 	@$(MAKE) --no-print-directory install
 
+# The extension image's suite (tests/packaging/image.rs), on the majors its `//! Majors:` line
+# names: it makes the image of the package `package` made (and the black-box suites leave it out).
+IMAGE_SUITE = $(if $(filter $(ONE_MAJOR),$(shell scripts/test-suites.py --majors-of tests/packaging/image.rs)),--test image)
+
 # Installs and removes the package, so alone; then the release build goes back in. Then the
 # package in Debian's own PostgreSQL of this major (17: Debian 13's, 18: sid's), and the signed
 # apt repository, each in a copy of a Debian root (scripts/debian-root.sh), never on this host.
 test-package: package
 	cargo test $(TEST_FEATURES) --test package -- --test-threads=1
 	@$(MAKE) --no-print-directory install
-	cargo test $(TEST_FEATURES) --test debian --test repo -- --test-threads=2
+	cargo test $(TEST_FEATURES) --test debian --test repo $(IMAGE_SUITE) -- --test-threads=2
 
 # 16.2, the one server with the synchronous-standby flag format from before May 2025
 # (scripts/build-postgres.sh 16-old unpacked it), gets the files `make install` put into 16, as a
@@ -271,6 +277,29 @@ repo:
 	  cp target/sid-$$v/package/postgresql-$$v-pg-snowflake_$(VERSION)-1_amd64.deb target/package/ || exit 1; \
 	done
 	scripts/repo.sh target/repo $(foreach v,$(REPO_MAJORS),target/package/postgresql-$(v)-pg-snowflake_$(VERSION)-1_amd64.deb)
+
+# The extension image of each major from 18 up (or of PG), for CloudNativePG's image volumes:
+# an OCI layout in target/image/pg_snowflake-<version>-<major>-<distro>, made from the major's
+# package by scripts/image.sh (umoci, no container daemon); skopeo copies it to a registry
+# (README, Installing). 19's is made in its root, and copied out.
+IMAGE_MAJORS := $(or $(PG),18 19)
+ifneq ($(wildcard /.pg_snowflake-root),)
+IMAGE_ROOT_MAJORS :=
+else
+IMAGE_ROOT_MAJORS := $(filter $(ROOT_MAJORS),$(IMAGE_MAJORS))
+endif
+image:
+	@for v in $(filter-out $(IMAGE_ROOT_MAJORS),$(IMAGE_MAJORS)); do \
+	  case $$v in 1[5-7]) echo "PostgreSQL $$v has no extension_control_path: images are made for 18 and later" >&2; exit 2 ;; esac; \
+	  scripts/setup.sh image $$v && \
+	  $(MAKE) --no-print-directory package PG=$$v PG_CONFIG="$$(scripts/pg-config.sh $$v)" && \
+	  scripts/image.sh target/package/postgresql-$$v-pg-snowflake_$(VERSION)-1_amd64.deb || exit 1; \
+	done
+	@for v in $(IMAGE_ROOT_MAJORS); do \
+	  scripts/setup.sh test $$v && \
+	  scripts/debian-root.sh build sid-$$v make --no-print-directory image PG=$$v && \
+	  mkdir -p target/image && cp -a target/sid-$$v/image/pg_snowflake-$(VERSION)-$$v-* target/image/ || exit 1; \
+	done
 
 # pg_upgrade from UPGRADE_FROM to UPGRADE_TO: 17 to 18 here, 18 to 19 in the root of 19 (its
 # Debian 18.6, see README).

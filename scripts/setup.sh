@@ -5,6 +5,7 @@
 #   scripts/setup.sh build 15            # building and installing: cargo-pgrx, libclang, a C
 #   scripts/setup.sh build --pg-config P #   toolchain, `cargo pgrx init` (for P's major)
 #   scripts/setup.sh run 17              # build, and the server of that major (make run, bench)
+#   scripts/setup.sh image 18            # run, and umoci (make image)
 #   scripts/setup.sh test 15 16 17 18    # run, and what the tests use (make test)
 #   scripts/setup.sh test 19             # on this host: the Debian roots (19 runs in one); in
 #                                        #   the build root of 19: what building and testing need
@@ -21,7 +22,8 @@
 #          scripts/build-postgres.sh, from pinned releases, as local packages laid out as
 #          Debian's in /usr/lib/postgresql/N (2.5 to 3.5 minutes each for 17 and 18 on 2
 #          cores, the first time; seconds for 16)
-#   test   sudo (cargo pgrx test --runas), libfaketime (clock tests), node and npm with the
+#   image  umoci, which makes the extension image (scripts/image.sh)
+#   test   umoci and skopeo (the extension image's test), sudo (cargo pgrx test --runas), libfaketime (clock tests), node and npm with the
 #          packages of tests/js and the Python clients of tests/clients (the decoder and client
 #          tests), Ruby's ActiveRecord, Go with pgx and Java's JDBC driver from Debian (the
 #          client tests), pg_auto_failover for 15 (the failover test), pgspot in target/venv
@@ -46,9 +48,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage() { echo "usage: $0 build|run|test [--pg-config PATH] [MAJOR...]" >&2; exit 2; }
+usage() { echo "usage: $0 build|run|image|test [--pg-config PATH] [MAJOR...]" >&2; exit 2; }
 PURPOSE=${1:-}; shift || true
-case "$PURPOSE" in build|run|test) ;; *) usage ;; esac
+case "$PURPOSE" in build|run|image|test) ;; *) usage ;; esac
 PG_CONFIG_GIVEN=
 MAJORS=()
 while [ $# -gt 0 ]; do
@@ -145,7 +147,10 @@ if [ "$PURPOSE" != build ]; then
   PACKAGES+=(procps postgresql-common)
   ! has 15 || PACKAGES+=(postgresql-15)
 fi
+# umoci: the extension image (scripts/image.sh); skopeo: its test reads it as a registry client.
+[ "$PURPOSE" != image ] || PACKAGES+=(umoci)
 if [ "$PURPOSE" = test ]; then
+  PACKAGES+=(umoci skopeo)
   # iproute2: the network namespaces of tests/replication/worker_ids_from_addresses.rs.
   PACKAGES+=(sudo faketime libfaketime python3-venv fuse3 lintian iproute2)
   # The Debian roots of tests/packaging/debian.rs and tests/packaging/repo.rs, and the repository of scripts/repo.sh.

@@ -21,6 +21,7 @@ pub mod fake_registry;
 pub mod faultfs;
 pub mod files;
 pub mod http;
+pub mod image;
 pub mod load;
 pub mod mallory;
 pub mod nemesis;
@@ -318,9 +319,20 @@ impl Cluster {
 
     /// `init` for the server that `pg_config` names, with extra initdb arguments.
     pub fn init_with(name: &str, pg_config_path: &str, initdb: &[&str], conf: &[&str]) -> Cluster {
-        let bindir = pg_config(pg_config_path, "--bindir");
         let so = pg_config(pg_config_path, "--pkglibdir").join("pg_snowflake.so");
         assert!(so.exists(), "{} is missing: run `make install` first", so.display());
+        Cluster::init_server(name, pg_config_path, initdb, conf)
+    }
+
+    /// `init_with` for a server that finds pg_snowflake elsewhere than in its own library
+    /// directory (`conf` says where: an extension image's `dynamic_library_path`).
+    pub fn init_server(
+        name: &str,
+        pg_config_path: &str,
+        initdb: &[&str],
+        conf: &[&str],
+    ) -> Cluster {
+        let bindir = pg_config(pg_config_path, "--bindir");
         let dir = fresh_dir(name);
         let cluster = Cluster {
             name: name.into(),

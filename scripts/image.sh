@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The extension image of one PostgreSQL major, as CloudNativePG mounts extensions (image
+# volumes, PostgreSQL 18's extension_control_path): an OCI image whose only files are the
+# extension's, the ones its Debian package installs, at the places CloudNativePG's own extension
+# images use,
+#   /lib/pg_snowflake.so
+#   /share/extension/pg_snowflake.control and pg_snowflake--*.sql
+# made from that package (make package) by umoci, with no container daemon, into an OCI image
+# layout directory, tagged <version>-<major>-<distro> as CloudNativePG tags its own
+# (postgis-extension:3.6.2-18-trixie); distro is where the library was built, the oldest
+# distribution whose C library can load it.
+#
+#   scripts/image.sh DEB [LAYOUT_DIR]
+#
+# LAYOUT_DIR defaults to target/image/pg_snowflake-<tag>; it is made anew. Prints
+# oci:<dir>:<tag>, what skopeo copy takes (see README, Installing).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+die() { printf '%s: %s\n' "$0" "$*" >&2; exit 1; }
+deb=$(realpath "${1:?usage: $0 DEB [LAYOUT_DIR]}")
+command -v umoci >/dev/null || die "umoci is missing (make image installs it: scripts/setup.sh image)"
+version=$(dpkg-deb -f "$deb" Version); version=${version%-*}
+package=$(dpkg-deb -f "$deb" Package)
+major=${package#postgresql-}; major=${major%%-*}
+case "$major" in ''|*[!0-9]*) die "$deb is not a package of pg_snowflake (postgresql-N-pg-snowflake)" ;; esac
+# VERSION_CODENAME: bookworm here; sid's says the next release's name, so sid is named by ID.
+. /etc/os-release
+case "${PRETTY_NAME:-}" in */sid) distro=sid ;; *) distro=${VERSION_CODENAME:?/etc/os-release names no release} ;; esac
+tag=$version-$major-$distro
+layout=${2:-target/image/pg_snowflake-$tag}
+
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+dpkg-deb -x "$deb" "$work/deb"
+lib=$work/deb/usr/lib/postgresql/$major/lib
+ext=$work/deb/usr/share/postgresql/$major/extension
+[ -f "$lib/pg_snowflake.so" ] && [ -f "$ext/pg_snowflake.control" ] ||
+  die "$deb holds no pg_snowflake.so or pg_snowflake.control for PostgreSQL $major"
+
+rm -rf "$layout"
+mkdir -p "$(dirname "$layout")"
+umoci init --layout "$layout"
+# An image with no layer and no base (FROM scratch), then one layer: the bundle's rootfs as
+# unpacked from it, with the files added.
+umoci new --image "$layout:$tag"
+rootless=; [ "$(id -u)" -eq 0 ] || rootless=--rootless
+umoci unpack $rootless --image "$layout:$tag" "$work/bundle" >/dev/null
+root=$work/bundle/rootfs
+install -d -m 755 "$root/lib" "$root/share" "$root/share/extension"
+install -p -m 644 "$lib/pg_snowflake.so" "$root/lib/"
+install -p -m 644 "$ext"/pg_snowflake* "$root/share/extension/"
+# The files' times are the package's (dpkg-deb -x and install -p keep them), the directories'
+# too, and the image's times the control file's: one package makes one digest, whenever and
+# wherever it is made.
+touch -r "$ext/pg_snowflake.control" "$root" "$root/lib" "$root/share" "$root/share/extension"
+created=$(date -u -d "@$(stat -c %Y "$ext/pg_snowflake.control")" +%Y-%m-%dT%H:%M:%SZ)
+umoci repack --image "$layout:$tag" --history.created "$created" \
+  --history.created_by "scripts/image.sh $(basename "$deb")" "$work/bundle"
+umoci config --no-history --image "$layout:$tag" --created "$created" \
+  --os linux --architecture "$(dpkg --print-architecture)" \
+  --config.label "org.opencontainers.image.title=pg_snowflake" \
+  --config.label "org.opencontainers.image.description=pg_snowflake $version for PostgreSQL $major ($distro), as an extension image: /lib and /share/extension" \
+  --config.label "org.opencontainers.image.version=$version" \
+  --config.label "org.opencontainers.image.licenses=$(sed -n 's/^license = "\(.*\)"/\1/p' Cargo.toml | head -1)"
+# What umoci new and config left behind: only the tagged image's blobs stay.
+umoci gc --layout "$layout"
+echo "oci:$layout:$tag"

@@ -1,0 +1,109 @@
+//! Extension images as scripts/image.sh makes them (`make image`), read and unpacked with the
+//! tools a registry client uses: skopeo reads the OCI layout's index, manifest and config, and
+//! umoci unpacks its layer the way the kubelet mounts an image volume, file for file.
+
+use super::*;
+
+/// An OCI image layout directory and the tag of its one image.
+pub struct Image {
+    layout: PathBuf,
+    tag: String,
+}
+
+impl Image {
+    /// The image of the package `deb`, made by scripts/image.sh into a scratch directory.
+    pub fn of_package(deb: &Path, name: &str) -> Image {
+        let layout = scratch_dir(name).join("oci");
+        let out = check(
+            Command::new(root_dir().join("scripts/image.sh"))
+                .arg(deb)
+                .arg(&layout)
+                .output()
+                .unwrap(),
+            "scripts/image.sh",
+        );
+        let printed = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let tag = printed.rsplit(':').next().unwrap().to_string();
+        assert_eq!(
+            printed,
+            format!("oci:{}:{tag}", layout.display()),
+            "what scripts/image.sh printed"
+        );
+        Image { layout, tag }
+    }
+
+    pub fn tag(&self) -> &str {
+        &self.tag
+    }
+
+    /// The reference skopeo and umoci take: `<layout>:<tag>`.
+    pub fn reference(&self) -> String {
+        format!("{}:{}", self.layout.display(), self.tag)
+    }
+
+    /// `skopeo inspect` of the image: its digest, layers, architecture, os and labels.
+    pub fn inspect(&self) -> serde_json::Value {
+        self.skopeo(&["inspect"])
+    }
+
+    /// The layout's index.json: the descriptor of the tagged manifest.
+    pub fn index(&self) -> serde_json::Value {
+        serde_json::from_slice(&fs::read(self.layout.join("index.json")).unwrap()).unwrap()
+    }
+
+    /// The image's manifest as stored (`skopeo inspect --raw`).
+    pub fn manifest(&self) -> serde_json::Value {
+        self.skopeo(&["inspect", "--raw"])
+    }
+
+    fn skopeo(&self, args: &[&str]) -> serde_json::Value {
+        let out = check(
+            Command::new("skopeo")
+                .args(args)
+                .arg(format!("oci:{}", self.reference()))
+                .output()
+                .unwrap(),
+            "skopeo inspect",
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// The bytes of the layout's blobs, the image's size in a registry.
+    pub fn size(&self) -> u64 {
+        let mut total = 0;
+        for blob in fs::read_dir(self.layout.join("blobs/sha256")).unwrap() {
+            total += blob.unwrap().metadata().unwrap().len();
+        }
+        total
+    }
+
+    /// Every path in the image's layers, as `tar` lists them (directories end in `/`).
+    pub fn paths(&self) -> Vec<String> {
+        let mut paths = vec![];
+        for layer in self.manifest()["layers"].as_array().unwrap() {
+            let digest = layer["digest"].as_str().unwrap();
+            let blob = self.layout.join("blobs/sha256").join(digest.trim_start_matches("sha256:"));
+            let out = check(Command::new("tar").arg("-tzf").arg(&blob).output().unwrap(), "tar -t");
+            paths.extend(String::from_utf8_lossy(&out.stdout).lines().map(str::to_string));
+        }
+        paths.sort();
+        paths
+    }
+
+    /// The image's files in `dir` (made anew), as an image volume shows them: its root is `dir`.
+    pub fn unpack_into(&self, dir: &Path) {
+        let _ = fs::remove_dir_all(dir);
+        fs::create_dir_all(dir.parent().unwrap()).unwrap();
+        check(
+            Command::new("umoci")
+                .args(["raw", "unpack"])
+                .args(if running_as_root() { None } else { Some("--rootless") })
+                .arg("--image")
+                .arg(self.reference())
+                .arg(dir)
+                .output()
+                .unwrap(),
+            "umoci raw unpack",
+        );
+    }
+}
