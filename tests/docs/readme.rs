@@ -3,7 +3,9 @@
 //! ```text block follows, psql must print exactly that (errors included). Multi-server examples
 //! run on clusters of their own (see `run_examples`). Also: every page is linked, and every
 //! relative link leads to a file. The ```yaml patroni block of docs/many-servers.md is
-//! Patroni's configuration: tests/replication/patroni.rs starts its members with it.
+//! Patroni's configuration: tests/replication/patroni.rs starts its members with it. The
+//! ```yaml blocks of docs/kubernetes.md are Kubernetes manifests, checked against the schemas of
+//! their resources (tests/kubernetes) and their `snowflake.*` parameters against a server.
 //!
 //! Majors: 17. The pages' examples mean the same on every major; tests/docs/reference.rs, which
 //! holds the reference against what each server says the extension is, runs on every major. On 17,
@@ -231,6 +233,7 @@ fn the_examples_of_the_guides_run_as_written() {
         "docs/benchmarks.md",
         "docs/testing.md",
         "docs/clients.md",
+        "docs/kubernetes.md",
     ] {
         run_examples(page);
     }
@@ -246,6 +249,94 @@ fn the_examples_of_the_guides_run_as_written() {
     let (ran, servers) = run_examples("docs/citus.md");
     assert_eq!(servers, ["coordinator", "worker-1", "worker-2"]);
     assert!(ran >= 9, "only {ran} examples in docs/citus.md");
+}
+
+/// tests/kubernetes's checker, built once (into target/kubernetes, with the crates its
+/// Cargo.lock pins), run on `files`: its JSON line for each document, or what it printed.
+fn check_manifests(files: &[std::path::PathBuf]) -> Result<Vec<serde_json::Value>, String> {
+    let root = root_dir();
+    let manifest = root.join("tests/kubernetes/Cargo.toml");
+    let target = root.join("target/kubernetes");
+    let build = common::private_network::with_host_network(
+        std::process::Command::new("cargo")
+            .args(["build", "--quiet", "--locked", "--manifest-path"])
+            .arg(&manifest)
+            .arg("--target-dir")
+            .arg(&target),
+    )
+    .output()
+    .unwrap();
+    check(build, "cargo build of tests/kubernetes");
+    let out =
+        std::process::Command::new(target.join("debug/manifests")).args(files).output().unwrap();
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect())
+}
+
+/// docs/kubernetes.md's manifests are what the resources they declare accept (CloudNativePG
+/// 1.30.0's Cluster and Database, Kubernetes 1.34's StatefulSet, Service and Secret), and each
+/// Cluster preloads pg_snowflake with parameters that a server takes. A misspelt field fails the
+/// check (shown on the page's first Cluster).
+#[test]
+fn the_kubernetes_manifests_match_the_schemas_of_their_resources() {
+    let page = "docs/kubernetes.md";
+    let text = std::fs::read_to_string(root_dir().join(page)).unwrap();
+    let blocks: Vec<Block> =
+        fenced_blocks(&text).into_iter().filter(|b| b.lang == "yaml").collect();
+    assert!(blocks.len() >= 5, "{page}: only {} manifests", blocks.len());
+    let dir = scratch_dir("kubernetes_manifests");
+    let files: Vec<std::path::PathBuf> = blocks
+        .iter()
+        .map(|b| {
+            let file = dir.join(format!("line-{}.yaml", b.line));
+            std::fs::write(&file, &b.body).unwrap();
+            file
+        })
+        .collect();
+    let checked = check_manifests(&files).unwrap_or_else(|e| panic!("{page}: {e}"));
+    let documents: usize = blocks.iter().map(|b| b.body.matches("\n---\n").count() + 1).sum();
+    assert_eq!(checked.len(), documents, "{page}: a line for each document: {checked:?}");
+    let kinds: std::collections::BTreeSet<&str> =
+        checked.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+    for kind in ["Cluster", "Database", "StatefulSet", "Service", "Secret"] {
+        assert!(kinds.contains(kind), "{page} has no {kind}: {kinds:?}");
+    }
+
+    // The Clusters' parameters, each set by ALTER SYSTEM (which checks the name and the value
+    // as the server would at start) in a server with pg_snowflake loaded.
+    let server = Cluster::start_new("kubernetes_parameters", &[]);
+    let mut c = server.connect();
+    for cluster in checked.iter().filter(|d| d["kind"] == "Cluster") {
+        let name = cluster["name"].as_str().unwrap();
+        assert!(
+            cluster["shared_preload_libraries"]
+                .as_array()
+                .is_some_and(|l| l.iter().any(|x| x == "pg_snowflake")),
+            "{page}: Cluster {name} does not preload pg_snowflake"
+        );
+        for (key, value) in cluster["parameters"].as_object().unwrap() {
+            assert!(key.starts_with("snowflake."), "{page}: Cluster {name} sets {key}");
+            let known: i64 =
+                c.scalar(&format!("SELECT count(*) FROM pg_settings WHERE name = '{key}'"));
+            assert_eq!(known, 1, "{page}: Cluster {name}: {key} is no setting of pg_snowflake");
+            let value = value.as_str().unwrap().replace('\'', "''");
+            c.batch_execute(&format!("ALTER SYSTEM SET {key} = '{value}'"))
+                .unwrap_or_else(|e| panic!("{page}: Cluster {name}: {key} = {value}: {}", why(&e)));
+        }
+    }
+    c.batch_execute("ALTER SYSTEM RESET ALL").unwrap();
+
+    // The check fails a field the schema lacks.
+    let first = blocks.iter().position(|b| b.body.contains("kind: Cluster")).unwrap();
+    let misspelt = dir.join("misspelt.yaml");
+    std::fs::write(&misspelt, blocks[first].body.replacen("reference:", "referense:", 1)).unwrap();
+    let refused = check_manifests(&[misspelt]).expect_err("a misspelt field passed");
+    assert!(refused.contains("referense"), "{refused}");
 }
 
 /// Every page of docs/ is linked from the README, and every relative link of the README and of
