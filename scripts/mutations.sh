@@ -100,6 +100,8 @@ MUTATIONS=(
   "address_hold~a worker id from an address is not held in the network namespace~s/    let held = network::hold_in_namespace\(address\)/    let held = network::hold_in_namespace(std::net::IpAddr::from([127, 1, (std::process::id() >> 8) as u8, std::process::id() as u8]))/"
   "address_reuse~a worker id from an address starts at the clock, below what the address's previous server made~s/        if let Some\(ms\) = crate::address::reuse_floor_ms\(\) \{/        if let Some(ms) = None::<i64> {/"
   "address_gone~an address that stops being the server's while it runs is not noticed~s/        if let Some\(why\) = crate::address::gone\(\) \{/        if let Some(why) = None::<String> {/"
+  "address_none~a server with no address in the network takes worker id 0~s/            \[\] => Err\(Refusal::NoAddress \{ network: \*self, seen: addresses.to_vec\(\) \}\),/            [] => Ok((IpAddr::from([0, 0, 0, 0]), 0)),/"
+  "address_several~a server with several addresses in the network takes the lowest one's worker id~s/            \[one\] => \{/            [one, ..] => {/"
   "network_width~a network larger than the layout's worker ids is not refused~s/        if self.addresses\(\) > u128::from\(worker_ids\) \{/        if false {/"
   "registry_release_cache~a lease given back stays in the cache, for a start in place to use~s/    cached.covered_until_ms = 0;\n//"
   "release_bound~a lease given back records none of the ids made under it~s/let bound = self\n            .mark\n            .load\(Ordering::Acquire\)\n            .max\(self.floor.load\(Ordering::Acquire\)\)\n            .max\(tick_units\);/let bound = tick_units.min(0);/"

@@ -99,6 +99,8 @@ impl Network {
     /// than there are worker ids (checked first, whatever the addresses: a setting that works
     /// on one pod and not on another is a trap), when none is in it, and when several are.
     // mutant: network_width
+    // mutant: address_none
+    // mutant: address_several
     pub fn worker_id(
         &self,
         addresses: &[IpAddr],
