@@ -46,6 +46,7 @@ umoci new --image "$layout:$tag"
 rootless=; [ "$(id -u)" -eq 0 ] || rootless=--rootless
 umoci unpack $rootless --image "$layout:$tag" "$work/bundle" >/dev/null
 root=$work/bundle/rootfs
+# mutant: image_files
 install -d -m 755 "$root/lib" "$root/share" "$root/share/extension"
 install -p -m 644 "$lib/pg_snowflake.so" "$root/lib/"
 install -p -m 644 "$ext"/pg_snowflake* "$root/share/extension/"

@@ -170,6 +170,7 @@ MUTATIONS=(
   "printable~a peer's text (a Citus node's answer or error) goes into a message with its line breaks~s/        \.map\(\|c\| if unseen\(c\) \{ '\?' \} else \{ c \}\)\n        \.collect\(\)/        .collect()/"
   "registry_printable~the registry's error text goes into the member's log with its line breaks~s/let problem = \&one_line\(\&redact::redact\(problem\)\);/let problem = \&redact::redact(problem);/"
   "private_network~test processes run on the machine's own network (0.5.0: any local user was a test server's superuser)~s/    if unsafe \{ libc::unshare\(libc::CLONE_NEWNET\) \} != 0 \{/    if false {/"
+  "image_files~the extension image holds the package's documentation too, not only the extension's files~s/^install -d -m 755 \"\\\$root\/lib\"/cp -a \"\\\$work\/deb\/usr\/share\/doc\" \"\\\$root\/\"\ninstall -d -m 755 \"\\\$root\/lib\"/m"
   "demo_socket_only~make run's demo trusts connections on 127.0.0.1 (0.5.0: any local user was its superuser)~s/--auth-local=trust --auth-host=reject/-A trust/~s/      echo \"listen_addresses = ''\"/      echo \"listen_addresses = '127.0.0.1'\"/"
   "demo_socket_dir~make run's socket is open to every local user (its directory and the socket itself)~s/  as_pg chmod 0700 \"\\\$SOCKETS\"\n//~s/      echo \"unix_socket_permissions = 0700\"\n//"
   "no_follow~the harness, as root, follows the links postgres plants in a cluster's directory (0.5.0: a root file of mode 600 linked as TRAP was emptied)~s/    let flags = flags \| libc::O_NOFOLLOW \| libc::O_CLOEXEC \| libc::O_NONBLOCK;/    let flags = flags | libc::O_CLOEXEC | libc::O_NONBLOCK;/~s/let follow = if only_root_writes\(here\)\? \{ 0 \} else \{ libc::O_NOFOLLOW \};/let follow = 0;/"
@@ -194,7 +195,7 @@ MUTATIONS=(
 # What mutations change, restored from git after each (scripts/: the scripts they change, never
 # this one, which bash is still reading).
 MUTABLE=(src core/src sql scripts/build-postgres.sh scripts/build-citus.sh scripts/own-dir.sh scripts/repo.sh
-         scripts/run.sh scripts/test-suites.py tests/common/mod.rs tests/common/files.rs
+         scripts/run.sh scripts/image.sh scripts/test-suites.py tests/common/mod.rs tests/common/files.rs
          tests/common/private_network.rs)
 # The files that hold the marker of row $1.
 marked() { grep -rlE "mutant: $1([^A-Za-z0-9_]|\$)" "${MUTABLE[@]}" || true; }
