@@ -351,6 +351,8 @@ lint:
 	pyflakes3 scripts/*.py
 	cargo fmt --all -- --check
 	cargo fmt --manifest-path tests/faultfs/Cargo.toml --all -- --check
+	cargo fmt --manifest-path tests/kubernetes/Cargo.toml --all -- --check
 	cargo clippy --quiet --all-targets $(TEST_FEATURES) -- -D warnings
 	cargo clippy --quiet --all-targets -p pg_snowflake_core -p testkit -- -D warnings
 	cargo clippy --quiet --all-targets --manifest-path tests/faultfs/Cargo.toml --target-dir target/faultfs -- -D warnings
+	cargo clippy --quiet --locked --all-targets --manifest-path tests/kubernetes/Cargo.toml --target-dir target/kubernetes -- -D warnings

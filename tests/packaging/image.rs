@@ -44,14 +44,14 @@ fn cluster_mounting(name: &str, pg_config: &str, mount: &Path) -> Cluster {
 fn loaded_library(cluster: &Cluster) -> String {
     let pid = cluster.postmaster_pid().expect("the server runs");
     let maps = fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
-    let libraries: std::collections::BTreeSet<&str> = maps
+    let libraries: std::collections::BTreeSet<String> = maps
         .lines()
         .filter_map(|l| l.split_whitespace().nth(5))
         .filter(|p| p.ends_with("/pg_snowflake.so"))
+        .map(str::to_string)
         .collect();
     assert_eq!(libraries.len(), 1, "the postmaster maps one pg_snowflake.so: {libraries:?}");
-    let library = libraries.into_iter().next().unwrap().to_string();
-    library
+    libraries.into_iter().next().unwrap()
 }
 
 #[test]
