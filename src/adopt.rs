@@ -70,66 +70,112 @@ enum Before {
 // mutant: adopt_every_node
 // mutant: adopt_distribution_column
 fn adopt(tbl: pg_sys::Oid, col: &CStr, own_oid: pg_sys::Oid) {
-    let table = text_of("pg_catalog.format('%s', $1::pg_catalog.regclass)", &[tbl.into()]);
-    let (relkind, owned) = Spi::get_two_with_args::<i8, bool>(
-        "SELECT c.relkind,
-                pg_catalog.pg_has_role(CURRENT_USER, c.relowner, 'USAGE')
-           FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $1",
-        &[tbl.into()],
-    )
-    .unwrap_or((None, None));
-    if !matches!(relkind.map(|k| k as u8), Some(b'r' | b'p')) {
-        not_a_table(&table);
-    }
-    if owned != Some(true) {
-        errors::report(
-            Code::ERRCODE_INSUFFICIENT_PRIVILEGE,
-            format!("must be owner of table {table}"),
-            "Run snowflake_adopt() as the owner of the table, or as a superuser.",
-        )
-        .raise();
-    }
-    // SAFETY: a syscache lookup by OID and a NUL-terminated name.
-    let attnum = unsafe { pg_sys::get_attnum(tbl, col.as_ptr()) };
-    let column = col.to_string_lossy();
-    if attnum <= 0 {
-        errors::report(
-            Code::ERRCODE_UNDEFINED_COLUMN,
-            format!("column \"{column}\" of relation {table} does not exist"),
-            "Pass the name of a bigint column of the table, as it is written in the table.",
-        )
-        .raise();
-    }
-    let type_oid = Spi::get_one_with_args::<pg_sys::Oid>(
-        "SELECT a.atttypid FROM pg_catalog.pg_attribute a
-          WHERE a.attrelid OPERATOR(pg_catalog.=) $1 AND a.attnum OPERATOR(pg_catalog.=) $2",
-        &[tbl.into(), attnum.into()],
-    )
-    .ok()
-    .flatten()
-    .unwrap_or(pg_sys::InvalidOid);
-    if type_oid != pg_sys::INT8OID {
-        let type_name = text_of("pg_catalog.format_type($1, NULL)", &[type_oid.into()]);
-        let alter = text_of(
-            &format!(
-                "pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I TYPE bigint;',
-                                   $1::pg_catalog.regclass, {ATTNAME})"
-            ),
-            &[tbl.into(), attnum.into()],
-        );
-        errors::report(
-            Code::ERRCODE_DATATYPE_MISMATCH,
-            format!("column \"{column}\" of {table} is {type_name}, not bigint"),
-            format!("Change the type first with {alter} then run snowflake_adopt() again."),
-        )
-        .detail("Snowflake ids need all 64 bits of a bigint.")
-        .raise();
-    }
-
+    let Column { table, attnum, name: column } = Column::checked(tbl, col);
     let next = member_function(own_oid, "snowflake_next", 0);
     let advance = member_function(own_oid, "snowflake_advance_past", 1);
-    // `snowflake_adopt()` moves the generator as `snowflake_advance_past()` does, and needs the
-    // right to call it as 0.3.0 did (it called it through SQL): a privilege of its own.
+    may_advance(advance);
+    let citus = citus_table(tbl);
+    if citus == Some(Some(attnum)) {
+        refuse_distribution_column(&table, &column);
+    }
+    let before = before(tbl, attnum, next);
+    let changed = drop_default(tbl, attnum, &before);
+    alter(tbl, attnum, "SET DEFAULT %s()", ", $3::pg_catalog.regproc", vec![next.into()]);
+    check_adopted(tbl, attnum, next, &before);
+
+    let top = largest(tbl, attnum, &table);
+    if let Some(top) = top {
+        generator::get().advance_past(gucs::layout(), top);
+        if citus.is_some() {
+            advance_every_node(advance, top, &table);
+        }
+    }
+    let quoted =
+        text_of(&format!("pg_catalog.quote_ident({ATTNAME})"), &[tbl.into(), attnum.into()]);
+    let detail = match top {
+        None => "The table is empty.".to_string(),
+        Some(top) => format!("Every new id is above {top}, the largest one in the column."),
+    };
+    errors::note(format!(
+        "column {quoted} of {table} now takes its ids from snowflake_next() ({changed})"
+    ))
+    .detail(detail)
+    .notice();
+}
+
+/// The column to adopt, checked: a column of a table the caller owns, of type bigint.
+struct Column {
+    /// The table's name as `regclass` prints it.
+    table: String,
+    attnum: i16,
+    /// The column's name as given.
+    name: String,
+}
+
+impl Column {
+    fn checked(tbl: pg_sys::Oid, col: &CStr) -> Column {
+        let table = text_of("pg_catalog.format('%s', $1::pg_catalog.regclass)", &[tbl.into()]);
+        let (relkind, owned) = Spi::get_two_with_args::<i8, bool>(
+            "SELECT c.relkind,
+                    pg_catalog.pg_has_role(CURRENT_USER, c.relowner, 'USAGE')
+               FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $1",
+            &[tbl.into()],
+        )
+        .unwrap_or((None, None));
+        if !matches!(relkind.map(|k| k as u8), Some(b'r' | b'p')) {
+            not_a_table(&table);
+        }
+        if owned != Some(true) {
+            errors::report(
+                Code::ERRCODE_INSUFFICIENT_PRIVILEGE,
+                format!("must be owner of table {table}"),
+                "Run snowflake_adopt() as the owner of the table, or as a superuser.",
+            )
+            .raise();
+        }
+        // SAFETY: a syscache lookup by OID and a NUL-terminated name.
+        let attnum = unsafe { pg_sys::get_attnum(tbl, col.as_ptr()) };
+        let column = col.to_string_lossy();
+        if attnum <= 0 {
+            errors::report(
+                Code::ERRCODE_UNDEFINED_COLUMN,
+                format!("column \"{column}\" of relation {table} does not exist"),
+                "Pass the name of a bigint column of the table, as it is written in the table.",
+            )
+            .raise();
+        }
+        let type_oid = Spi::get_one_with_args::<pg_sys::Oid>(
+            "SELECT a.atttypid FROM pg_catalog.pg_attribute a
+              WHERE a.attrelid OPERATOR(pg_catalog.=) $1 AND a.attnum OPERATOR(pg_catalog.=) $2",
+            &[tbl.into(), attnum.into()],
+        )
+        .ok()
+        .flatten()
+        .unwrap_or(pg_sys::InvalidOid);
+        if type_oid != pg_sys::INT8OID {
+            let type_name = text_of("pg_catalog.format_type($1, NULL)", &[type_oid.into()]);
+            let alter = text_of(
+                &format!(
+                    "pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I TYPE bigint;',
+                                       $1::pg_catalog.regclass, {ATTNAME})"
+                ),
+                &[tbl.into(), attnum.into()],
+            );
+            errors::report(
+                Code::ERRCODE_DATATYPE_MISMATCH,
+                format!("column \"{column}\" of {table} is {type_name}, not bigint"),
+                format!("Change the type first with {alter} then run snowflake_adopt() again."),
+            )
+            .detail("Snowflake ids need all 64 bits of a bigint.")
+            .raise();
+        }
+        Column { table, attnum, name: column.into_owned() }
+    }
+}
+
+/// `snowflake_adopt()` moves the generator as `snowflake_advance_past()` does, and needs the
+/// right to call it as 0.3.0 did (it called it through SQL): a privilege of its own.
+fn may_advance(advance: pg_sys::Oid) {
     if Spi::get_one_with_args::<bool>(
         "SELECT pg_catalog.has_function_privilege($1, 'EXECUTE')",
         &[advance.into()],
@@ -143,32 +189,34 @@ fn adopt(tbl: pg_sys::Oid, col: &CStr, own_oid: pg_sys::Oid) {
         .detail("snowflake_adopt() moves the generator above the column's largest value.")
         .raise();
     }
+}
 
-    let citus = citus_table(tbl);
-    if citus == Some(Some(attnum)) {
-        // Citus changes no default of a distribution column (it raises XX000): this says what
-        // to do first.
-        // As SQL literals: a name with a quote in it must not make the hint's statements, pasted,
-        // run something else.
-        let (t, c) = (table.replace('\'', "''"), column.replace('\'', "''"));
-        errors::report(
-            Code::ERRCODE_FEATURE_NOT_SUPPORTED,
-            format!("column \"{column}\" is the distribution column of Citus table {table}"),
-            format!(
-                "Make the table local first, adopt, and distribute it again: SELECT \
-                 undistribute_table('{t}'), then snowflake_adopt('{t}', '{c}'), then \
-                 create_distributed_table('{t}', '{c}')."
-            ),
-        )
-        .detail(
-            "Citus changes no default of a distribution column on a distributed table; nothing was \
-             changed.",
-        )
-        .raise();
-    }
+/// Citus changes no default of a distribution column (it raises XX000): this says what to do
+/// first.
+fn refuse_distribution_column(table: &str, column: &str) -> ! {
+    // As SQL literals: a name with a quote in it must not make the hint's statements, pasted,
+    // run something else.
+    let (t, c) = (table.replace('\'', "''"), column.replace('\'', "''"));
+    errors::report(
+        Code::ERRCODE_FEATURE_NOT_SUPPORTED,
+        format!("column \"{column}\" is the distribution column of Citus table {table}"),
+        format!(
+            "Make the table local first, adopt, and distribute it again: SELECT \
+             undistribute_table('{t}'), then snowflake_adopt('{t}', '{c}'), then \
+             create_distributed_table('{t}', '{c}')."
+        ),
+    )
+    .detail(
+        "Citus changes no default of a distribution column on a distributed table; nothing was \
+         changed.",
+    )
+    .raise()
+}
 
-    let before = before(tbl, attnum, next);
-    let changed = match &before {
+/// Drops what made the column's values before (an identity, its own sequence, another default),
+/// and says what it was.
+fn drop_default(tbl: pg_sys::Oid, attnum: i16, before: &Before) -> String {
+    match before {
         Before::Identity => {
             // Dropping the identity drops its sequence too.
             alter(tbl, attnum, "DROP IDENTITY", "", vec![]);
@@ -191,28 +239,7 @@ fn adopt(tbl: pg_sys::Oid, col: &CStr, own_oid: pg_sys::Oid) {
         }
         Before::Nothing => "it had no default".into(),
         Before::Ours => "it already had this default".into(),
-    };
-    alter(tbl, attnum, "SET DEFAULT %s()", ", $3::pg_catalog.regproc", vec![next.into()]);
-    check_adopted(tbl, attnum, next, &before);
-
-    let top = largest(tbl, attnum, &table);
-    if let Some(top) = top {
-        generator::get().advance_past(gucs::layout(), top);
-        if citus.is_some() {
-            advance_every_node(advance, top, &table);
-        }
     }
-    let quoted =
-        text_of(&format!("pg_catalog.quote_ident({ATTNAME})"), &[tbl.into(), attnum.into()]);
-    let detail = match top {
-        None => "The table is empty.".to_string(),
-        Some(top) => format!("Every new id is above {top}, the largest one in the column."),
-    };
-    errors::note(format!(
-        "column {quoted} of {table} now takes its ids from snowflake_next() ({changed})"
-    ))
-    .detail(detail)
-    .notice();
 }
 
 /// `Some(distribution column)` for a table Citus knows (`None` inside for a reference or Citus

@@ -652,9 +652,6 @@ const VERSION_ANSWER: libpq::Shape = libpq::Shape { rows: 1, columns: 1, value_b
 const LAST_MS: i64 = 253_402_300_800_000;
 
 /// Calls `snowflake.snowflake_registry_hold()` in the registry.
-// mutant: member_gate
-// mutant: registry_start_above
-// mutant: registry_worker_range
 fn call(ask: &Ask, covered_until_ms: i64) -> Result<Granted, (Problem, String)> {
     let conn = connect(&RUNNING)?;
     match ask_registry(&conn, ask, Mode::Hold { covered_until_ms }, &RUNNING)? {
@@ -679,20 +676,56 @@ fn connect(patience: &Patience) -> Result<libpq::Connection, (Problem, String)> 
 }
 
 /// One call of `snowflake.snowflake_registry_hold()`: a lease, its renewal, or its release.
+// mutant: member_gate
 fn ask_registry(
     conn: &libpq::Connection,
     ask: &Ask,
     mode: Mode,
     patience: &Patience,
 ) -> Result<Answer, (Problem, String)> {
-    let namespace = ask.namespace.as_str();
-    let wanted = ask.wanted;
     let (lease_ms, covered_until_ms) = match mode {
         Mode::Hold { covered_until_ms } => {
             (gucs::registry_lease().as_millis() as i64, covered_until_ms)
         }
         Mode::Release { used_until_ms } => (0, used_until_ms),
     };
+    let reply = call_hold(conn, ask, lease_ms, covered_until_ms, patience)?;
+    if reply.text(0) != Some("t") {
+        return Err(refused(
+            "the registry's snowflake.snowflake_registry_hold() is not pg_snowflake's own (a \
+             member of the extension, in the schema snowflake owned by a superuser): no lease \
+             is taken from it"
+                .into(),
+        ));
+    }
+    match reply.text(1) {
+        Some("granted") => reply.granted(ask, covered_until_ms).map(Answer::Granted),
+        Some("released") if matches!(mode, Mode::Release { .. }) => {
+            match (reply.number(2), ask.held, reply.number(5)) {
+                (Some(w), Some(held), Some(recorded_until_ms))
+                    if w == i64::from(held) && (0..LAST_MS).contains(&recorded_until_ms) =>
+                {
+                    Ok(Answer::Released { worker_id: held, recorded_until_ms })
+                }
+                _ => Err(no_lease(
+                    "the registry released a worker id this server did not hold".into(),
+                )),
+            }
+        }
+        outcome => Err(reply.refusal(outcome, ask)),
+    }
+}
+
+/// The call itself, with this server's layout, identity and secrets: the registry's one row.
+fn call_hold(
+    conn: &libpq::Connection,
+    ask: &Ask,
+    lease_ms: i64,
+    covered_until_ms: i64,
+    patience: &Patience,
+) -> Result<Reply, (Problem, String)> {
+    let namespace = ask.namespace.as_str();
+    let wanted = ask.wanted;
     let layout = gucs::layout();
     let rows = conn
         .query(
@@ -725,124 +758,125 @@ fn ask_registry(
             (Problem::NotInstalled, why) => (Problem::NotInstalled, not_installed(conn, why)),
             other => other,
         })?;
-    let row = rows.into_iter().next().unwrap_or_default();
-    let text = |i: usize| -> Option<&str> { row.get(i)?.as_deref() };
-    let number = |i: usize| -> Option<i64> { text(i)?.parse().ok() };
-    if text(0) != Some("t") {
-        return Err(refused(
-            "the registry's snowflake.snowflake_registry_hold() is not pg_snowflake's own (a \
-             member of the extension, in the schema snowflake owned by a superuser): no lease \
-             is taken from it"
-                .into(),
-        ));
+    Ok(Reply(rows.into_iter().next().unwrap_or_default()))
+}
+
+/// The registry's answer: its columns as text, in the order of LEASE_ANSWER (whether the
+/// function is pg_snowflake's own, the outcome, the worker id, the expiry, the bound to start
+/// above, the coverage recorded, the namespace's layout, another holder of this cluster). The
+/// registry is a peer: nothing in it is taken unchecked.
+struct Reply(Vec<Option<String>>);
+
+impl Reply {
+    fn text(&self, i: usize) -> Option<&str> {
+        self.0.get(i)?.as_deref()
     }
-    match text(1) {
-        Some("granted") => {}
-        Some("released") if matches!(mode, Mode::Release { .. }) => {
-            return match (number(2), ask.held, number(5)) {
-                (Some(w), Some(held), Some(recorded_until_ms))
-                    if w == i64::from(held) && (0..LAST_MS).contains(&recorded_until_ms) =>
-                {
-                    Ok(Answer::Released { worker_id: held, recorded_until_ms })
+
+    fn number(&self, i: usize) -> Option<i64> {
+        self.text(i)?.parse().ok()
+    }
+
+    /// Why the registry gave no lease, from its outcome.
+    fn refusal(&self, outcome: Option<&str>, ask: &Ask) -> (Problem, String) {
+        let namespace = ask.namespace.as_str();
+        let wanted = ask.wanted;
+        let layout = gucs::layout();
+        match outcome {
+                Some("lost") => {
+                    (
+                        Problem::Lost,
+                        format!(
+                            "the registry renews worker id {} of namespace \"{namespace}\" for another \
+                             start of this cluster now (this one did not renew it in time, or another \
+                             server presented this one's secret: a clone of it, or a split brain)",
+                            ask.held.map_or("?".to_string(), |w| w.to_string())
+                        ),
+                    )
                 }
-                _ => Err(no_lease(
-                    "the registry released a worker id this server did not hold".into(),
-                )),
-            };
-        }
-        Some("lost") => {
-            return Err((
-                Problem::Lost,
-                format!(
-                    "the registry renews worker id {} of namespace \"{namespace}\" for another \
-                     start of this cluster now (this one did not renew it in time, or another \
-                     server presented this one's secret: a clone of it, or a split brain)",
-                    ask.held.map_or("?".to_string(), |w| w.to_string())
-                ),
-            ))
-        }
-        Some("held") => {
-            let wanted = wanted.map_or("?".to_string(), |w| w.to_string());
-            // Another server of this cluster holds it (this one is a copy of its data
-            // directory, or it of this one's): the registry names it, as to a copy that took
-            // another worker id.
-            let holder = match text(7) {
-                Some(other) => {
-                    format!("another server of this cluster, {}", printable(other.as_bytes()))
+                Some("held") => {
+                    let wanted = wanted.map_or("?".to_string(), |w| w.to_string());
+                    // Another server of this cluster holds it (this one is a copy of its data
+                    // directory, or it of this one's): the registry names it, as to a copy that took
+                    // another worker id.
+                    let holder = match self.text(7) {
+                        Some(other) => {
+                            format!("another server of this cluster, {}", printable(other.as_bytes()))
+                        }
+                        None => "another cluster".to_string(),
+                    };
+                    (
+                        Problem::Held,
+                        format!(
+                            "the registry refused the lease: worker id {wanted} of namespace \
+                             \"{namespace}\" is leased to {holder}"
+                        ),
+                    )
                 }
-                None => "another cluster".to_string(),
-            };
-            return Err((
-                Problem::Held,
-                format!(
-                    "the registry refused the lease: worker id {wanted} of namespace \
-                     \"{namespace}\" is leased to {holder}"
-                ),
-            ));
+                Some("full") => {
+                    (
+                        Problem::Full,
+                        format!(
+                            "the registry refused the lease: no worker id of namespace \"{namespace}\" \
+                             is free"
+                        ),
+                    )
+                }
+                Some("layout") => {
+                    (
+                        Problem::Layout,
+                        format!(
+                            "the registry refused the lease: namespace \"{namespace}\" makes ids of \
+                             layout {}, and this server's layout is {}",
+                            self.text(6).unwrap_or("?"),
+                            layout.describe_fields()
+                        ),
+                    )
+                }
+            _ => no_lease("the registry's answer is not a lease".into()),
         }
-        Some("full") => {
-            return Err((
-                Problem::Full,
-                format!(
-                    "the registry refused the lease: no worker id of namespace \"{namespace}\" \
-                     is free"
-                ),
-            ))
+    }
+
+    /// The lease granted, checked against what was asked.
+    // mutant: registry_start_above
+    // mutant: registry_worker_range
+    fn granted(&self, ask: &Ask, covered_until_ms: i64) -> Result<Granted, (Problem, String)> {
+        let (wanted, layout) = (ask.wanted, gucs::layout());
+        let (Some(w), Some(expires_ms), Some(start_above_ms), Some(recorded_until_ms)) =
+            (self.number(2), self.number(3), self.number(4), self.number(5))
+        else {
+            return Err(no_lease("the registry's answer is not a lease".into()));
+        };
+        // Never trusted blindly: a worker id outside the layout would spill into the other fields.
+        let worker_id = u32::try_from(w)
+            .ok()
+            .filter(|&w| w <= layout.max_worker_id() && wanted.is_none_or(|wanted| wanted == w))
+            .ok_or_else(|| {
+                no_lease(format!(
+                    "the registry answered with worker id {w}, which this server did not ask for"
+                ))
+            })?;
+        if start_above_ms < 0 || recorded_until_ms < 0 || !(1..LAST_MS).contains(&expires_ms) {
+            return Err(no_lease("the registry's answer is not a lease".into()));
         }
-        Some("layout") => {
-            return Err((
-                Problem::Layout,
-                format!(
-                    "the registry refused the lease: namespace \"{namespace}\" makes ids of \
-                     layout {}, and this server's layout is {}",
-                    text(6).unwrap_or("?"),
-                    layout.describe_fields()
-                ),
-            ))
+        // A grant whose previous holders covered the whole lease asked for leaves no time for an
+        // id (one with start_above_ms = 2^63 - 1 was taken, cached across restarts, and every id
+        // failed as past the layout's end): refused, never cached.
+        if start_above_ms >= covered_until_ms.min(recorded_until_ms) {
+            return Err(no_lease(format!(
+                "the registry granted worker id {worker_id} to start above {}, at or past the end \
+                 of the lease it was asked for: no id would fit",
+                if start_above_ms < LAST_MS {
+                    crate::text::iso_unix(start_above_ms)
+                } else {
+                    format!("{start_above_ms} ms after 1970")
+                }
+            )));
         }
-        _ => return Err(no_lease("the registry's answer is not a lease".into())),
+        // The holder it did not take from: names a server of this cluster, made printable (it is
+        // the registry's text).
+        let copy_of = self.text(7).map(|t| crate::text::printable(t.as_bytes()));
+        Ok(Granted { worker_id, expires_ms, start_above_ms, recorded_until_ms, copy_of })
     }
-    let (Some(w), Some(expires_ms), Some(start_above_ms), Some(recorded_until_ms)) =
-        (number(2), number(3), number(4), number(5))
-    else {
-        return Err(no_lease("the registry's answer is not a lease".into()));
-    };
-    // Never trusted blindly: a worker id outside the layout would spill into the other fields.
-    let worker_id = u32::try_from(w)
-        .ok()
-        .filter(|&w| w <= layout.max_worker_id() && wanted.is_none_or(|wanted| wanted == w))
-        .ok_or_else(|| {
-            no_lease(format!(
-                "the registry answered with worker id {w}, which this server did not ask for"
-            ))
-        })?;
-    if start_above_ms < 0 || recorded_until_ms < 0 || !(1..LAST_MS).contains(&expires_ms) {
-        return Err(no_lease("the registry's answer is not a lease".into()));
-    }
-    // A grant whose previous holders covered the whole lease asked for leaves no time for an id
-    // (one with start_above_ms = 2^63 - 1 was taken, cached across restarts, and every id
-    // failed as past the layout's end): refused, never cached.
-    if start_above_ms >= covered_until_ms.min(recorded_until_ms) {
-        return Err(no_lease(format!(
-            "the registry granted worker id {worker_id} to start above {}, at or past the end \
-             of the lease it was asked for: no id would fit",
-            if start_above_ms < LAST_MS {
-                crate::text::iso_unix(start_above_ms)
-            } else {
-                format!("{start_above_ms} ms after 1970")
-            }
-        )));
-    }
-    // The holder it did not take from: names a server of this cluster, made printable (it is
-    // the registry's text).
-    let copy_of = text(7).map(|t| crate::text::printable(t.as_bytes()));
-    Ok(Answer::Granted(Granted {
-        worker_id,
-        expires_ms,
-        start_above_ms,
-        recorded_until_ms,
-        copy_of,
-    }))
 }
 
 /// Why the lease function is missing: no pg_snowflake in the registry's database, or one older
