@@ -68,6 +68,9 @@ PGRX_TEST_DIR ?= /tmp/pg_snowflake-pgrx
 
 export PG_CONFIG
 
+# The first line of each phase of `make test`: where its time goes (scripts/phase.sh).
+PHASE = @scripts/phase.sh begin "$(ONE_MAJOR) $@"
+
 # A PG_CONFIG given on the command line or in the environment names the user's own server:
 # installing into it needs only what building needs. Otherwise the server of the major is
 # installed too (see scripts/setup.sh).
@@ -103,16 +106,19 @@ setup:
 # released steps (sql/); scripts/install-sql.sh adds the upgrade script to this release (made from
 # sql/upgrade/) and the install scripts of earlier releases.
 install: setup
+	$(PHASE)
 	@scripts/run.sh stop
 	cargo pgrx install --release --pg-config "$$(command -v $(PG_CONFIG))"
 	@scripts/install-sql.sh "$$(command -v $(PG_CONFIG))"
 
 # The Debian package of this release for PG_CONFIG's major (see scripts/package.sh).
 package: setup
+	$(PHASE)
 	scripts/package.sh "$$(command -v $(PG_CONFIG))"
 
 # What the tests use besides PostgreSQL: faultfs, the file system of the power-loss tests.
 tools:
+	$(PHASE)
 	cargo build --release --quiet --manifest-path tests/faultfs/Cargo.toml --target-dir target/faultfs
 
 run: install
@@ -131,9 +137,14 @@ stop:
 # are tested. Then the majors of Debian roots (19), each in its root, pg_upgrade from 18 there
 # included.
 HOST_TEST_MAJORS := $(filter-out $(ROOT_MAJORS),$(TEST_MAJORS))
+test: export PG_SNOWFLAKE_PHASES := $(CURDIR)/target/test-phases.tsv
 test:
+	@mkdir -p target && scripts/phase.sh start
+	@scripts/phase.sh begin "all mutations --check"
 	@scripts/mutations.sh --check
+	@scripts/phase.sh begin "all setup"
 	@scripts/setup.sh test $(TEST_MAJORS)
+	@scripts/phase.sh begin "all lint"
 	@$(MAKE) --no-print-directory lint
 	@for v in $(HOST_TEST_MAJORS); do \
 	  printf '\033[1m==> PostgreSQL %s\033[0m\n' "$$v"; \
@@ -149,11 +160,14 @@ endif
 	  printf '\033[1m==> PostgreSQL %s, in the Debian sid root of scripts/debian-root.sh\033[0m\n' "$$v"; \
 	  $(MAKE) --no-print-directory test-root PG=$$v || exit 1; \
 	done
+	@scripts/phase.sh end
+	@printf '\033[1m==> where the time went\033[0m\n' && scripts/phase.sh table
 
 # Every layer of 19 in its build root (scripts/debian-root.sh build sid-19: this checkout, with
 # target/sid-19 as its target/), as test-major runs them here, then pg_upgrade from the root's
 # Debian 18 to 19: the root's setup first (its test tools, made once), then test-in-root.
 test-root:
+	$(PHASE)
 	scripts/debian-root.sh build sid-$(ONE_MAJOR) make --no-print-directory test-in-root PG=$(ONE_MAJOR)
 
 # Only inside the root (test-root).
@@ -172,17 +186,20 @@ test-major: test-lint test-unit test-pgrx test-sql $(if $(filter 15,$(ONE_MAJOR)
 
 # pgspot on every install and upgrade script as installed (see scripts/install-sql.sh).
 test-sql: install
+	$(PHASE)
 	@scripts/install-sql.sh "$$(command -v $(PG_CONFIG))" --lint
 
 # The hot path's cost budget (scripts/hotpath-budget): instructions per id of the installed
 # build, counted by callgrind on 15 (exact, in seconds; the other majors' builds differ a little
 # and have no budget of their own).
 test-hotpath: install
+	$(PHASE)
 	@scripts/callgrind.sh --budget
 
 # The bit layout, the advance rule and the state file, without PostgreSQL (but built against
 # this major's pgrx bindings, as everything else).
 test-unit:
+	$(PHASE)
 	cargo test --quiet -p pg_snowflake_core
 	cargo test --lib --no-default-features --features pg$(ONE_MAJOR) -- --skip pg_test
 
@@ -191,10 +208,12 @@ test-unit:
 # renamed, and only 18's unit tests, 38 minutes into a fresh run, found it). About 20 s a major
 # when the dependencies are checked, 54 s with nothing built.
 test-lint:
+	$(PHASE)
 	cargo clippy --quiet --lib --no-default-features --features pg$(ONE_MAJOR) -- -D warnings
 
 # #[pg_test]s in a server that cargo pgrx starts as postgres with the library preloaded.
 test-pgrx:
+	$(PHASE)
 	@scripts/run.sh stop
 	@scripts/own-dir.sh $(PGRX_TEST_DIR)
 	rm -rf $(PGRX_TEST_DIR)/$(ONE_MAJOR)
@@ -211,6 +230,7 @@ test-pgrx:
 # after the mark say why. Each runs on one of ALL_MAJORS at least (scripts/test-suites.py checks
 # it), so a whole `make test` runs every suite.
 test-blackbox: install tools
+	$(PHASE)
 	scripts/test-suites.py $(if $(TEST_FEATURES),$(TEST_FEATURES) --) --major=$(ONE_MAJOR) --majors="$(ALL_MAJORS)" --test-threads=2 --skip pg_upgrade --skip package_ --skip-suite=image
 
 # The nemesis on seeds of your choice, for as long as asked, writing what it ran (seeds, faults,
@@ -234,6 +254,7 @@ nemesis-run: install tools
 # would run the test.)
 REINSTALL = $(MAKE) --no-print-directory install
 test-rmgr-id: install
+	$(PHASE)
 	PG_SNOWFLAKE_RMGR_ID=200 cargo pgrx install --pg-config "$$(command -v $(PG_CONFIG))"
 	PG_SNOWFLAKE_RMGR_ID=200 cargo test --test wal_rmgr -- --test-threads=2 || { $(REINSTALL); exit 1; }
 	@$(MAKE) --no-print-directory install
@@ -246,6 +267,7 @@ IMAGE_SUITE = $(if $(filter $(ONE_MAJOR),$(shell scripts/test-suites.py --majors
 # package in Debian's own PostgreSQL of this major (17: Debian 13's, 18: sid's), and the signed
 # apt repository, each in a copy of a Debian root (scripts/debian-root.sh), never on this host.
 test-package: package
+	$(PHASE)
 	cargo test $(TEST_FEATURES) --test package -- --test-threads=1
 	@$(MAKE) --no-print-directory install
 	cargo test $(TEST_FEATURES) --test debian --test repo $(IMAGE_SUITE) -- --test-threads=2
@@ -257,6 +279,7 @@ test-package: package
 # bindings for another pg_config, and again for 16 at the next run.
 OLD_FLAG_PG_CONFIG = $(shell scripts/pg-config.sh 16-old)
 test-old-flag:
+	$(PHASE)
 	cp "$$($(PG_CONFIG) --pkglibdir)/pg_snowflake.so" "$$($(OLD_FLAG_PG_CONFIG) --pkglibdir)/"
 	cp "$$($(PG_CONFIG) --sharedir)"/extension/pg_snowflake* "$$($(OLD_FLAG_PG_CONFIG) --sharedir)/extension/"
 	PG_CONFIG="$(OLD_FLAG_PG_CONFIG)" SNOWFLAKE_FLAG_FORMAT=bool cargo test --test sync_standby -- --test-threads=2
@@ -306,6 +329,7 @@ image:
 UPGRADE_FROM ?= 17
 UPGRADE_TO ?= 18
 test-upgrade:
+	@scripts/phase.sh begin "$(UPGRADE_FROM)-$(UPGRADE_TO) pg_upgrade"
 	@$(MAKE) --no-print-directory install PG=$(UPGRADE_FROM) PG_CONFIG="$$(scripts/pg-config.sh $(UPGRADE_FROM))"
 	@$(MAKE) --no-print-directory install PG=$(UPGRADE_TO) PG_CONFIG="$$(scripts/pg-config.sh $(UPGRADE_TO))"
 	PG_CONFIG="$$(scripts/pg-config.sh $(UPGRADE_TO))" PG_UPGRADE_FROM_CONFIG="$$(scripts/pg-config.sh $(UPGRADE_FROM))" \

@@ -15,20 +15,33 @@
 # LAYOUT_DIR defaults to target/image/pg_snowflake-<tag>; it is made anew. Prints
 # oci:<dir>:<tag>, what skopeo copy takes (see README, Installing).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+# The layer's modes are the files' own: not narrowed by a caller's umask (077 made its root 0700,
+# which the server's user could not enter, and another digest).
+umask 022
 
 die() { printf '%s: %s\n' "$0" "$*" >&2; exit 1; }
-deb=$(realpath "${1:?usage: $0 DEB [LAYOUT_DIR]}")
+# Both paths as the caller gave them, before the cd.
+deb=$(realpath -e -- "${1:?usage: $0 DEB [LAYOUT_DIR]}")
+layout=${2:+$(realpath -m -- "$2")}
+cd "$(dirname "$0")/.."
 command -v umoci >/dev/null || die "umoci is missing (make image installs it: scripts/setup.sh image)"
-version=$(dpkg-deb -f "$deb" Version); version=${version%-*}
 package=$(dpkg-deb -f "$deb" Package)
-major=${package#postgresql-}; major=${major%%-*}
+major=${package#postgresql-}; major=${major%-pg-snowflake}
 case "$major" in ''|*[!0-9]*) die "$deb is not a package of pg_snowflake (postgresql-N-pg-snowflake)" ;; esac
+[ "$package" = "postgresql-$major-pg-snowflake" ] ||
+  die "$deb is $package, not a package of pg_snowflake (postgresql-N-pg-snowflake)"
+version=$(dpkg-deb -f "$deb" Version); version=${version%-*}
+# An OCI tag is [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}: no epoch (1:) and no ~ in it.
+case "$version" in ''|*[!0-9A-Za-z.+]*) die "version $version of $deb makes no image tag" ;; esac
+version=${version//+/_}
 # VERSION_CODENAME: bookworm here; sid's says the next release's name, so sid is named by ID.
 . /etc/os-release
 case "${PRETTY_NAME:-}" in */sid) distro=sid ;; *) distro=${VERSION_CODENAME:?/etc/os-release names no release} ;; esac
 tag=$version-$major-$distro
-layout=${2:-target/image/pg_snowflake-$tag}
+layout=${layout:-$PWD/target/image/pg_snowflake-$tag}
+# Made anew: only an OCI layout, or nothing, is removed there.
+[ ! -e "$layout" ] || [ -f "$layout/oci-layout" ] ||
+  die "$layout exists and is not an OCI image layout: not removed (name another directory)"
 
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 dpkg-deb -x "$deb" "$work/deb"
@@ -36,6 +49,11 @@ lib=$work/deb/usr/lib/postgresql/$major/lib
 ext=$work/deb/usr/share/postgresql/$major/extension
 [ -f "$lib/pg_snowflake.so" ] && [ -f "$ext/pg_snowflake.control" ] ||
   die "$deb holds no pg_snowflake.so or pg_snowflake.control for PostgreSQL $major"
+# Only regular files go in: a link in a package (to /etc/shadow, or a directory linked to the
+# host's own PostgreSQL) would put this machine's files into the image.
+# mutant: image_links
+links=$(find "$work/deb" -type l -printf '%P\n')
+[ -z "$links" ] || die "$deb holds links, which an extension image does not take: $links"
 
 rm -rf "$layout"
 mkdir -p "$(dirname "$layout")"

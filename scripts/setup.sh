@@ -5,7 +5,7 @@
 #   scripts/setup.sh build 15            # building and installing: cargo-pgrx, libclang, a C
 #   scripts/setup.sh build --pg-config P #   toolchain, `cargo pgrx init` (for P's major)
 #   scripts/setup.sh run 17              # build, and the server of that major (make run, bench)
-#   scripts/setup.sh image 18            # run, and umoci (make image)
+#   scripts/setup.sh image 18            # run, and umoci and skopeo (make image)
 #   scripts/setup.sh test 15 16 17 18    # run, and what the tests use (make test)
 #   scripts/setup.sh test 19             # on this host: the Debian roots (19 runs in one); in
 #                                        #   the build root of 19: what building and testing need
@@ -22,20 +22,21 @@
 #          scripts/build-postgres.sh, from pinned releases, as local packages laid out as
 #          Debian's in /usr/lib/postgresql/N (2.5 to 3.5 minutes each for 17 and 18 on 2
 #          cores, the first time; seconds for 16)
-#   image  umoci, which makes the extension image (scripts/image.sh)
-#   test   umoci and skopeo (the extension image's test), sudo (cargo pgrx test --runas), libfaketime (clock tests), node and npm with the
-#          packages of tests/js and the Python clients of tests/clients (the decoder and client
-#          tests), Ruby's ActiveRecord, Go with pgx and Java's JDBC driver from Debian (the
-#          client tests), pg_auto_failover for 15 (the failover test), pgspot in target/venv
-#          (the SQL scripts' lint), fuse3 (the power-loss tests' file system), lintian (the
-#          package tests), etcd and Patroni (the Patroni failover test), 16.2 beside 16 (the
-#          old synchronous-standby flag), debootstrap and the Debian roots of
-#          scripts/debian-root.sh, gnupg and dpkg-dev (the apt repository's test), valgrind
-#          (the hot path's cost budget, scripts/callgrind.sh), shellcheck and pyflakes3 (make
-#          lint of the scripts), liblz4-dev and libzstd-dev and
-#          Citus, built into each major by scripts/build-citus.sh from a vendored archive (the
-#          Citus suite; about a minute a major the first time, then a stamp; where no archive
-#          is found it says how to get one, and only the Citus suite fails)
+#   image  umoci, which makes the extension image (scripts/image.sh), and skopeo, which copies
+#          it to a registry
+#   test   umoci and skopeo (the extension image's test), sudo (cargo pgrx test --runas),
+#          libfaketime (clock tests), node and npm with the packages of tests/js and the Python
+#          clients of tests/clients (the decoder and client tests), Ruby's ActiveRecord, Go with pgx
+#          and Java's JDBC driver from Debian (the client tests), pg_auto_failover for 15 (the
+#          failover test), pgspot in target/venv (the SQL scripts' lint), fuse3 (the power-loss
+#          tests' file system), lintian (the package tests), etcd and Patroni (the Patroni failover
+#          test), 16.2 beside 16 (the old synchronous-standby flag), debootstrap and the Debian
+#          roots of scripts/debian-root.sh, gnupg and dpkg-dev (the apt repository's test), valgrind
+#          (the hot path's cost budget, scripts/callgrind.sh), shellcheck and pyflakes3 (make lint
+#          of the scripts), liblz4-dev and libzstd-dev and Citus, built into each major by
+#          scripts/build-citus.sh from a vendored archive (the Citus suite; about a minute a major
+#          the first time, then a stamp; where no archive is found it says how to get one, and only
+#          the Citus suite fails)
 #
 # PostgreSQL 19: Debian packages it only for sid (experimental's 19~rc1, which needs sid's libc
 # 6 2.43; this host's is 2.36), and its source is not served. It is built and tested in the build
@@ -147,8 +148,9 @@ if [ "$PURPOSE" != build ]; then
   PACKAGES+=(procps postgresql-common)
   ! has 15 || PACKAGES+=(postgresql-15)
 fi
-# umoci: the extension image (scripts/image.sh); skopeo: its test reads it as a registry client.
-[ "$PURPOSE" != image ] || PACKAGES+=(umoci)
+# umoci: the extension image (scripts/image.sh); skopeo: copies it to a registry, and its test
+# reads it as a registry client does.
+[ "$PURPOSE" != image ] || PACKAGES+=(umoci skopeo)
 if [ "$PURPOSE" = test ]; then
   PACKAGES+=(umoci skopeo)
   # iproute2: the network namespaces of tests/replication/worker_ids_from_addresses.rs.

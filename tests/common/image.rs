@@ -77,17 +77,30 @@ impl Image {
         total
     }
 
-    /// Every path in the image's layers, as `tar` lists them (directories end in `/`).
-    pub fn paths(&self) -> Vec<String> {
-        let mut paths = vec![];
+    /// Every entry of the image's layers as `tar -tv --numeric-owner` lists it: its mode
+    /// (`-rw-r--r--`), owner (`0/0`) and path (directories end in `/`), sorted by path.
+    pub fn entries(&self) -> Vec<(String, String, String)> {
+        let mut entries = vec![];
         for layer in self.manifest()["layers"].as_array().unwrap() {
             let digest = layer["digest"].as_str().unwrap();
             let blob = self.layout.join("blobs/sha256").join(digest.trim_start_matches("sha256:"));
-            let out = check(Command::new("tar").arg("-tzf").arg(&blob).output().unwrap(), "tar -t");
-            paths.extend(String::from_utf8_lossy(&out.stdout).lines().map(str::to_string));
+            let out = check(
+                Command::new("tar")
+                    .args(["-tvzf"])
+                    .arg(&blob)
+                    .arg("--numeric-owner")
+                    .output()
+                    .unwrap(),
+                "tar -tv",
+            );
+            for line in String::from_utf8_lossy(&out.stdout).lines() {
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                let (mode, owner, path) = (fields[0], fields[1], fields[fields.len() - 1]);
+                entries.push((mode.to_string(), owner.to_string(), path.to_string()));
+            }
         }
-        paths.sort();
-        paths
+        entries.sort_by(|a, b| a.2.cmp(&b.2));
+        entries
     }
 
     /// The image's files in `dir` (made anew), as an image volume shows them: its root is `dir`.

@@ -280,8 +280,8 @@ fn check_manifests(files: &[std::path::PathBuf]) -> Result<Vec<serde_json::Value
 
 /// docs/kubernetes.md's manifests are what the resources they declare accept (CloudNativePG
 /// 1.30.0's Cluster and Database, Kubernetes 1.34's StatefulSet, Service and Secret), and each
-/// Cluster preloads pg_snowflake with parameters that a server takes. A misspelt field fails the
-/// check (shown on the page's first Cluster).
+/// Cluster and StatefulSet preloads pg_snowflake with settings that a server takes. A misspelt
+/// field fails the check (shown on the page's first Cluster).
 #[test]
 fn the_kubernetes_manifests_match_the_schemas_of_their_resources() {
     let page = "docs/kubernetes.md";
@@ -311,22 +311,45 @@ fn the_kubernetes_manifests_match_the_schemas_of_their_resources() {
     // as the server would at start) in a server with pg_snowflake loaded.
     let server = Cluster::start_new("kubernetes_parameters", &[]);
     let mut c = server.connect();
-    for cluster in checked.iter().filter(|d| d["kind"] == "Cluster") {
-        let name = cluster["name"].as_str().unwrap();
-        assert!(
-            cluster["shared_preload_libraries"]
-                .as_array()
-                .is_some_and(|l| l.iter().any(|x| x == "pg_snowflake")),
-            "{page}: Cluster {name} does not preload pg_snowflake"
-        );
-        for (key, value) in cluster["parameters"].as_object().unwrap() {
-            assert!(key.starts_with("snowflake."), "{page}: Cluster {name} sets {key}");
+    // A StatefulSet sets on its command line what the operator sets for a Cluster: the paths
+    // tests/packaging/image.rs sets, and the preload.
+    let by_operator = [
+        ("extension_control_path", "$system:/extensions/pg_snowflake/share"),
+        ("dynamic_library_path", "$libdir:/extensions/pg_snowflake/lib"),
+        ("shared_preload_libraries", "pg_snowflake"),
+    ];
+    for server in checked.iter().filter(|d| d["kind"] == "Cluster" || d["kind"] == "StatefulSet") {
+        let name =
+            format!("{} {}", server["kind"].as_str().unwrap(), server["name"].as_str().unwrap());
+        let parameters = server["parameters"].as_object().unwrap();
+        let stateful_set = server["kind"] == "StatefulSet";
+        if stateful_set {
+            for (key, value) in by_operator {
+                assert_eq!(
+                    parameters.get(key).and_then(|v| v.as_str()),
+                    Some(value),
+                    "{page}: {name}: {key}"
+                );
+            }
+        } else {
+            assert!(
+                server["shared_preload_libraries"]
+                    .as_array()
+                    .is_some_and(|l| l.iter().any(|x| x == "pg_snowflake")),
+                "{page}: {name} does not preload pg_snowflake"
+            );
+        }
+        for (key, value) in parameters {
+            if stateful_set && by_operator.iter().any(|(k, _)| k == key) {
+                continue;
+            }
+            assert!(key.starts_with("snowflake."), "{page}: {name} sets {key}");
             let known: i64 =
                 c.scalar(&format!("SELECT count(*) FROM pg_settings WHERE name = '{key}'"));
-            assert_eq!(known, 1, "{page}: Cluster {name}: {key} is no setting of pg_snowflake");
+            assert_eq!(known, 1, "{page}: {name}: {key} is no setting of pg_snowflake");
             let value = value.as_str().unwrap().replace('\'', "''");
             c.batch_execute(&format!("ALTER SYSTEM SET {key} = '{value}'"))
-                .unwrap_or_else(|e| panic!("{page}: Cluster {name}: {key} = {value}: {}", why(&e)));
+                .unwrap_or_else(|e| panic!("{page}: {name}: {key} = {value}: {}", why(&e)));
         }
     }
     c.batch_execute("ALTER SYSTEM RESET ALL").unwrap();

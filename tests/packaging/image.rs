@@ -11,6 +11,7 @@
 #![cfg(not(feature = "pg_test"))]
 
 use common::image::Image;
+use common::pg_config as pg_config_of;
 use common::release::{deb, package_of_release, server_copy, version, RELEASE_0_5_0};
 use common::*;
 use std::fs;
@@ -93,11 +94,16 @@ fn the_image_holds_the_packages_extension_files_and_nothing_else() {
         }
     }
     wanted.sort();
+    // Owned by root, readable by all, written by none but root, nothing set-id or linked.
+    let entries = image.entries();
+    for (mode, owner, path) in &entries {
+        let wanted = if path.ends_with('/') || path == "." { "drwxr-xr-x" } else { "-rw-r--r--" };
+        assert_eq!((mode.as_str(), owner.as_str()), (wanted, "0/0"), "{path} in the image");
+    }
     // (Less the layer's root, `./`, which the volume's root is.)
-    let paths: Vec<String> = image
-        .paths()
+    let paths: Vec<String> = entries
         .into_iter()
-        .map(|p| p.trim_start_matches("./").to_string())
+        .map(|(_, _, p)| p.trim_start_matches("./").to_string())
         .filter(|p| !p.is_empty() && p != ".")
         .collect();
     assert_eq!(paths, wanted, "the image's paths against the package's extension files");
@@ -149,6 +155,22 @@ fn a_server_without_the_extension_makes_ids_from_the_image_as_cloudnativepg_moun
     cluster.start();
     assert_eq!(loaded_library(&cluster), mount.join("lib/pg_snowflake.so").display().to_string());
     let mut c = cluster.connect();
+    // The server's own share/ is the copy's, and the control file comes from the image: without
+    // the image's path, the server offers no pg_snowflake.
+    let sharedir: String = c.scalar("SELECT setting FROM pg_config WHERE name = 'SHAREDIR'");
+    let own = pg_config_of(&default_pg_config(), "--bindir").join("pg_config");
+    let copy = pg_config.strip_suffix(own.to_str().unwrap()).unwrap();
+    assert!(
+        !copy.is_empty() && sharedir.starts_with(copy),
+        "the server's share/ is {sharedir}, not the copy's in {copy}"
+    );
+    let offered = |c: &mut Client| -> i64 {
+        c.scalar("SELECT count(*) FROM pg_available_extensions WHERE name = 'pg_snowflake'")
+    };
+    c.batch_execute("SET extension_control_path = '$system'").unwrap();
+    assert_eq!(offered(&mut c), 0, "the server's own share/ offers pg_snowflake");
+    c.batch_execute("RESET extension_control_path").unwrap();
+    assert_eq!(offered(&mut c), 1);
     let (default_version, installed): (String, Option<String>) = {
         let row = c
             .query_one(
@@ -202,11 +224,46 @@ fn an_image_of_0_5_0_swapped_for_this_releases_updates_the_extension() {
     cluster.start();
     let mut c = cluster.connect();
     assert_eq!(version_of(&mut c), "0.5.0", "the database keeps 0.5.0's objects until the update");
+    // The new library serves 0.5.0's objects until then.
+    let between = ids(&mut c, "SELECT snowflake_next() FROM generate_series(1, 1000)");
+    assert_above_all(&before, &between, "this release's library under 0.5.0's objects");
     c.batch_execute("ALTER EXTENSION pg_snowflake UPDATE").unwrap();
     assert_eq!(version_of(&mut c), version());
     let after = ids(&mut c, "SELECT snowflake_next() FROM generate_series(1, 10000)");
-    assert_above_all(&before, &after, "the update from 0.5.0's image");
+    assert_above_all(&between, &after, "the update from 0.5.0's image");
     let (_, worker, _) = decode_id(&mut c, *after.last().unwrap());
     assert_eq!(worker, 1);
     cluster.stop("fast");
+}
+
+/// A package whose files are links (to a file of the machine that builds the image, or to its
+/// own PostgreSQL's directories) makes no image: the image would carry that machine's files.
+#[test]
+fn a_package_with_links_in_it_makes_no_image() {
+    let deb = this_release();
+    let major = major_under_test();
+    let tree = scratch_dir("image_links").join("tree");
+    check(Command::new("dpkg-deb").arg("-R").arg(&deb).arg(&tree).output().unwrap(), "dpkg-deb -R");
+    let so = tree.join(format!("usr/lib/postgresql/{major}/lib/pg_snowflake.so"));
+    fs::remove_file(&so).unwrap();
+    std::os::unix::fs::symlink("/etc/hostname", &so).unwrap();
+    let linked = tree.with_file_name("linked.deb");
+    check(
+        Command::new("dpkg-deb")
+            .args(["--root-owner-group", "-b"])
+            .arg(&tree)
+            .arg(&linked)
+            .output()
+            .unwrap(),
+        "dpkg-deb -b",
+    );
+    let out = Command::new(root_dir().join("scripts/image.sh"))
+        .arg(&linked)
+        .arg(tree.with_file_name("oci"))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "an image was made of a package with a link in it");
+    assert!(said.contains("holds links") && said.contains("pg_snowflake.so"), "{said}");
+    assert!(!tree.with_file_name("oci").exists());
 }

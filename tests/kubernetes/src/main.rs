@@ -9,8 +9,8 @@
 //!
 //! Each FILE is a YAML stream of one or more documents. Prints one JSON line per document
 //! (`{"kind": ..., "name": ..., "parameters": {...}}`: a Cluster's `.spec.postgresql.parameters`
-//! and `shared_preload_libraries`, for the caller to check against a server), or what is wrong
-//! with it on stderr; exits 1 if any document is wrong.
+//! and `shared_preload_libraries`, a StatefulSet's `-c name=value` arguments, for the caller to
+//! check against a server), or what is wrong with it on stderr; exits 1 if any document is wrong.
 
 use k8s_crds_cloud_native_pg::{Cluster, Database, ImageCatalog};
 use k8s_openapi::api::apps::v1::StatefulSet;
@@ -59,7 +59,11 @@ fn check(doc: Value) -> Result<Value, String> {
         }
         ("postgresql.cnpg.io/v1", "Database") => custom::<Database>(doc)?.1,
         ("postgresql.cnpg.io/v1", "ImageCatalog") => custom::<ImageCatalog>(doc)?.1,
-        ("apps/v1", "StatefulSet") => typed::<StatefulSet>(doc)?.1,
+        ("apps/v1", "StatefulSet") => {
+            let (set, unknown) = typed::<StatefulSet>(doc)?;
+            out["parameters"] = json!(command_line_settings(&set));
+            unknown
+        }
         ("v1", "Service") => typed::<Service>(doc)?.1,
         ("v1", "ConfigMap") => typed::<ConfigMap>(doc)?.1,
         ("v1", "Secret") => typed::<Secret>(doc)?.1,
@@ -73,6 +77,21 @@ fn check(doc: Value) -> Result<Value, String> {
     }
 }
 
+/// The settings a StatefulSet's containers give PostgreSQL on its command line (`-c name=value`).
+fn command_line_settings(set: &StatefulSet) -> std::collections::BTreeMap<String, String> {
+    let containers =
+        set.spec.iter().flat_map(|s| s.template.spec.iter()).flat_map(|p| &p.containers);
+    let mut settings = std::collections::BTreeMap::new();
+    for args in containers.filter_map(|c| c.args.as_ref()) {
+        for pair in args.windows(2).filter(|w| w[0] == "-c") {
+            if let Some((name, value)) = pair[1].split_once('=') {
+                settings.insert(name.to_string(), value.to_string());
+            }
+        }
+    }
+    settings
+}
+
 fn main() {
     let files: Vec<String> = std::env::args().skip(1).collect();
     if files.is_empty() {
@@ -83,8 +102,11 @@ fn main() {
     for file in files {
         let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{file}: {e}"));
         for (n, doc) in serde_yaml::Deserializer::from_str(&text).enumerate() {
-            let result = serde::Deserialize::deserialize(doc)
-                .map_err(|e: serde_yaml::Error| e.to_string())
+            // Through YAML's own values first, which refuse a key given twice (a map of JSON
+            // values keeps the last, as no API server does).
+            let result = <serde_yaml::Value as serde::Deserialize>::deserialize(doc)
+                .map_err(|e| e.to_string())
+                .and_then(|yaml| serde_json::to_value(yaml).map_err(|e| e.to_string()))
                 .and_then(check);
             match result {
                 Ok(out) => println!("{out}"),
