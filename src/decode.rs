@@ -214,6 +214,7 @@ fn result_tupdesc(fcinfo: pg_sys::FunctionCallInfo) -> PgTupleDesc<'static> {
 /// `tupdesc` must be a valid TupleDesc.
 unsafe fn is_parts_row(tupdesc: pg_sys::TupleDesc) -> bool {
     let expected = [pg_sys::TIMESTAMPTZOID, pg_sys::INT4OID, pg_sys::INT4OID];
+    // SAFETY: the caller's promise, a valid TupleDesc.
     let desc = unsafe { PgTupleDesc::from_pg_unchecked(tupdesc) };
     desc.len() == expected.len()
         && desc.iter().zip(expected).all(|(att, oid)| !att.attisdropped && att.atttypid == oid)

@@ -60,6 +60,7 @@ impl Dir {
         // SAFETY: an out-buffer for fstatat of a name relative to a directory this handle holds
         // open, the name itself (a link is not followed).
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: as above: the handle's descriptor, a NUL-terminated name, the buffer.
         let stat = unsafe {
             libc::fstatat(self.fd.as_raw_fd(), c.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW)
         };
@@ -235,6 +236,7 @@ fn open_dir_at(at: libc::c_int, path: &Path) -> io::Result<OwnedFd> {
             Some(libc::ELOOP | libc::ENOTDIR) => {
                 // SAFETY: an out-buffer for fstatat, of the name just tried.
                 let mut st: libc::stat = unsafe { std::mem::zeroed() };
+                // SAFETY: as above: an open descriptor, a NUL-terminated name, the buffer.
                 let link = unsafe {
                     libc::fstatat(at, c.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) == 0
                         && st.st_mode & libc::S_IFMT == libc::S_IFLNK

@@ -133,6 +133,7 @@ fn load_api(server_lib: Option<&std::path::Path>) -> Result<Api, String> {
             let why = if why.is_null() {
                 "not found".to_string()
             } else {
+                // SAFETY: not NULL, so the message dlerror just returned.
                 unsafe { CStr::from_ptr(why) }.to_string_lossy().into_owned()
             };
             tried.push(why);
@@ -685,6 +686,7 @@ impl Connection {
             // result is there.
             while bounded_memory(|| unsafe { (api.PQisBusy)(self.0) }) != 0 {
                 self.wait_until(deadline, false, wait, "waiting for the registry's answer")?;
+                // SAFETY: as above.
                 if bounded_memory(|| unsafe { (api.PQconsumeInput)(self.0) }) == 0 {
                     return Err(plain(self.error_message()));
                 }
@@ -816,6 +818,7 @@ impl PqResult {
     fn field(&self, code: c_int) -> Option<String> {
         // SAFETY: a live result; libpq returns NULL or a string owned by the result.
         let p = unsafe { (self.1.PQresultErrorField)(self.0, code) };
+        // SAFETY: not NULL, so a NUL-terminated string the result owns.
         (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
     }
 }

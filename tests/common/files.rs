@@ -60,6 +60,7 @@ fn parent_of(path: &Path) -> std::io::Result<(OwnedFd, CString)> {
 fn only_root_writes(dir: RawFd) -> std::io::Result<bool> {
     // SAFETY: a zeroed stat filled by fstat of an open descriptor.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
     if unsafe { libc::fstat(dir, &mut st) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
@@ -136,6 +137,7 @@ pub fn create_new_mode(path: &Path, bytes: &[u8], mode: libc::mode_t) -> std::io
         use std::os::unix::fs::MetadataExt;
         // SAFETY: a descriptor of the file just made; ids of an existing directory.
         if unsafe { libc::geteuid() } == 0
+            // SAFETY: as above.
             && unsafe {
                 libc::fchown(std::os::fd::AsRawFd::as_raw_fd(&file), owner.uid(), owner.gid())
             } != 0

@@ -44,13 +44,16 @@ fn enter_private_network() -> Result<(), String> {
     }
     // SAFETY: plain system calls on this (single-threaded) process.
     let uid = unsafe { libc::getuid() };
+    // SAFETY: as above.
     let gid = unsafe { libc::getgid() };
+    // SAFETY: as above.
     if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
         if uid == 0 {
             return Err(os("unshare(CLONE_NEWNET)"));
         }
         // Not root: a user namespace in which this user is itself, and which owns the new
         // network namespace.
+        // SAFETY: as above.
         if unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) } != 0 {
             return Err(os("unshare(CLONE_NEWUSER | CLONE_NEWNET)"));
         }
