@@ -285,10 +285,18 @@ pub fn claims_interval() -> std::time::Duration {
     std::time::Duration::from_secs(CLAIMS_INTERVAL.get() as u64)
 }
 
-/// What to do about settings refused at start (the server log says which, and why).
+/// What to do about settings refused at start (the server log says which, and why). Where the
+/// worker id comes from an address, what is wrong is most often the server's addresses, not
+/// the setting's text. Either is written by an operator's parameters as often as by hand.
 pub fn settings_hint() -> &'static str {
-    "Correct the snowflake.* settings in postgresql.conf (see the server log) and restart the \
-     server."
+    if worker_id_network().is_some() {
+        "Correct snowflake.worker_id_network, or give this server one address in that network, \
+         as the detail says, and restart the server (postgresql.conf, or the parameters an \
+         operator writes there)."
+    } else {
+        "Correct the snowflake.* settings in postgresql.conf, or the parameters an operator \
+         writes there (see the server log), and restart the server."
+    }
 }
 
 /// No worker id: unset, or the settings were refused at start.

@@ -126,6 +126,7 @@ fn no_address_several_addresses_and_a_network_too_large_are_refused_with_the_rea
         println!("{network}: {}: {}", e.code, e.detail);
         assert_eq!(e.code, "55000");
         assert!(e.detail.to_lowercase().contains(&why.to_lowercase()), "{network}: {e:?}");
+        assert!(e.hint.starts_with("Correct snowflake.worker_id_network, or give"), "{e:?}");
         c.stop("fast");
     }
     // Beside a worker id set by hand: refused, whichever is right.

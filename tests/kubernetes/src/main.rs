@@ -9,8 +9,9 @@
 //!
 //! Each FILE is a YAML stream of one or more documents. Prints one JSON line per document
 //! (`{"kind": ..., "name": ..., "parameters": {...}}`: a Cluster's `.spec.postgresql.parameters`
-//! and `shared_preload_libraries`, a StatefulSet's `-c name=value` arguments, for the caller to
-//! check against a server), or what is wrong with it on stderr; exits 1 if any document is wrong.
+//! and `shared_preload_libraries`, a StatefulSet's `-c name=value` arguments, a ConfigMap's
+//! `*.sql` scripts, for the caller to check against a server), or what is wrong with it on
+//! stderr; exits 1 if any document is wrong.
 
 use k8s_crds_cloud_native_pg::{Cluster, Database, ImageCatalog};
 use k8s_openapi::api::apps::v1::StatefulSet;
@@ -65,7 +66,13 @@ fn check(doc: Value) -> Result<Value, String> {
             unknown
         }
         ("v1", "Service") => typed::<Service>(doc)?.1,
-        ("v1", "ConfigMap") => typed::<ConfigMap>(doc)?.1,
+        ("v1", "ConfigMap") => {
+            let (map, unknown) = typed::<ConfigMap>(doc)?;
+            let scripts =
+                map.data.unwrap_or_default().into_iter().filter(|(k, _)| k.ends_with(".sql"));
+            out["sql"] = json!(scripts.collect::<std::collections::BTreeMap<_, _>>());
+            unknown
+        }
         ("v1", "Secret") => typed::<Secret>(doc)?.1,
         ("v1", "ServiceAccount") => typed::<ServiceAccount>(doc)?.1,
         _ => return Err(format!("no schema here for {api_version} {kind}")),
