@@ -25,9 +25,11 @@ deb=$(realpath -e -- "${1:?usage: $0 DEB [LAYOUT_DIR]}")
 layout=${2:+$(realpath -m -- "$2")}
 cd "$(dirname "$0")/.."
 command -v umoci >/dev/null || die "umoci is missing (make image installs it: scripts/setup.sh image)"
+
+# Every check before anything is written or removed.
 package=$(dpkg-deb -f "$deb" Package)
 major=${package#postgresql-}; major=${major%-pg-snowflake}
-case "$major" in ''|*[!0-9]*) die "$deb is not a package of pg_snowflake (postgresql-N-pg-snowflake)" ;; esac
+case "$major" in [1-9][0-9]) ;; *) die "$deb is not a package of pg_snowflake (postgresql-N-pg-snowflake)" ;; esac
 [ "$package" = "postgresql-$major-pg-snowflake" ] ||
   die "$deb is $package, not a package of pg_snowflake (postgresql-N-pg-snowflake)"
 version=$(dpkg-deb -f "$deb" Version); version=${version%-*}
@@ -38,49 +40,77 @@ version=${version//+/_}
 . /etc/os-release
 case "${PRETTY_NAME:-}" in */sid) distro=sid ;; *) distro=${VERSION_CODENAME:?/etc/os-release names no release} ;; esac
 tag=$version-$major-$distro
+[ ${#tag} -le 128 ] || die "the tag $tag is longer than the 128 characters of an OCI tag"
 layout=${layout:-$PWD/target/image/pg_snowflake-$tag}
-# Made anew: only an OCI layout, or nothing, is removed there.
-[ ! -e "$layout" ] || [ -f "$layout/oci-layout" ] ||
-  die "$layout exists and is not an OCI image layout: not removed (name another directory)"
+case "$layout" in *:*) die "$layout: a layout's path has no ':' (umoci and skopeo read it as the tag)" ;; esac
+case "$deb" in "$layout"/*) die "$deb is inside $layout, which is made anew" ;; esac
+# What is there already goes only if it is an OCI layout and nothing else (a directory holding a
+# file `oci-layout` among others' files is not one), and only where no one but the caller and
+# root could swap the name for another directory while this runs.
+parent=$(dirname "$layout")
+mkdir -p "$parent"
+read -r owner mode < <(stat -c '%u %a' "$parent")
+[ "$owner" = 0 ] || [ "$owner" = "$(id -u)" ] || die "$parent belongs to another user: name another directory"
+[ $((8#$mode & 8#022)) -eq 0 ] || die "$parent may be written by others (mode $mode): name another directory"
+if [ -e "$layout" ] || [ -L "$layout" ]; then
+  [ -d "$layout" ] && [ ! -L "$layout" ] && [ -f "$layout/oci-layout" ] && [ ! -L "$layout/oci-layout" ] &&
+    [ -z "$(find "$layout" -mindepth 1 -maxdepth 1 ! -name oci-layout ! -name index.json ! -name blobs)" ] &&
+    [ -z "$(find "$layout/blobs" -mindepth 1 ! -path "$layout/blobs/sha256" \
+              -regextype posix-extended ! -regex '.*/blobs/sha256/[0-9a-f]{64}')" ] ||
+    die "$layout exists and is not an OCI image layout: not removed (name another directory)"
+fi
 
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 dpkg-deb -x "$deb" "$work/deb"
 lib=$work/deb/usr/lib/postgresql/$major/lib
 ext=$work/deb/usr/share/postgresql/$major/extension
+# Only regular files and directories: a link (to /etc/shadow, or a directory linked to the
+# host's own PostgreSQL), a device (this machine's disk) or a FIFO (a read that never ends) in a
+# package would put the machine's files into the image, or hang.
+# mutant: image_links
+odd=$(find "$work/deb" ! -type f ! -type d -printf '%P\n')
+[ -z "$odd" ] || die "$deb holds links, devices or FIFOs, which an extension image does not take: $odd"
 [ -f "$lib/pg_snowflake.so" ] && [ -f "$ext/pg_snowflake.control" ] ||
   die "$deb holds no pg_snowflake.so or pg_snowflake.control for PostgreSQL $major"
-# Only regular files go in: a link in a package (to /etc/shadow, or a directory linked to the
-# host's own PostgreSQL) would put this machine's files into the image.
-# mutant: image_links
-links=$(find "$work/deb" -type l -printf '%P\n')
-[ -z "$links" ] || die "$deb holds links, which an extension image does not take: $links"
+# The extension's files are its control file and its scripts, no other name, and files.
+other=$(find "$ext" -mindepth 1 -maxdepth 1 -name 'pg_snowflake*' ! -type f -printf '%P\n')
+[ -z "$other" ] || die "$deb holds directories named as the extension's files: $other"
+other=$(find "$ext" -mindepth 1 -maxdepth 1 -name 'pg_snowflake*' ! -name pg_snowflake.control \
+          -regextype posix-extended ! -regex '.*/pg_snowflake--[0-9.]+(--[0-9.]+)?\.sql' -printf '%P\n')
+[ -z "$other" ] || die "$deb holds files of another kind in the extension directory: $other"
+[ "$(du -sm "$work/deb" | cut -f1)" -le 256 ] || die "$deb unpacks to more than 256 MB"
 
-rm -rf "$layout"
-mkdir -p "$(dirname "$layout")"
-umoci init --layout "$layout"
+# Made in this run's own directory, moved into place when whole: a run that fails leaves what
+# was there.
+oci=$work/oci
+umoci init --layout "$oci"
 # An image with no layer and no base (FROM scratch), then one layer: the bundle's rootfs as
 # unpacked from it, with the files added.
-umoci new --image "$layout:$tag"
+umoci new --image "$oci:$tag"
 rootless=; [ "$(id -u)" -eq 0 ] || rootless=--rootless
-umoci unpack $rootless --image "$layout:$tag" "$work/bundle" >/dev/null
+umoci unpack $rootless --image "$oci:$tag" "$work/bundle" >/dev/null
 root=$work/bundle/rootfs
 # mutant: image_files
 install -d -m 755 "$root/lib" "$root/share" "$root/share/extension"
 install -p -m 644 "$lib/pg_snowflake.so" "$root/lib/"
-install -p -m 644 "$ext"/pg_snowflake* "$root/share/extension/"
+find "$ext" -mindepth 1 -maxdepth 1 -name 'pg_snowflake*' -exec install -p -m 644 -t "$root/share/extension/" {} +
 # The files' times are the package's (dpkg-deb -x and install -p keep them), the directories'
 # too, and the image's times the control file's: one package makes one digest, whenever and
 # wherever it is made.
 touch -r "$ext/pg_snowflake.control" "$root" "$root/lib" "$root/share" "$root/share/extension"
 created=$(date -u -d "@$(stat -c %Y "$ext/pg_snowflake.control")" +%Y-%m-%dT%H:%M:%SZ)
-umoci repack --image "$layout:$tag" --history.created "$created" \
+umoci repack --image "$oci:$tag" --history.created "$created" \
   --history.created_by "scripts/image.sh $(basename "$deb")" "$work/bundle"
-umoci config --no-history --image "$layout:$tag" --created "$created" \
+umoci config --no-history --image "$oci:$tag" --created "$created" \
   --os linux --architecture "$(dpkg --print-architecture)" \
   --config.label "org.opencontainers.image.title=pg_snowflake" \
   --config.label "org.opencontainers.image.description=pg_snowflake $version for PostgreSQL $major ($distro), as an extension image: /lib and /share/extension" \
   --config.label "org.opencontainers.image.version=$version" \
   --config.label "org.opencontainers.image.licenses=$(sed -n 's/^license = "\(.*\)"/\1/p' Cargo.toml | head -1)"
-# What umoci new and config left behind: only the tagged image's blobs stay.
-umoci gc --layout "$layout"
+# What umoci new and config left behind: only the tagged image's blobs stay. Readable by all,
+# as a registry's copy is (umoci writes 0600: another user's skopeo could not copy it).
+umoci gc --layout "$oci"
+chmod -R a+rX "$oci"
+if [ -e "$layout" ]; then mv -T "$layout" "$work/old"; fi
+mv -T "$oci" "$layout"
 echo "oci:$layout:$tag"

@@ -11,9 +11,14 @@ pub struct Image {
 }
 
 impl Image {
-    /// The image of the package `deb`, made by scripts/image.sh into a scratch directory.
+    /// The image of the package `deb`, made by scripts/image.sh into target/image-tests/ (a
+    /// directory of the user running the tests: scripts/image.sh writes none that another user
+    /// could swap, and the scratch directories are `postgres`'s).
     pub fn of_package(deb: &Path, name: &str) -> Image {
-        let layout = scratch_dir(name).join("oci");
+        let dir = root_dir().join(format!("target/image-tests/{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let layout = dir.canonicalize().unwrap().join("oci");
         let out = check(
             Command::new(root_dir().join("scripts/image.sh"))
                 .arg(deb)
@@ -30,6 +35,10 @@ impl Image {
             "what scripts/image.sh printed"
         );
         Image { layout, tag }
+    }
+
+    pub fn layout(&self) -> &Path {
+        &self.layout
     }
 
     pub fn tag(&self) -> &str {

@@ -236,34 +236,56 @@ fn an_image_of_0_5_0_swapped_for_this_releases_updates_the_extension() {
     cluster.stop("fast");
 }
 
-/// A package whose files are links (to a file of the machine that builds the image, or to its
-/// own PostgreSQL's directories) makes no image: the image would carry that machine's files.
+/// A package with a link in it (to a file of the machine that builds the image, or to its own
+/// PostgreSQL's directories) or a FIFO makes no image: the image would carry that machine's
+/// files, or the build would wait for ever. Whatever was at the layout's place stays.
 #[test]
-fn a_package_with_links_in_it_makes_no_image() {
+fn a_package_with_links_or_fifos_in_it_makes_no_image() {
     let deb = this_release();
     let major = major_under_test();
-    let tree = scratch_dir("image_links").join("tree");
-    check(Command::new("dpkg-deb").arg("-R").arg(&deb).arg(&tree).output().unwrap(), "dpkg-deb -R");
-    let so = tree.join(format!("usr/lib/postgresql/{major}/lib/pg_snowflake.so"));
-    fs::remove_file(&so).unwrap();
-    std::os::unix::fs::symlink("/etc/hostname", &so).unwrap();
-    let linked = tree.with_file_name("linked.deb");
-    check(
-        Command::new("dpkg-deb")
-            .args(["--root-owner-group", "-b"])
-            .arg(&tree)
-            .arg(&linked)
+    let dir = scratch_dir("image_links");
+    let kept = Image::of_package(&deb, "image_links_kept");
+    for odd in ["link", "fifo"] {
+        let tree = dir.join(odd);
+        check(
+            Command::new("dpkg-deb").arg("-R").arg(&deb).arg(&tree).output().unwrap(),
+            "dpkg-deb -R",
+        );
+        let so = tree.join(format!("usr/lib/postgresql/{major}/lib/pg_snowflake.so"));
+        fs::remove_file(&so).unwrap();
+        match odd {
+            "link" => std::os::unix::fs::symlink("/etc/hostname", &so).unwrap(),
+            _ => {
+                check(Command::new("mkfifo").arg(&so).output().unwrap(), "mkfifo");
+            }
+        }
+        let odd_deb = dir.join(format!("{odd}.deb"));
+        check(
+            Command::new("dpkg-deb")
+                .args(["--root-owner-group", "-b"])
+                .arg(&tree)
+                .arg(&odd_deb)
+                .output()
+                .unwrap(),
+            "dpkg-deb -b",
+        );
+        let out = Command::new("timeout")
+            .arg("60")
+            .arg(root_dir().join("scripts/image.sh"))
+            .arg(&odd_deb)
+            .arg(kept.layout())
             .output()
-            .unwrap(),
-        "dpkg-deb -b",
-    );
-    let out = Command::new(root_dir().join("scripts/image.sh"))
-        .arg(&linked)
-        .arg(tree.with_file_name("oci"))
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "an image was made of a package with a link in it");
-    assert!(said.contains("holds links") && said.contains("pg_snowflake.so"), "{said}");
-    assert!(!tree.with_file_name("oci").exists());
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "an image was made of a package with a {odd} in it");
+        assert!(
+            said.contains("holds links, devices or FIFOs") && said.contains("pg_snowflake.so"),
+            "{said}"
+        );
+        assert_eq!(
+            kept.inspect()["Layers"].as_array().unwrap().len(),
+            1,
+            "the image there is gone"
+        );
+    }
 }
