@@ -68,6 +68,7 @@ PGRX_TEST_DIR ?= /tmp/pg_snowflake-pgrx
 
 export PG_CONFIG
 
+comma := ,
 # The first line of each phase of `make test`: where its time goes (scripts/phase.sh).
 PHASE = @scripts/phase.sh begin "$(ONE_MAJOR) $@"
 
@@ -268,6 +269,7 @@ test-package: package
 	$(PHASE)
 	cargo test $(TEST_FEATURES) --test package -- --test-threads=1
 	@$(MAKE) --no-print-directory install
+	@scripts/phase.sh begin "$(ONE_MAJOR) test-package: Debian's server, apt$(if $(IMAGE_SUITE),$(comma) the image)"
 	cargo test $(TEST_FEATURES) --test debian --test repo $(IMAGE_SUITE) -- --test-threads=2
 
 # 16.2, the one server with the synchronous-standby flag format from before May 2025
@@ -327,9 +329,9 @@ image:
 UPGRADE_FROM ?= 17
 UPGRADE_TO ?= 18
 test-upgrade:
-	@scripts/phase.sh begin "$(UPGRADE_FROM)-$(UPGRADE_TO) pg_upgrade"
 	@$(MAKE) --no-print-directory install PG=$(UPGRADE_FROM) PG_CONFIG="$$(scripts/pg-config.sh $(UPGRADE_FROM))"
 	@$(MAKE) --no-print-directory install PG=$(UPGRADE_TO) PG_CONFIG="$$(scripts/pg-config.sh $(UPGRADE_TO))"
+	@scripts/phase.sh begin "$(UPGRADE_FROM)-$(UPGRADE_TO) pg_upgrade"
 	PG_CONFIG="$$(scripts/pg-config.sh $(UPGRADE_TO))" PG_UPGRADE_FROM_CONFIG="$$(scripts/pg-config.sh $(UPGRADE_FROM))" \
 	  cargo test $(TEST_FEATURES) --test upgrade -- --test-threads=2
 
