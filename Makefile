@@ -367,13 +367,14 @@ fmt:
 	cargo fmt --all
 	cargo fmt --manifest-path tests/faultfs/Cargo.toml --all
 
-# rustfmt and clippy (every warning an error) on both crates: the extension with its tests, and
-# faultfs (its own workspace). make test runs it first, once.
-# The extension's library under each major's bindings (code under `cfg(feature = "pg18")` is
-# compiled by no other: 0.6.0 called a `pqsignal` that 18 renamed, and only 18's unit tests, 38
-# minutes into a fresh run, found it): every major that pgrx knows here (`make setup`, `make
-# test`), or LINT_MAJORS. About 20 s a major when its dependencies are checked, 54 s with nothing
-# built. In 19's root, its test-lint does it for 19.
+# shellcheck, pyflakes, and rustfmt and clippy (every warning an error) on every crate: the
+# extension with its tests, core/ and testkit, and faultfs and tests/kubernetes (workspaces of
+# their own). make test runs it first, once. The extension's library is checked under each
+# major's bindings (code under `cfg(feature = "pg18")` is compiled by no other: 0.6.0 called a
+# `pqsignal` that 18 renamed, and only 18's unit tests, 38 minutes into a fresh run, found it):
+# every major that pgrx knows here (`make setup`, `make test`), or LINT_MAJORS. About 20 s a
+# major when its dependencies are checked, 54 s with nothing built. In 19's root, its test-lint
+# does it for 19.
 PGRX_CONFIG := $(or $(PGRX_HOME),$(HOME)/.pgrx)/config.toml
 LINT_MAJORS ?= $(filter $(PG_MAJORS),$(shell sed -nE 's/^pg([0-9]+) = .*/\1/p' $(PGRX_CONFIG) 2>/dev/null))
 lint:
