@@ -12,6 +12,10 @@ compile_error!(
 pub(crate) use pg_snowflake_core::{
     clock, data_file, layout, mark, network, pacing, state_file, text,
 };
+// `mutant!(name, { kept }, { removed })`, the mutation points (core/src/mutant.rs), in every
+// module without an import.
+#[macro_use]
+extern crate pg_snowflake_core;
 
 // The generator and its durability.
 mod generator; // the lease protocol, owner of the shared state

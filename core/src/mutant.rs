@@ -1,0 +1,59 @@
+//! Mutation points: each guard that a test must catch is written
+//! `mutant!(name, { kept }, { removed })` at its place in the code. A build with
+//! `PG_SNOWFLAKE_MUTANT=name` in its environment compiles the removed branch there and the kept
+//! one everywhere else (scripts/mutations.sh builds and tests one such build a guard). The choice
+//! is a constant, so an ordinary build carries no trace of it; and both branches type-check in
+//! every build, so a change that breaks a mutation breaks the build instead of silently leaving a
+//! guard untested, as a text substitution that no longer matches did.
+
+/// Whether the build was asked to remove the guard `name`: compares `PG_SNOWFLAKE_MUTANT`, as
+/// the compiler read it, with the name, in a constant.
+pub const fn on(chosen: Option<&str>, name: &str) -> bool {
+    let Some(chosen) = chosen else { return false };
+    let (a, b) = (chosen.as_bytes(), name.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// `mutant!(name, { kept }, { removed })`: the kept block, unless this build removes the guard
+/// `name` (see the module's comment). Both blocks have one type; either may `return`.
+#[macro_export]
+macro_rules! mutant {
+    ($name:ident, $kept:block, $removed:block) => {{
+        const REMOVED: bool = $crate::mutant::on(
+            ::core::option_env!("PG_SNOWFLAKE_MUTANT"),
+            ::core::stringify!($name),
+        );
+        if REMOVED $removed else $kept
+    }};
+}
+
+#[cfg(test)]
+mod tests {
+    use super::on;
+
+    #[test]
+    fn a_guard_is_removed_only_when_its_own_name_is_chosen() {
+        assert!(on(Some("cas"), "cas"));
+        assert!(!on(None, "cas"));
+        assert!(!on(Some("cas2"), "cas"));
+        assert!(!on(Some("ca"), "cas"));
+        assert!(!on(Some(""), "cas"));
+    }
+
+    #[test]
+    fn an_ordinary_build_keeps_every_guard() {
+        // The test build itself has no PG_SNOWFLAKE_MUTANT (`make check` runs it so).
+        let kept = crate::mutant!(any_guard, { 1 }, { 2 });
+        assert_eq!(kept, if option_env!("PG_SNOWFLAKE_MUTANT") == Some("any_guard") { 2 } else { 1 });
+    }
+}
