@@ -7,197 +7,213 @@
 #   scripts/mutations.sh sync_wait wal_redo    # some
 #   MUTATION_SUITES=known scripts/mutations.sh # each row against the suites of the tests that
 #                                              #   caught it before (docs/testing.md lists them)
-#   scripts/mutations.sh --check               # that every row applies once to the tree and
+#   scripts/mutations.sh --check               # that every row has its place in the tree and
 #                                              #   that docs/testing.md's table lists the rows,
 #                                              #   no build (seconds; `make test` runs it first)
 #   scripts/mutations.sh --list                # name and what it removes, one row a line
 #
-# Each guard is named at its place in the code by a comment `mutant: NAME` (above the function,
-# SQL statement or shell statement that holds it), and its row says what to change there: Perl
-# substitutions, each of which must match exactly once in the files that hold the marker. Code
-# moved to another file takes its marker along, and the row follows it. The source is restored
-# from git afterwards (the tree must be clean). Prints a Markdown table.
+# A guard in Rust is a mutation point in the code: `mutant!(name, { kept }, { removed })`, or
+# `mutant_text!(STATEMENT, name: "from" => "to")` for a clause of an SQL statement the extension
+# runs (core/src/mutant.rs). Its row here is its name and what it removes; the build of the row
+# sets PG_SNOWFLAKE_MUTANT=name, which compiles the removed branch. Both branches compile in
+# every build, so the compiler keeps each such row true to the code.
+# Where no macro reaches (the SQL scripts, shell and Python), a guard is named at its place by a
+# comment `mutant: NAME` (above the SQL statement or shell statement that holds it), and its row
+# adds what to change there: Perl substitutions, each of which must match exactly once in the
+# files that hold the marker (`--check` sees that they still do). The source is restored from git
+# afterwards (the tree must be clean). Prints a Markdown table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The build's toolchain and link (the Makefile sets the same).
 . scripts/build-env.sh
-# name ~ what it removes ~ perl substitution [~ substitution ...]
+# name ~ what it removes [~ perl substitution ~ ...]: with no substitution, a mutation point in
+# the Rust code
 MUTATIONS=(
-  "durable_mark~the mark is neither WAL-logged nor written to the state file~s/self.write_mark\(layout, mark\).err\(\)/{ self.mark.store(mark, Ordering::Release); None }/"
-  "wal_redo~WAL replay of marks (standbys, crash recovery)~s/Record::Mark\(mark\) => \(replay.mark\)\(mark\),/Record::Mark(_) => {}/"
-  "state_file~the state file is not read at start~s/match state_file::recover\(Path::new\(\".\"\)\) \{/match state_file::recover(Path::new(\"\/nonexistent\")) {/"
-  "clock_rule~ids follow the clock back (no borrowing)~s/let next = Tick\(if clocked > succ \{ clocked \} else \{ succ \}\);/let next = Tick(clocked);/"
-  "cas~the tick moves by a plain load and store instead of compare-and-swap~s/match self\.tick\.compare_exchange_weak\(\s*prev,\s*next\.0,\s*Ordering::AcqRel,\s*Ordering::Acquire,\s*\) \{\s*Ok\(_\) => return next,\s*Err\(current\) => prev = current,\s*\}/{ let _ = prev; self.tick.store(next.0, Ordering::Release); return next; }/"
-  "standby_refusal~a standby is not refused (and makes ids without WAL, which it cannot write)~s/(fn refuse_on_standby\(\) \{.*?)if unsafe \{ pg_sys::RecoveryInProgress\(\) \} \{/\$1if false {/s~s/fn log\(mark: Mark, info: u8\) -> pg_sys::XLogRecPtr \{/fn log(mark: Mark, info: u8) -> pg_sys::XLogRecPtr {\n    if unsafe { pg_sys::RecoveryInProgress() } { return 0; }/"
-  "not_carried~a cluster made by pg_upgrade without the old mark is not refused~s/if self\.not_carried\.load\(Ordering::Relaxed\) \{/if false {/"
-  "renewal_lock~renewals do not take the renewal lock~s/        \/\/ SAFETY: the lock lives in shared memory set up at start\.\n        if !unsafe/        if lock != lock.wrapping_add(1) { return Some(RenewalLock(std::ptr::null_mut())); }\n        if !unsafe/~s/        if !std::thread::panicking\(\) \{\n            \/\/ SAFETY: this backend holds the lock;/        if !std::thread::panicking() \&\& !self.0.is_null() {\n            \/\/ SAFETY: this backend holds the lock;/"
-  "sync_wait~the lease does not wait for synchronous standbys~s/    if acknowledged\(lsn, format\) \{\n        return;\n    \}/    return;/"
-  "sync_cancel~a cancelled wait publishes the lease~s/        sync_standby::wait_for_flush\(lsn\);\n        self.publish/        let _ = std::panic::catch_unwind(|| sync_standby::wait_for_flush(lsn));\n        self.publish/"
-  "worker_unset~an unset worker id silently becomes 0~s/pub fn requested_worker_id\(\) -> Option<u32> \{\n    u32::try_from\(WORKER_ID.get\(\)\).ok\(\)/pub fn requested_worker_id() -> Option<u32> {\n    Some(u32::try_from(WORKER_ID.get()).unwrap_or(0))/"
-  "pacing~bursts are not paced~s/if !paced && pacing::applies\(layout, next, now, max_drift\) \{/if false {/"
-  "floor_durable~snowflake_advance_past() writes no durable mark~s/        if units >= self.lease.load\(Ordering::Acquire\) \{\n            self.cover\(layout, units, now\);\n        \}\n//"
-  "adopt_floor~snowflake_adopt() does not move the generator above the column~s/        generator::get\(\).advance_past\(gucs::layout\(\), top\);/        let _ = top;/"
-  "ids_counted~ids are not counted in the stats~s/    stats::count_id\(\);\n//"
-  "layout_refusal~a layout change whose ids would go below the old ones is not refused~s/if self.layout_differs.load\(Ordering::Acquire\) \{\n            self.settle_layout/if false {\n            self.settle_layout/"
-  "time_ranges~comparisons of snowflake_timestamp(id) are not turned into id ranges~s/    planner::init\(\);\n//"
-  "claims_worker~no background worker writes the worker id claims~s/    claims::init\(\);\n//"
+  "durable_mark~the mark is neither WAL-logged nor written to the state file"
+  "wal_redo~WAL replay of marks (standbys, crash recovery)"
+  "state_file~the state file is not read at start"
+  "clock_rule~ids follow the clock back (no borrowing)"
+  "cas~the tick moves by a plain load and store instead of compare-and-swap"
+  "standby_refusal~a standby is not refused (and makes ids without WAL, which it cannot write)"
+  "not_carried~a cluster made by pg_upgrade without the old mark is not refused"
+  "renewal_lock~renewals do not take the renewal lock"
+  "sync_wait~the lease does not wait for synchronous standbys"
+  "sync_cancel~a cancelled wait publishes the lease"
+  "worker_unset~an unset worker id silently becomes 0"
+  "pacing~bursts are not paced"
+  "floor_durable~snowflake_advance_past() writes no durable mark"
+  "adopt_floor~snowflake_adopt() does not move the generator above the column"
+  "ids_counted~ids are not counted in the stats"
+  "layout_refusal~a layout change whose ids would go below the old ones is not refused"
+  "time_ranges~comparisons of snowflake_timestamp(id) are not turned into id ranges"
+  "claims_worker~no background worker writes the worker id claims"
   "claims_always~the clash trigger does not fire in logical replication's apply workers~s/ALTER TABLE snowflake.snowflake_claims ENABLE ALWAYS TRIGGER snowflake_claims_check;\n//"
   "claims_trigger_path~the claims trigger searches the extension's schema before pg_catalog, its operators unqualified (0.2.0)~s/SET search_path = pg_catalog, pg_temp\nAS \\\$check/SET search_path = \@extschema\@, pg_catalog, pg_temp\nAS \\\$check/~s/WHERE o.worker_id OPERATOR\(pg_catalog.=\) NEW.worker_id/WHERE o.worker_id = NEW.worker_id/"
-  "text_arg~text arguments are checked as UTF-8 with a panic (XX000), as pgrx's &str does~s/match std::str::from_utf8\(self.0\) \{/match Ok::<_, ()>(std::str::from_utf8(self.0).expect(\"datums converted to \&str should be valid UTF-8\")) {/"
-  "worker_defaults~the claims worker keeps the database's default_transaction_read_only~s/             SET default_transaction_read_only = off;\n//"
+  "text_arg~text arguments are checked as UTF-8 with a panic (XX000), as pgrx's &str does"
+  "worker_defaults~the claims worker keeps the database's default_transaction_read_only"
   "default_privileges~the grants that default privileges made are not taken back~s/            EXECUTE pg_catalog.format\(\x27REVOKE ALL ON %s FROM %s\x27, object_.name,/            CONTINUE; EXECUTE pg_catalog.format(\x27REVOKE ALL ON %s FROM %s\x27, object_.name,/"
-  "superuser_check~snowflake_reset_layout() and snowflake_claim() do not check for a superuser~s/    if !unsafe \{ pg_sys::superuser\(\) \} \{/    if false {/"
-  "written_settings~a setting PostgreSQL cannot parse is replaced by its default~s/let layout = written.check\(\).and_then\(\|\(\)\| layout_from_settings\(\)\);/let layout = { let _ = written.check(); layout_from_settings() };/"
-  "epoch_parser~an error of the timestamp parser is not caught (it ended the start with FATAL)~s/        .catch_others\(\|_\| Err\(\(\)\)\)\n//"
-  "backtraces~Rust backtraces are not turned off~s/    no_backtraces_for_clients\(\);\n    \/\/ SAFETY/    \/\/ SAFETY/"
-  "state_file_first~the mark goes to WAL before the state file is written~s/    let prepared = state_file::prepare\(Path::new\(\".\"\), Contents::Mark\(mark\)\)\?;\n    let lsn = wal::log_mark\(mark\);/    let lsn = wal::log_mark(mark);\n    let prepared = state_file::prepare(Path::new(\".\"), Contents::Mark(mark))?;/"
-  "claims_restart~the claims worker ends for good when it is terminated~s/            unsafe \{ pg_sys::proc_exit\(1\) \};/            break;/"
-  "pacing_slots~pacing slots are not limited to the clock's rate (every paced caller may go at once)~s/    \(slot \+ 1, layout.units\(Tick\(slot\)\)\)/    (slot + 1, now)/"
-  "pacing_pull_back~the pacing slot counter is never pulled back (a backward step or abandoned slots push every later turn back)~s/    \} else if next > most \{/    } else if false {/"
-  "pacing_bound~a wait for a pacing slot is not bounded by drift_wait~s/            self.nap\(naps, Event::Pacing, &self.counters.paced_waits, \|waited\| \{\n                problems::paced_too_long\(waited, gucs::max_drift_ms\(\), layout\)\n            \}\);/            let _ = (\&naps, gucs::max_drift_ms); nap_one_ms(Event::Pacing); self.counters.paced_waits.fetch_add(1, Ordering::Relaxed);/"
-  "nap_count~a call that used up drift_wait counts in the stats a nap it never took~s/        if \*naps >= gucs::drift_wait_ms\(\) \{\n/        taken.fetch_add(1, Ordering::Relaxed);\n        if *naps >= gucs::drift_wait_ms() {\n/~s/        \*naps \+= 1;\n        taken.fetch_add\(1, Ordering::Relaxed\);\n/        *naps += 1;\n/"
-  "pacing_exit~a process that a FATAL ends inside its wait for a pacing slot keeps its count of waiting callers~s/        if !AT_EXIT.swap\(true, Ordering::Relaxed\) \{/        if false \&\& !AT_EXIT.swap(true, Ordering::Relaxed) {/"
-  "data_dir_open~a directory in the data directory is opened by following a link and waiting on a FIFO~s/        libc::O_RDONLY \| libc::O_DIRECTORY \| libc::O_NOFOLLOW \| libc::O_NONBLOCK \| libc::O_CLOEXEC;/        libc::O_RDONLY | libc::O_CLOEXEC;/"
-  "data_dir_replace~a link, file or FIFO under the copy's directory's name is left there (every renewal then fails)~s/        if stat == 0 && st.st_mode & libc::S_IFMT != libc::S_IFDIR \{/        if false {/"
-  "registry_notices~libpq prints the registry's notices whole into the server log~s/        unsafe \{ \(api.PQsetNoticeReceiver\)\(conn.0, Some\(drop_notice\), std::ptr::null_mut\(\)\) \};\n//"
-  "registry_require_auth~with libpq 16 and later the member sends its password in clear text to whoever asks (no require_auth; run with PG=17)~s/        defaults.push\(\(\"require_auth\", \"!password\"\)\);\n//"
-  "registry_cleartext_warning~with an older libpq the member says nothing of sending its password in clear text~s/    let Some\(attempt\) = libpq::last_attempt\(\) else \{ return \};/    let Some(attempt) = libpq::last_attempt() else { return };\n    if version != i32::MIN { return; }/"
-  "registry_resolve~libpq resolves the registry's host name, blocking a fast shutdown~s/        for \(key, value\) in resolved\(conninfo, deadline, wait\)\? \{/        let _ = resolved;\n        for (key, value) in Vec::<(\&str, String)>::new() {/"
-  "registry_secrets~the secrets of snowflake.registry are masked only where a pattern shows them~s/    for secret in SECRETS.get\(\).into_iter\(\).flatten\(\) \{/    for secret in SECRETS.get().into_iter().flatten().filter(|_| false) {/"
-  "planner_sublink~a sub-select compared with = goes into two bounds (two runs, two answers)~s/        if strategy == EQUAL && pg_sys::contain_subplans\(value\) \{/        if false {/"
-  "planner_execute~the hook rewrites for a role that may not execute snowflake_id_bound~s/        if !may_execute\(bound_function\) \{/        if false {/"
-  "planner_partial_index~a comparison a partial index's predicate matches is replaced by the range~s/                indexed \|= !predicate.is_null\(\) && calls\(predicate.cast\(\), timestamp\);/                let _ = predicate;/"
-  "data_file_type~files in the data directory are read whatever they are (a FIFO, a device)~s/        if !kind.is_file\(\) \{/        if false {/"
-  "planner_keep~the hook replaces the comparison also where a table needs it (partitioning, an expression index)~s/let keep = needs_the_comparison\(relation, timestamp\);/let keep = { let _ = needs_the_comparison; false };/"
-  "planner_guards~the id ranges do not leave out the ids the layout cannot hold~s/            lower_guard: compare\(INT8_GE, id\(0\)\),/            lower_guard: compare(INT8_GE, id(i64::MIN)),/~s/upper_guard: \(max_id < i64::MAX\).then/upper_guard: (max_id < 0).then/"
-  "planner_volatile~a volatile argument is copied into the bounds~s/        if pg_sys::contain_volatile_functions\(value\) \|\| pg_sys::expression_returns_set\(value\) \{\n            return None;\n        \}\n//~s/        if !is_a\(node, pg_sys::NodeTag::T_Var\) \{\n            return None;\n        \}\n        let var = &\*node.cast::<pg_sys::Var>\(\);\n        if var.varlevelsup != 0/        if !is_a(node, pg_sys::NodeTag::T_Var) {\n            return Some(pg_sys::InvalidOid);\n        }\n        let var = \&*node.cast::<pg_sys::Var>();\n        if var.varlevelsup != 0/"
-  "planner_64bit~the hook rewrites under a 64-bit layout too~s/    if !gucs::time_ranges\(\) \|\| layout.time_bits \+ layout.worker_bits \+ layout.sequence_bits > 63 \{/    if !gucs::time_ranges() {/~s/    let max_id = layout.first_id\(layout.end_mark\(\)\) - 1;/    let max_id = (layout.first_id(layout.end_mark()) - 1).min(i64::MAX as u64);/"
-  "planner_acl~the hook looks snowflake_id_bound up with the current user's rights~s/        let namespace = pg_sys::get_func_namespace\(timestamp\);/        let namespace = pg_sys::LookupExplicitNamespace(pg_sys::get_namespace_name(pg_sys::get_func_namespace(timestamp)), false);/"
-  "planner_full_join~the conditions of a FULL JOIN's ON are turned into id ranges too (0.4.0)~s/            if \(\*join\).jointype != pg_sys::JoinType::JOIN_FULL \{/            if true {/"
-  "timestamp_null~snowflake_timestamp() of a bigint the layout cannot hold is an error, not NULL (0.4.0)~s/    let parts = layout.parts\(id\)\?;/    let Some(parts) = layout.parts(id) else { id_outside_layout(id, layout) };/"
-  "state_file_sync~the new state file is renamed into place without being synced first~s/        file.write_all\(bytes\)\?;\n        file.sync_data\(\)\n/        file.write_all(bytes)\n/"
-  "state_dir_sync~the directory is not synced after the rename of the state file~s/        \/\/ mutant: state_dir_sync\n        self.sync\(\)/        Ok(())/"
-  "publish_early~a renewal publishes the new lease before it is durable~s/        self.write_failure.may_write\(\)\?;/        self.publish(units, layout.units_covering(HEADROOM_MS));\n        self.write_failure.may_write()?;/"
-  "state_file_errors~a failure to put the state file in place is ignored~s/    prepared.replace\(\)\?;/    let _ = prepared.replace();/"
-  "registry_floor~a reused worker id does not start above its previous holder's coverage~s/let floor = units_above\(layout, start_above_ms\);\n        if floor > self.floor/let floor = 0u64.min(start_above_ms as u64);\n        if floor > self.floor/"
-  "registry_ceiling~ids go on past the registry's lease (no ceiling)~s/let ceiling = self.ceiling.load\(Ordering::Acquire\);/let ceiling = u64::MAX;/~s/let ceiling = self.ceiling.load\(Ordering::Acquire\).min\(ceiling\);/let ceiling = u64::MAX;/"
-  "registry_cache~the cached lease is not used at start~s/                start_from_cache\(&\*ptr\);\n//"
+  "superuser_check~snowflake_reset_layout() and snowflake_claim() do not check for a superuser"
+  "written_settings~a setting PostgreSQL cannot parse is replaced by its default"
+  "epoch_parser~an error of the timestamp parser is not caught (it ended the start with FATAL)"
+  "backtraces~Rust backtraces are not turned off"
+  "state_file_first~the mark goes to WAL before the state file is written"
+  "claims_restart~the claims worker ends for good when it is terminated"
+  "pacing_slots~pacing slots are not limited to the clock's rate (every paced caller may go at once)"
+  "pacing_pull_back~the pacing slot counter is never pulled back (a backward step or abandoned slots push every later turn back)"
+  "pacing_bound~a wait for a pacing slot is not bounded by drift_wait"
+  "nap_count~a call that used up drift_wait counts in the stats a nap it never took"
+  "pacing_exit~a process that a FATAL ends inside its wait for a pacing slot keeps its count of waiting callers"
+  "data_dir_open~a directory in the data directory is opened by following a link and waiting on a FIFO"
+  "data_dir_replace~a link, file or FIFO under the copy's directory's name is left there (every renewal then fails)"
+  "registry_notices~libpq prints the registry's notices whole into the server log"
+  "registry_require_auth~with libpq 16 and later the member sends its password in clear text to whoever asks (no require_auth; run with PG=17)"
+  "registry_cleartext_warning~with an older libpq the member says nothing of sending its password in clear text"
+  "registry_resolve~libpq resolves the registry's host name, blocking a fast shutdown"
+  "registry_secrets~the secrets of snowflake.registry are masked only where a pattern shows them"
+  "planner_sublink~a sub-select compared with = goes into two bounds (two runs, two answers)"
+  "planner_execute~the hook rewrites for a role that may not execute snowflake_id_bound"
+  "planner_partial_index~a comparison a partial index's predicate matches is replaced by the range"
+  "data_file_type~files in the data directory are read whatever they are (a FIFO, a device)"
+  "planner_keep~the hook replaces the comparison also where a table needs it (partitioning, an expression index)"
+  "planner_guards~the id ranges do not leave out the ids the layout cannot hold"
+  "planner_volatile~a volatile argument is copied into the bounds"
+  "planner_64bit~the hook rewrites under a 64-bit layout too"
+  "planner_acl~the hook looks snowflake_id_bound up with the current user's rights"
+  "planner_full_join~the conditions of a FULL JOIN's ON are turned into id ranges too (0.4.0)"
+  "timestamp_null~snowflake_timestamp() of a bigint the layout cannot hold is an error, not NULL (0.4.0)"
+  "state_file_sync~the new state file is renamed into place without being synced first"
+  "state_dir_sync~the directory is not synced after the rename of the state file"
+  "publish_early~a renewal publishes the new lease before it is durable"
+  "state_file_errors~a failure to put the state file in place is ignored"
+  "registry_floor~a reused worker id does not start above its previous holder's coverage"
+  "registry_ceiling~ids go on past the registry's lease (no ceiling)"
+  "registry_cache~the cached lease is not used at start"
   "registry_exclusive~the registry takes over a worker id whose lease has not run out~s/\n       AND g.expires OPERATOR\(pg_catalog.<\) pg_catalog.now\(\)\n    RETURNING/\n    RETURNING/"
   "registry_lock_wait~a call to the registry waits as long as another member's open transaction holds a row~s/    PERFORM pg_catalog.set_config\(\x27lock_timeout\x27, \x27200ms\x27, true\);\n//"
   "registry_take_locks~taking a worker id locks the row of the cluster that holds it~s/    ON CONFLICT DO NOTHING\n    RETURNING g.worker_id/    ON CONFLICT ON CONSTRAINT snowflake_registry_pkey DO UPDATE SET renewed = g.renewed WHERE false\n    RETURNING g.worker_id/"
-  "registry_lost~a server whose worker id went to another cluster is not told~s/Err\(\(Problem::Held \| Problem::Lost, why\)\) if held.is_some\(\) =>/Err((Problem::Held | Problem::Lost, why)) if held.is_some() \&\& false =>/"
-  "registry_problem_once~a registry's error longer than the kept 511 bytes is logged at every attempt~s/if before.as_deref\(\).unwrap_or_default\(\) == self.status.kept\(problem\) \{/if before.as_deref().unwrap_or_default() == problem.as_str() {/"
-  "claims_bindings_kept~which cluster each Citus node speaks for is kept in the claims worker's memory only (a restart forgets it)~s/        if let Some\(bound\) = bound \{\n            self.bound = bound;\n        \}/        let _ = bound;/"
-  "claims_replaced~a Citus node's answer adds to what this node held of its cluster instead of replacing it~s/DELETE FROM snowflake.snowflake_claims c\n          WHERE c.system_identifier/DELETE FROM snowflake.snowflake_claims c\n          WHERE false AND c.system_identifier/"
-  "claims_log_rate~a Citus node's unread answer is logged whenever its words change (a line a gathering)~s/self.at.is_none_or\(\|at\| at.elapsed\(\) >= Duration::from_secs\(60\)\)/true/"
+  "registry_lost~a server whose worker id went to another cluster is not told"
+  "registry_problem_once~a registry's error longer than the kept 511 bytes is logged at every attempt"
+  "claims_bindings_kept~which cluster each Citus node speaks for is kept in the claims worker's memory only (a restart forgets it)"
+  "claims_replaced~a Citus node's answer adds to what this node held of its cluster instead of replacing it"
+  "claims_log_rate~a Citus node's unread answer is logged whenever its words change (a line a gathering)"
   "registry_secret~a renewal needs no secret: any start of a cluster renews the lease another start of it holds~s/ELSE o.secret OPERATOR\(pg_catalog.=\) ANY \(ARRAY\[secret_check, next_check\]\)/ELSE true/"
   "registry_secret_rotated~the secret a lease is renewed with is never replaced~s/           secret = next_check, place = COALESCE\(place_check, g.place\)/           secret = g.secret, place = COALESCE(place_check, g.place)/"
   "registry_in_place~a new start at its data directory's place does not resume its worker id~s/                   AND o.place OPERATOR\(pg_catalog.=\) place_check/                   AND false/"
   "registry_copy_of~a start that asks for another start's worker id of its cluster is not told which~s/          INTO other\n          FROM snowflake.snowflake_registry g\n         WHERE g.namespace OPERATOR\(pg_catalog.=\) namespace\n           AND g.worker_id OPERATOR\(pg_catalog.=\) first_choice/          INTO other\n          FROM snowflake.snowflake_registry g\n         WHERE false AND g.namespace OPERATOR(pg_catalog.=) namespace\n           AND g.worker_id OPERATOR(pg_catalog.=) first_choice/"
   "registry_release~a lease given back at a clean shutdown runs on~s/               expires = LEAST\(g.expires, pg_catalog.now\(\)\),/               expires = g.expires,/"
   "registry_release_resumed~a lease resumed by its place and given back lowers the coverage of the start it cut off~s/covered_until_ms = GREATEST\(g.start_above_ms, g.resumed_above_ms,/covered_until_ms = GREATEST(g.start_above_ms,/"
-  "ahead_because~a next holder waiting for its previous holder's ids says the clock is behind~s/    if let Some\\(why\\) = AHEAD_BECAUSE.get\\(\\).and_then\\(\\|explain\\| explain\\(\\)\\) \\{/    if let Some(why) = None::<String> {/"
-  "address_hold~a worker id from an address is not held in the network namespace~s/    let held = network::hold_in_namespace\(address\)/    let held = network::hold_in_namespace(std::net::IpAddr::from([127, 1, (std::process::id() >> 8) as u8, std::process::id() as u8]))/"
-  "address_reuse~a worker id from an address starts at the clock, below what the address's previous server made~s/        if let Some\(ms\) = crate::address::reuse_floor_ms\(\) \{/        if let Some(ms) = None::<i64> {/"
-  "address_gone~an address that stops being the server's while it runs is not noticed~s/        if let Some\(why\) = crate::address::gone\(\) \{/        if let Some(why) = None::<String> {/"
-  "address_none~a server with no address in the network takes worker id 0~s/            \[\] => Err\(Refusal::NoAddress \{ network: \*self, seen: addresses.to_vec\(\) \}\),/            [] => Ok((IpAddr::from([0, 0, 0, 0]), 0)),/"
-  "address_several~a server with several addresses in the network takes the lowest one's worker id~s/            \[one\] => \{/            [one, ..] => {/"
-  "network_width~a network larger than the layout's worker ids is not refused~s/        if self.addresses\(\) > u128::from\(worker_ids\) \{/        if false {/"
-  "registry_release_cache~a lease given back stays in the cache, for a start in place to use~s/    cached.covered_until_ms = 0;\n//"
-  "release_bound~a lease given back records none of the ids made under it~s/let bound = self\n            .mark\n            .load\(Ordering::Acquire\)\n            .max\(self.floor.load\(Ordering::Acquire\)\)\n            .max\(tick_units\);/let bound = tick_units.min(0);/"
-  "release_at_stop_only~a registry worker terminated alone gives its lease back~s/        .is_ok_and\(\|pid_file\| pid_file.lines\(\).nth\(7\).is_some_and\(\|s\| s.trim\(\) == \"stopping\"\)\)/        .map_or(true, |_| true)/"
-  "registry_previous_secret~a registry that lost the last renewal is not asked with the secret before~s/    let \(Problem::Lost, Some\(previous\)\) = \(lost.0, registry.previous_secret\(\)\) else \{/    let (Problem::Lost, Some(previous), true) = (lost.0, registry.previous_secret(), false) else {/"
-  "cache_place~a cached lease is used wherever the data directory starts (a copy, a restore)~s/    if lease.place_check != here.check \{/    if false {/"
-  "claims_place~a claim names no place: a copy of a data directory claims under its original's key~s/    let place = identity::place\(\).description;/    let place = String::new();/"
+  "ahead_because~a next holder waiting for its previous holder's ids says the clock is behind"
+  "address_hold~a worker id from an address is not held in the network namespace"
+  "address_reuse~a worker id from an address starts at the clock, below what the address's previous server made"
+  "address_gone~an address that stops being the server's while it runs is not noticed"
+  "address_none~a server with no address in the network takes worker id 0"
+  "address_several~a server with several addresses in the network takes the lowest one's worker id"
+  "network_width~a network larger than the layout's worker ids is not refused"
+  "registry_release_cache~a lease given back stays in the cache, for a start in place to use"
+  "release_bound~a lease given back records none of the ids made under it"
+  "release_at_stop_only~a registry worker terminated alone gives its lease back"
+  "registry_previous_secret~a registry that lost the last renewal is not asked with the secret before"
+  "cache_place~a cached lease is used wherever the data directory starts (a copy, a restore)"
+  "claims_place~a claim names no place: a copy of a data directory claims under its original's key"
   "claims_followed~a standby promoted after its primary's last claim clashes with it (the clash trigger takes every overlap of one cluster's claims for a clash)~s/           AND \(o.system_identifier OPERATOR\(pg_catalog.<>\) NEW.system_identifier\n                OR \(o.last_seen OPERATOR\(pg_catalog.>\) NEW.since\n                    AND NEW.last_seen OPERATOR\(pg_catalog.>\) o.since\)\)\n//"
   "claims_followed_view~snowflake_clashes lists a standby promoted after its primary's last claim as a clash with it~s/   AND \(a.system_identifier OPERATOR\(pg_catalog.<>\) b.system_identifier\n        OR \(a.last_seen OPERATOR\(pg_catalog.>\) b.since\n            AND b.last_seen OPERATOR\(pg_catalog.>\) a.since\)\);/;/"
   "claims_merge~a claim that arrives by logical replication for a key the table holds fails on the primary key~s/CREATE TRIGGER snowflake_claims_merge BEFORE INSERT OR UPDATE ON snowflake.snowflake_claims\nFOR EACH ROW EXECUTE FUNCTION snowflake.snowflake_claims_merge\(\);\nALTER TABLE snowflake.snowflake_claims ENABLE ALWAYS TRIGGER snowflake_claims_merge;//"
   "claims_echo~a replicated claim update no newer than the row is applied (two peers without a row filter send a claim back and forth endlessly)~s/        IF NEW.last_seen OPERATOR\(pg_catalog.<=\) OLD.last_seen THEN\n            RETURN NULL;\n        END IF;\n//"
-  "settings_trimmed~a layout name with a trailing space is trimmed, in the setting (PostgreSQL refuses it, and runs twitter) and in snowflake_decode(id, layout)~s/p.name\(\).eq_ignore_ascii_case\(name\)\)/p.name().eq_ignore_ascii_case(name.trim()))/"
+  "settings_trimmed~a layout name with a trailing space is trimmed, in the setting (PostgreSQL refuses it, and runs twitter) and in snowflake_decode(id, layout)"
   "own_schema_owner~the schema snowflake belongs to the database owner, who may rename it~s/        CREATE SCHEMA snowflake;/        CREATE SCHEMA snowflake AUTHORIZATION pg_database_owner;/"
   "own_schema_taken~a schema snowflake that another role made first is taken over~s/        RAISE EXCEPTION 'schema \"snowflake\" already exists'/        RAISE NOTICE 'schema \"snowflake\" already exists'/~s/    IF own IS NULL THEN/    IF false THEN/~s/       AND COALESCE\(/       AND false AND COALESCE(/"
-  "own_schema_check~the claims worker and snowflake_claim() do not check who owns the schema snowflake~s/pub fn check\(\) -> Result<\(\), String> \{/pub fn check() -> Result<(), String> {\n    if true {\n        return Ok(());\n    }/"
+  "own_schema_check~the claims worker and snowflake_claim() do not check who owns the schema snowflake"
   "claims_trigger_owner~the claims trigger does not check who owns the schema snowflake~s/    IF NOT EXISTS \(SELECT FROM pg_catalog.pg_namespace n/    IF false AND NOT EXISTS (SELECT FROM pg_catalog.pg_namespace n/"
   "registry_owner~the lease function does not check who owns the schema snowflake~s/    IF NOT EXISTS \(SELECT FROM pg_catalog.pg_namespace n/    IF false AND NOT EXISTS (SELECT FROM pg_catalog.pg_namespace n/"
-  "member_gate~a member calls and trusts any snowflake.snowflake_registry_lease (an impostor's)~s/            WHERE v.ours OFFSET 0\) l ON true/            WHERE true OFFSET 0) l ON true/~s/    if reply.text\(0\) != Some\(\"t\"\) \{/    if reply.text(0).is_none() {/"
+  "member_gate~a member calls and trusts any snowflake.snowflake_registry_lease (an impostor's)"
   "registry_negative~the registry records a negative coverage~s/       OR covered_until_ms OPERATOR\(pg_catalog.<\) 0\n//~s/ CHECK \(covered_until_ms OPERATOR\(pg_catalog.>=\) 0\)//"
   "registry_shorten~a renewal can move a lease's expiry earlier~s/\n           expires = GREATEST\(g.expires, pg_catalog.now\(\) OPERATOR\(pg_catalog.\+\) lease_for\),/\n           expires = pg_catalog.now() OPERATOR(pg_catalog.+) lease_for,/"
   "registry_holder~members are told which cluster holds a worker id~s/CASE WHEN pg_catalog.pg_has_role\(SESSION_USER, 'pg_monitor', 'USAGE'\)/CASE WHEN true/"
   "registry_layout~a namespace leases to members of any layout~s/    IF space.epoch_ms OPERATOR\(pg_catalog.<>\) epoch_ms/    IF false AND space.epoch_ms OPERATOR(pg_catalog.<>) epoch_ms/"
-  "adopt_plan_guard~the largest id is read through the table's name, whatever it leads to~s/        if ONLY_RELATION.load\(Ordering::Relaxed\) != 0 \{/        if false {/"
-  "adopt_check~adopt's statements by name are not checked by OID afterwards~s/    check_adopted\(tbl, attnum, next, &before\);\n//"
-  "adopt_rls~adopt takes the largest id that row-level security lets the table's owner see~s/        if Spi::get_one_with_args::<bool>\(\n            \"SELECT pg_catalog.row_security_active\(\\\$1\)\",\n            &\[tbl.into\(\)\],\n        \) == Ok\(Some\(true\)\)/        if false/~s/SET row_security = off\n//"
-  "adopt_advance_grant~adopt moves the generator for a role without EXECUTE on snowflake_advance_past~s/    \) != Ok\(Some\(true\)\)\n    \{\n        errors::report\(\n            Code::ERRCODE_INSUFFICIENT_PRIVILEGE,/    ) == Ok(Some(false)) \&\& false\n    {\n        errors::report(\n            Code::ERRCODE_INSUFFICIENT_PRIVILEGE,/"
+  "adopt_plan_guard~the largest id is read through the table's name, whatever it leads to"
+  "adopt_check~adopt's statements by name are not checked by OID afterwards"
+  "adopt_rls~adopt takes the largest id that row-level security lets the table's owner see"
+  "adopt_advance_grant~adopt moves the generator for a role without EXECUTE on snowflake_advance_past"
   "scripts_check~the install and upgrade scripts do not check by OID that every object ended in the extension's schemas~s/    IF stray IS NOT NULL THEN/    IF false THEN/"
-  "registry_wait_latch~the member's wait for the registry does not end at a shutdown~s/        if background::stopping\(\) \{\n            \/\/ SAFETY: proc_exit/        if false {\n            \/\/ SAFETY: proc_exit/"
-  "wait_event_names~a wait shows the event Extension on 17 and later, not pg_snowflake's own names (run with PG=18)~s/let new = unsafe \{ pg_sys::WaitEventExtensionNew\(self.name\(\).as_ptr\(\)\) \};/let new = pg_sys::PG_WAIT_EXTENSION;/"
+  "registry_wait_latch~the member's wait for the registry does not end at a shutdown"
+  "wait_event_names~a wait shows the event Extension on 17 and later, not pg_snowflake's own names (run with PG=18)"
   "pin_schema~the scripts do not lock their schema's row (a rename on 16 and later then sends their grants elsewhere; run with PG=18)~s/\n       FOR UPDATE;/;/"
-  "adopt_as_owner~adopt reads the largest id with the caller's rights (a table owner's index code then runs as a superuser)~s/        pg_sys::SetUserIdAndSecContext\(\n            owner,/        pg_sys::SetUserIdAndSecContext(\n            user,/"
-  "adopt_snapshot~adopt reads the largest id with the caller's snapshot (REPEATABLE READ misses rows committed since)~s/pg_sys::PushActiveSnapshot\(pg_sys::GetLatestSnapshot\(\)\);/pg_sys::PushActiveSnapshot(pg_sys::GetActiveSnapshot());/"
+  "adopt_as_owner~adopt reads the largest id with the caller's rights (a table owner's index code then runs as a superuser)"
+  "adopt_snapshot~adopt reads the largest id with the caller's snapshot (REPEATABLE READ misses rows committed since)"
   "registry_skip~a worker id passed over (its row not committed) hides those above it~s/                UNION ALL\n                -- One past a worker id passed over[^\n]*\n                SELECT k OPERATOR\(pg_catalog.\+\) 1 FROM pg_catalog.unnest\(skipped\) k\n                 WHERE k OPERATOR\(pg_catalog.<\) max_worker\) c/) c/"
-  "member_types~the member's check names the lease function's types by the registry's search_path~s/'snowflake.snowflake_registry_hold\(pg_catalog.text, pg_catalog.text, '/'snowflake.snowflake_registry_hold(text, text, '/"
-  "wal_flush~the mark record is not flushed before the lease is used~s/        pg_sys::XLogFlush\(lsn\);\n//"
-  "renewal_wait~callers that need the next lease wait for the renewal lock in LWLockAcquire, where interrupts are held (0.3.0)~s/        if let Some\(held\) = RenewalLock::try_take\(\) \{\n            return Ok\(held\);\n        \}/        unsafe { pg_sys::LWLockAcquire(shmem::renewal_lock(), pg_sys::LWLockMode::LW_EXCLUSIVE) };\n        return Ok(RenewalLock(shmem::renewal_lock()));/"
-  "worker_leaves~a background worker asked to stop keeps waiting for a renewal~s/if unsafe \{ pg_sys::ShutdownRequestPending \} != 0 \{/if false {/"
-  "write_retry~every call that needs a lease tries the failing disk again (no failure is remembered)~s/        if errno == 0 \|\| now >= retry_at \{/        if true {/"
-  "state_copy~the mark is not written to its copy~s/        Contents::Mark\(_\) => \{\n            let copy_dir/        Contents::Mark(_) if false => {\n            let copy_dir/"
-  "copy_read~the copy of the mark is not read at start~s/data.open_dir\(COPY_DIR\).and_then/data.open_dir(\"none\").and_then/"
-  "lost_refusal~an empty state file without a copy is taken for a data directory that never made an id (0.3.0)~s/        _ => \(Contents::Lost, Source::Neither\),/        _ => (Contents::Missing, Source::Neither),/"
+  "member_types~the member's check names the lease function's types by the registry's search_path"
+  "wal_flush~the mark record is not flushed before the lease is used"
+  "renewal_wait~callers that need the next lease wait for the renewal lock in LWLockAcquire, where interrupts are held (0.3.0)"
+  "worker_leaves~a background worker asked to stop keeps waiting for a renewal"
+  "write_retry~every call that needs a lease tries the failing disk again (no failure is remembered)"
+  "state_copy~the mark is not written to its copy"
+  "copy_read~the copy of the mark is not read at start"
+  "lost_refusal~an empty state file without a copy is taken for a data directory that never made an id (0.3.0)"
   "fetch_checksum~a download with the wrong sha256 falls back to the next listed release~s/    \} >&2\n    exit 1\n  fi\n  archive=/    } >\&2\n    return 1\n  fi\n  archive=/"
   "own_dir_owner~own-dir.sh takes a directory another user made in /tmp~s/     \|\| \{ \[ \x22\\\$owner\x22 != root \][^\n]*\n//"
   "own_dir_mode~own-dir.sh takes a directory of root's that others may write~s/ \\\\\n     \|\| \[ \\\$\(\( 8#\\\$mode & 8#022 \)\) -ne 0 \]//"
-  "leftovers~directories that ended test runs left behind are kept for good (run with PG=17)~s/    if !Path::new\(\x22\/proc\/self\x22\)\.exists\(\) \{/    if true {/"
+  "leftovers~directories that ended test runs left behind are kept for good (run with PG=17)"
   "suite_marks~a line that starts like a suite's //! Majors: mark but is none runs the suite on every major (run with PG=17)~s/    bad = \[l for l in lines if not MAJORS_MARK.match\(l\)\]/    bad = []\n    lines = [l for l in lines if MAJORS_MARK.match(l)]/"
-  "test_lanes~suites that run side by side take their ports from one range~s/let first = base \+ lane \* block;/let first = base;/"
+  "test_lanes~suites that run side by side take their ports from one range"
   "foreign_postgres~PG=N replaces a postgresql-N that this project did not install~s/\nif \[ -n \x22\\\$foreign\x22 \]; then/\nif false; then/"
   "repo_signature~the apt repository's Release is signed neither inline (InRelease) nor apart (Release.gpg) (run with PG=17)~s/gpg_ --local-user \x22\\\$fingerprint\x22 --clearsign[^\n]*\ngpg_ --local-user[^\n]*\n//"
-  "flag_format_bool~the synchronous-standby flag of servers from before May 2025 is read as the later bits~s/FlagFormat::Bool => flag != 0,/FlagFormat::Bool => flag \& SYNC_STANDBY_DEFINED != 0,/"
-  "citus_claims~the claims worker does not read the claims of the other Citus nodes~s/let gathered = if BackgroundWorker::transaction\(citus::installed\) \{/let gathered = if false \&\& BackgroundWorker::transaction(citus::installed) {/"
-  "claims_gather_apart~an error of one Citus node's question or write (its bound passed, an answer the table cannot take) fails the gathering of every node's~s/    let result = PgTryBuilder::new\(move \|\| Ok\(step\(\)\)\)/    let result: Result<T, String> = Ok(step());\n    let _ = PgTryBuilder::new(move || Ok::<(), String>(()))/"
-  "claims_elsewhere~a Citus node whose claims database has no Citus says nothing of the comparison it does not make~s/\} else if gucs::citus_preloaded\(\) \{/} else if false \&\& gucs::citus_preloaded() {/"
-  "citus_layouts~the claims worker does not compare the layouts of the Citus nodes~s/\/\/ mutant: citus_layouts\n\s*gathered\s*\.other_layouts\s*\.push\(/let _ = (/"
-  "claims_planted~the claims gather sends its read to nodes where snowflake_claims is not pg_snowflake's~s/        if !\(ours && said == b\"t\"\) \{/        if false \&\& !(ours \&\& said == b\"t\") {/"
-  "claims_cluster_once~the claims gather takes a cluster's claims from any node that answers them~s/match self\.bound\.iter\(\)\.find\(\|\(_, b\)\| b\.system_identifier == sysid\) \{/match self.bound.iter().find(|(_, b)| false \&\& b.system_identifier == sysid) {/~s/\.find\(\|\(n, a\)\| n\.id != node\.id && a\.system_identifier\(\) == Some\(sysid\)\)/.find(|(n, a)| false \&\& n.id != node.id \&\& a.system_identifier() == Some(sysid))/"
-  "claims_gather_timeout~the claims worker waits for a Citus node's answer without a bound~s/    let _timeout = NodeTimeout::arm\(timeout\);/    let _timeout = NodeTimeout;/"
-  "claims_one_cluster~a Citus node's answer may hold the claims of many clusters~s/find\(\|c\| c\.system_identifier != first\.system_identifier\)/find(|c| false \&\& c.system_identifier != first.system_identifier)/"
-  "claims_types~a Citus node's system identifier or worker id sent as a JSON string is taken for a number (0.5.0: 64 invented clusters an answer)~s/    match value.as_i64\(\) \{\n        Some\(n\) if value.is_i64\(\) \|\| value.is_u64\(\) => \{/    match value.as_i64().or_else(|| value.as_str().and_then(|s| s.parse().ok())) {\n        Some(n) => {/"
-  "claims_future~a Citus node's claim may be seen any time ahead of this node's clock (0.5.0: last_seen = infinity replaced a real claim for good)~s/    if last_seen_us > now_us \+ AHEAD_ALLOWED_US \{/    if false \&\& last_seen_us > now_us + AHEAD_ALLOWED_US {/"
-  "claims_rebind~a Citus node may speak for a new cluster at every gathering~s/Some\(b\) if now_ms - b\.since_ms < REBIND_AFTER_MS => /Some(b) if false \&\& now_ms - b.since_ms < REBIND_AFTER_MS => /"
-  "claims_per_node~one Citus node that does not answer loses the other nodes' answers of the gathering (0.5.0: one statement for all, cancelled whole)~s/                    self\.silent\.insert\(node\.id, asked_ms\);/                    self.silent.insert(node.id, asked_ms);\n                    answers.clear();/"
-  "claims_retained~claims are never deleted (0.5.0: the table grew without end)~s/        \&\[RETAINED\.into\(\)\],/        \&[\"1000 years\".into()],/"
-  "clash_rate~every start of a clash is logged (0.5.0: 111,000 lines in 10 s)~s/        if pair\.logged < LINES_PER_MINUTE \{/        if true {/"
-  "claims_sigterm~a SIGTERM only sets a flag in the claims worker, which a wait inside Citus does not see~s/    unsafe \{ pqsignal\(pg_sys::SIGTERM as std::ffi::c_int, Some\(sigterm_cancels\)\) \};/    let _ = sigterm_cancels;/"
-  "printable~a peer's text (a Citus node's answer or error) goes into a message with its line breaks~s/        \.map\(\|c\| if unseen\(c\) \{ '\?' \} else \{ c \}\)\n        \.collect\(\)/        .collect()/"
-  "registry_printable~the registry's error text goes into the member's log with its line breaks~s/let problem = \&one_line\(\&redact::redact\(problem\)\);/let problem = \&redact::redact(problem);/"
-  "private_network~test processes run on the machine's own network (0.5.0: any local user was a test server's superuser)~s/    if unsafe \{ libc::unshare\(libc::CLONE_NEWNET\) \} != 0 \{/    if false {/"
+  "flag_format_bool~the synchronous-standby flag of servers from before May 2025 is read as the later bits"
+  "citus_claims~the claims worker does not read the claims of the other Citus nodes"
+  "claims_gather_apart~an error of one Citus node's question or write (its bound passed, an answer the table cannot take) fails the gathering of every node's"
+  "claims_elsewhere~a Citus node whose claims database has no Citus says nothing of the comparison it does not make"
+  "citus_layouts~the claims worker does not compare the layouts of the Citus nodes"
+  "claims_planted~the claims gather sends its read to nodes where snowflake_claims is not pg_snowflake's"
+  "claims_cluster_once~the claims gather takes a cluster's claims from any node that answers them"
+  "claims_gather_timeout~the claims worker waits for a Citus node's answer without a bound"
+  "claims_one_cluster~a Citus node's answer may hold the claims of many clusters"
+  "claims_types~a Citus node's system identifier or worker id sent as a JSON string is taken for a number (0.5.0: 64 invented clusters an answer)"
+  "claims_future~a Citus node's claim may be seen any time ahead of this node's clock (0.5.0: last_seen = infinity replaced a real claim for good)"
+  "claims_rebind~a Citus node may speak for a new cluster at every gathering"
+  "claims_per_node~one Citus node that does not answer loses the other nodes' answers of the gathering (0.5.0: one statement for all, cancelled whole)"
+  "claims_retained~claims are never deleted (0.5.0: the table grew without end)"
+  "clash_rate~every start of a clash is logged (0.5.0: 111,000 lines in 10 s)"
+  "claims_sigterm~a SIGTERM only sets a flag in the claims worker, which a wait inside Citus does not see"
+  "printable~a peer's text (a Citus node's answer or error) goes into a message with its line breaks"
+  "registry_printable~the registry's error text goes into the member's log with its line breaks"
+  "private_network~test processes run on the machine's own network (0.5.0: any local user was a test server's superuser)"
   "image_files~the extension image holds the package's documentation too, not only the extension's files~s/^install -d -m 755 \"\\\$root\/lib\"/cp -a \"\\\$work\/deb\/usr\/share\/doc\" \"\\\$root\/\"\ninstall -d -m 755 \"\\\$root\/lib\"/m"
   "image_links~the extension image takes a package's links and FIFOs: the files they lead to on the machine that builds it, a read that never ends~s/^\[ -z \"\\\$odd\" \] \|\|/true ||/m"
   "demo_socket_only~make run's demo trusts connections on 127.0.0.1 (0.5.0: any local user was its superuser)~s/--auth-local=trust --auth-host=reject/-A trust/~s/      echo \"listen_addresses = ''\"/      echo \"listen_addresses = '127.0.0.1'\"/"
   "demo_socket_dir~make run's socket is open to every local user (its directory and the socket itself)~s/  as_pg chmod 0700 \"\\\$SOCKETS\"\n//~s/      echo \"unix_socket_permissions = 0700\"\n//"
-  "no_follow~the harness, as root, follows the links postgres plants in a cluster's directory (0.5.0: a root file of mode 600 linked as TRAP was emptied)~s/    let flags = flags \| libc::O_NOFOLLOW \| libc::O_CLOEXEC \| libc::O_NONBLOCK;/    let flags = flags | libc::O_CLOEXEC | libc::O_NONBLOCK;/~s/let follow = if only_root_writes\(here\)\? \{ 0 \} else \{ libc::O_NOFOLLOW \};/let follow = 0;/"
-  "citus_unchecked~a Citus node makes ids with a worker id set by hand that nothing compares with the other nodes'~s/    if registry\(\).is_none\(\) && claims_database\(\).is_none\(\) && citus_preloaded\(\) \{/    if false \&\& citus_preloaded() {/"
-  "adopt_every_node~snowflake_adopt() on a Citus table moves the generator of its own node alone~s/            advance_every_node\(advance, top, &table\);/            let _ = (advance_every_node, \&table);/"
-  "adopt_planted~snowflake_adopt() on a Citus table calls whatever function a node finds by the name~s/\n\s*AND p\.oid OPERATOR\(pg_catalog\.=\) \(%1\\\$s\);/;/"
-  "adopt_distribution_column~snowflake_adopt() on a Citus distribution column is left to Citus (XX000)~s/    if citus == Some\(Some\(attnum\)\) \{/    if false {/"
+  "no_follow~the harness, as root, follows the links postgres plants in a cluster's directory (0.5.0: a root file of mode 600 linked as TRAP was emptied)"
+  "citus_unchecked~a Citus node makes ids with a worker id set by hand that nothing compares with the other nodes'"
+  "adopt_every_node~snowflake_adopt() on a Citus table moves the generator of its own node alone"
+  "adopt_planted~snowflake_adopt() on a Citus table calls whatever function a node finds by the name"
+  "adopt_distribution_column~snowflake_adopt() on a Citus distribution column is left to Citus (XX000)"
   "citus_sha256~scripts/build-citus.sh builds an archive whatever its sha256~s/\nif \[ \x22\\\$got\x22 != \x22\\\$SHA256\x22 \]; then/\nif false; then/"
   "fetch_fallback~a release gone from the archive ends the build (no fallback to the next listed one)~s/  say \x22PostgreSQL \\\$v cannot be had[^\n]*\n/  break\n/"
-  "registry_copy~a COPY answer is read as any other result, and results are asked for until libpq has no more (0.4.0: the worker spun at 100% CPU, past a fast stop)~s/PGRES_COPY_OUT \| PGRES_COPY_IN \| PGRES_COPY_BOTH =>/PGRES_COPY_OUT | PGRES_COPY_IN | PGRES_COPY_BOTH if false =>/~s/for _ in 0\.\.shape\.rows \+ 3 \{/loop {/"
-  "registry_single_row~the registry's answer is read whole, as libpq gathers it, not a row at a time~s/if sent == 0 \|\| unsafe \{ \(api\.PQsetSingleRowMode\)\(self\.0\) \} == 0 \{/if sent == 0 {/"
-  "registry_rows~an answer of more rows than a lease is read (the member takes the first)~s/                    if rows\.len\(\) > shape\.rows \{/                    if false {/"
-  "registry_columns~an answer of more or other columns than a lease is read~s/ \|\| columns as usize != shape\.columns//"
-  "registry_value_bytes~the registry's values are read whatever their size~s/if len as usize > shape\.value_bytes \{/if false {/"
-  "registry_memory~libpq's memory in the registry's worker is not bounded~s/    libpq::bound_memory\(\);\n//"
-  "registry_start_above~a grant to start at or past the end of the lease asked for is taken, and cached~s/if start_above_ms >= covered_until_ms\.min\(recorded_until_ms\) \{/if false {/"
-  "registry_worker_range~a worker id outside the layout is taken from the registry~s/\.filter\(\|&w\| w <= layout\.max_worker_id\(\) && /.filter(|\&w| /"
-  "registry_redact~passwords are shown as written in the registry's problems~s/    for secret in SECRETS.get\(\).into_iter\(\).flatten\(\) \{\n        text = text.replace\(secret.as_str\(\), MASK\);\n    \}\n    \/\/ mutant: registry_redact\n    mask_keyword_values\(&mask_uri_passwords\(&text\)\)/    text/"
-  "registry_answer_problem~an answer no registry gives is reported as an unreachable registry~s/    if e\.unexpected_answer \{\n        return \(Problem::Answer, e\.to_string\(\)\);\n    \}\n//"
+  "registry_copy~a COPY answer is read as any other result, and results are asked for until libpq has no more (0.4.0: the worker spun at 100% CPU, past a fast stop)"
+  "registry_single_row~the registry's answer is read whole, as libpq gathers it, not a row at a time"
+  "registry_rows~an answer of more rows than a lease is read (the member takes the first)"
+  "registry_columns~an answer of more or other columns than a lease is read"
+  "registry_value_bytes~the registry's values are read whatever their size"
+  "registry_memory~libpq's memory in the registry's worker is not bounded"
+  "registry_start_above~a grant to start at or past the end of the lease asked for is taken, and cached"
+  "registry_worker_range~a worker id outside the layout is taken from the registry"
+  "registry_redact~passwords are shown as written in the registry's problems"
+  "registry_answer_problem~an answer no registry gives is reported as an unreachable registry"
 )
 
 # What mutations change, restored from git after each (scripts/: the scripts they change, never
 # this one, which bash is still reading).
-MUTABLE=(src core/src sql scripts/build-postgres.sh scripts/build-citus.sh scripts/own-dir.sh scripts/repo.sh
-         scripts/run.sh scripts/image.sh scripts/test-suites.py tests/common/mod.rs tests/common/files.rs
-         tests/common/private_network.rs)
+MUTABLE=(sql scripts/build-postgres.sh scripts/build-citus.sh scripts/own-dir.sh scripts/repo.sh
+         scripts/run.sh scripts/image.sh scripts/test-suites.py)
+# Where mutation points are: the extension, its core and the harness the suites share.
+CODE=(src core/src tests/common)
+# The names of the mutation points in the code, one a line (a point may be written in several
+# places: one guard, several lines of code).
+points() {
+  find "${CODE[@]}" -name '*.rs' ! -path core/src/mutant.rs -print0 \
+    | xargs -0 perl -0777 -ne 's{^\s*//[^\n]*}{}mg;
+                               print "$1\n" while /mutant!\(\s*([a-z0-9_]+),/g;
+                               # mutant_text!'"'"'s `name: "from" => "to"`
+                               print "$1\n" while /^\s+([a-z0-9_]+): "(?:[^"\\]|\\.)*"\s*=>\s*"/mg'
+}
 # The files that hold the marker of row $1.
 marked() { grep -rlE "mutant: $1([^A-Za-z0-9_]|\$)" "${MUTABLE[@]}" || true; }
 count_matches() { perl -0777 -ne "\$n = ${2}g; print \$n + 0" "$1"; }
@@ -217,18 +233,30 @@ target() {
 }
 if [ "${1:-}" = --check ]; then
   bad=0
+  in_code=$(points | sort -u)
+  text_rows=0
   for m in "${MUTATIONS[@]}"; do
     IFS='~' read -r -a fields <<< "$m"
+    if [ ${#fields[@]} = 2 ]; then
+      grep -qx "${fields[0]}" <<< "$in_code" \
+        || { echo "mutation ${fields[0]} has no mutant!(${fields[0]}, ...) in ${CODE[*]}" >&2; bad=1; }
+      continue
+    fi
+    text_rows=$((text_rows + 1))
     for ((i = 2; i < ${#fields[@]}; i++)); do
       target "${fields[0]}" "${fields[i]}" >/dev/null || bad=1
     done
   done
+  # Every mutation point names a row.
+  while IFS= read -r orphan; do
+    [ -z "$orphan" ] || { echo "a mutation point names no row: mutant!($orphan, ...)" >&2; bad=1; }
+  done < <(comm -13 <(printf '%s\n' "${MUTATIONS[@]}" | cut -d'~' -f1 | sort) <(echo "$in_code"))
   # Every marker names a row.
   names=$(printf '%s\n' "${MUTATIONS[@]}" | cut -d'~' -f1 | sort)
   while IFS= read -r orphan; do
     [ -z "$orphan" ] || { echo "a marker names no row: mutant: $orphan" >&2; bad=1; }
   done < <(comm -13 <(echo "$names") <(grep -rhoE "mutant: [a-z0-9_]+" "${MUTABLE[@]}" | cut -d' ' -f2 | sort -u))
-  [ $bad = 0 ] && echo "mutations: each of the ${#MUTATIONS[@]} rows applies once, where its marker is"
+  [ $bad = 0 ] && echo "mutations: each of the ${#MUTATIONS[@]} rows has its place: $((${#MUTATIONS[@]} - text_rows)) mutation points in the code, $text_rows text substitutions"
   # docs/testing.md's table (the one whose header starts `| mutation | removes |`) names each
   # row once, with the same "removes" text, and no row the script lacks.
   doc=docs/testing.md
@@ -319,24 +347,31 @@ for m in "${MUTATIONS[@]}"; do
       echo "${rows[-1]}" >&2; continue; }
   fi
   git checkout -q -- "${MUTABLE[@]}"
+  # A mutation point is chosen by the build's environment; the harness's own (tests/common) by
+  # the tests' build too.
+  build_env=(PG_SNOWFLAKE_MUTANT=); test_env=(PG_SNOWFLAKE_MUTANT=)
+  if [ ${#fields[@]} = 2 ]; then
+    build_env=(PG_SNOWFLAKE_MUTANT="$name")
+    ! grep -rqE "mutant!\(\s*$name,|^\s+$name: \"" tests/common || test_env=(PG_SNOWFLAKE_MUTANT="$name")
+  fi
   for ((i = 2; i < ${#fields[@]}; i++)); do
     subst=${fields[i]}
     file=$(target "$name" "$subst") || exit 1
     perl -0777 -pi -e "$subst" "$file"
   done
   echo "==> $name: $what (${row_suites[*]} ${row_pg_tests[*]})" >&2
-  { cargo pgrx install --profile mutation --pg-config "$PG_CONFIG" && scripts/install-sql.sh "$PG_CONFIG"; } >/dev/null 2>&1 \
+  { env "${build_env[@]}" cargo pgrx install --profile mutation --pg-config "$PG_CONFIG" && scripts/install-sql.sh "$PG_CONFIG"; } >/dev/null 2>&1 \
     || { rows+=("| $name | $what | does not build |"); echo "${rows[-1]}" >&2; continue; }
   log=target/mutations/$name.log
   mkdir -p target/mutations
   # A mutation can make a test hang (a wait that nothing ends): 10 minutes at most.
   : >"$log"
   if [ ${#row_suites[@]} -gt 0 ]; then
-    timeout 600 cargo test "${row_suites[@]}" --no-fail-fast -- --test-threads=2 >>"$log" 2>&1 || true
+    timeout 600 env "${test_env[@]}" cargo test "${row_suites[@]}" --no-fail-fast -- --test-threads=2 >>"$log" 2>&1 || true
   fi
   for t in "${row_pg_tests[@]}"; do
     rm -rf "${PGRX_TEST_DIR:?}/$PG" && scripts/own-dir.sh "$PGRX_TEST_DIR" && scripts/own-dir.sh "$PGRX_TEST_DIR/$PG"
-    timeout 600 cargo pgrx test "pg$PG" "$t" --runas postgres --pgdata "$PGRX_TEST_DIR/$PG/data" >>"$log" 2>&1 || true
+    timeout 600 env "${build_env[@]}" cargo pgrx test "pg$PG" "$t" --runas postgres --pgdata "$PGRX_TEST_DIR/$PG/data" >>"$log" 2>&1 || true
   done
   failed=$( { grep -E '^test .* FAILED$' "$log" | sed -E 's/^test (.*) \.\.\. FAILED$/\1/; s/^pg_tests::.*::pg_//'
               grep -oE "deps/[a-z_]+-[0-9a-f]+ --test-threads=2\` \(signal" "$log" \

@@ -4,7 +4,6 @@
 -- the caller's rights; its search_path is pg_catalog alone (pg_temp last), and row_security is
 -- off, so that a row-level security policy that would hide some of the column's values from the
 -- caller makes it fail instead of advancing past too small a value.
--- mutant: adopt_rls
 CREATE FUNCTION @extschema@.snowflake_adopt(tbl regclass, col name) RETURNS void
 LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp

@@ -39,7 +39,6 @@ static DERIVED: OnceLock<Derived> = OnceLock::new();
 
 /// At start, in the postmaster: the worker id of this server's address in `network` for
 /// `layout`, held in this network namespace; or why there is none, in words.
-// mutant: address_hold
 pub fn derive(network: &str, layout: &Layout, max_drift_ms: u64) -> Result<u32, String> {
     let network = Network::parse(network)
         .map_err(|why| format!("snowflake.worker_id_network is not a network: {why}"))?;
@@ -47,8 +46,10 @@ pub fn derive(network: &str, layout: &Layout, max_drift_ms: u64) -> Result<u32, 
         .map_err(|e| format!("this server's addresses cannot be read (getifaddrs): {e}"))?;
     let (address, worker_id) =
         network.worker_id(&addresses, layout.max_worker_id()).map_err(|r| r.to_string())?;
-    // mutant: address_hold
-    let held = network::hold_in_namespace(address).map_err(|e| {
+    let held = network::hold_in_namespace(mutant!(address_hold, { address }, {
+        std::net::IpAddr::from([127, 1, (std::process::id() >> 8) as u8, std::process::id() as u8])
+    }))
+    .map_err(|e| {
         if e.kind() == std::io::ErrorKind::AddrInUse {
             format!(
                 "another server of this network namespace holds address {address}, which gives \
@@ -72,7 +73,6 @@ pub fn derive(network: &str, layout: &Layout, max_drift_ms: u64) -> Result<u32, 
 /// another server's, which derives the same worker id. Checked at every renewal of the lease
 /// (`generator::cover`, about once a second under load, and at the first call after a pause),
 /// one `getifaddrs` each.
-// mutant: address_gone
 pub fn gone() -> Option<String> {
     let d = DERIVED.get()?;
     match network::own_addresses() {

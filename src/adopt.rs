@@ -64,30 +64,47 @@ enum Before {
     Ours,
 }
 
-// mutant: adopt_floor
-// mutant: adopt_check
-// mutant: adopt_advance_grant
-// mutant: adopt_every_node
-// mutant: adopt_distribution_column
 fn adopt(tbl: pg_sys::Oid, col: &CStr, own_oid: pg_sys::Oid) {
     let Column { table, attnum, name: column } = Column::checked(tbl, col);
     let next = member_function(own_oid, "snowflake_next", 0);
     let advance = member_function(own_oid, "snowflake_advance_past", 1);
     may_advance(advance);
     let citus = citus_table(tbl);
-    if citus == Some(Some(attnum)) {
+    if mutant!(adopt_distribution_column, { citus == Some(Some(attnum)) }, { false }) {
         refuse_distribution_column(&table, &column);
     }
     let before = before(tbl, attnum, next);
     let changed = drop_default(tbl, attnum, &before);
     alter(tbl, attnum, "SET DEFAULT %s()", ", $3::pg_catalog.regproc", vec![next.into()]);
-    check_adopted(tbl, attnum, next, &before);
+    mutant!(
+        adopt_check,
+        {
+            check_adopted(tbl, attnum, next, &before);
+        },
+        {}
+    );
 
     let top = largest(tbl, attnum, &table);
     if let Some(top) = top {
-        generator::get().advance_past(gucs::layout(), top);
+        mutant!(
+            adopt_floor,
+            {
+                generator::get().advance_past(gucs::layout(), top);
+            },
+            {
+                let _ = top;
+            }
+        );
         if citus.is_some() {
-            advance_every_node(advance, top, &table);
+            mutant!(
+                adopt_every_node,
+                {
+                    advance_every_node(advance, top, &table);
+                },
+                {
+                    let _ = (advance_every_node, &table);
+                }
+            );
         }
     }
     let quoted =
@@ -176,11 +193,16 @@ impl Column {
 /// `snowflake_adopt()` moves the generator as `snowflake_advance_past()` does, and needs the
 /// right to call it as 0.3.0 did (it called it through SQL): a privilege of its own.
 fn may_advance(advance: pg_sys::Oid) {
-    if Spi::get_one_with_args::<bool>(
-        "SELECT pg_catalog.has_function_privilege($1, 'EXECUTE')",
-        &[advance.into()],
-    ) != Ok(Some(true))
-    {
+    if mutant!(
+        adopt_advance_grant,
+        {
+            Spi::get_one_with_args::<bool>(
+                "SELECT pg_catalog.has_function_privilege($1, 'EXECUTE')",
+                &[advance.into()],
+            ) != Ok(Some(true))
+        },
+        { false }
+    ) {
         errors::report(
             Code::ERRCODE_INSUFFICIENT_PRIVILEGE,
             "permission denied for function snowflake_advance_past",
@@ -283,7 +305,6 @@ fn citus_table(tbl: pg_sys::Oid) -> Option<Option<i16>> {
 /// fails with `NOT_OURS` and the node counts as failed. Every function and operator in it is
 /// named by schema (the node's search_path is the database owner's), and the id is a literal
 /// (`-5::int8` would be a unary minus found by that search_path).
-// mutant: adopt_planted
 fn advance_every_node(advance: pg_sys::Oid, top: i64, table: &str) {
     // The name this node calls it by, which every node's shards are given too (the default).
     let name = text_of(
@@ -294,7 +315,8 @@ fn advance_every_node(advance: pg_sys::Oid, top: i64, table: &str) {
         &[advance.into()],
     );
     let command = text_of(
-        "pg_catalog.format($do$DO $pg_snowflake$
+        &mutant_text!(
+            "pg_catalog.format($do$DO $pg_snowflake$
 DECLARE
     schema_name pg_catalog.name;
     function_name pg_catalog.name;
@@ -331,6 +353,8 @@ BEGIN
 END
 $pg_snowflake$$do$, $1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.text,
                    $4::pg_catalog.text)",
+            adopt_planted: "\n       AND p.oid OPERATOR(pg_catalog.=) (%1$s);" => ";",
+        ),
         &[OURS.into(), NOT_OURS.into(), top.to_string().into(), name.as_str().into()],
     );
     // What a node answered is its own text: each made printable (a newline in it would start a
@@ -511,8 +535,6 @@ fn check_adopted(tbl: pg_sys::Oid, attnum: i16, next: pg_sys::Oid, before: &Befo
 /// code must not run with the caller's rights, a superuser's perhaps. And with a snapshot taken
 /// now, under the ALTER TABLE's lock: a REPEATABLE READ caller's older snapshot would miss rows
 /// committed since, and the generator would advance past too small a value.
-// mutant: adopt_rls
-// mutant: adopt_snapshot
 fn largest(tbl: pg_sys::Oid, attnum: i16, table: &str) -> Option<i64> {
     let owner = Spi::get_one_with_args::<pg_sys::Oid>(
         "SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $1",
@@ -531,11 +553,19 @@ fn largest(tbl: pg_sys::Oid, attnum: i16, table: &str) -> Option<i64> {
     as_owner(owner, || {
         // row_security = off (sql/adopt.sql): a policy that applies makes the query fail
         // instead of hiding rows; this says so first, with a hint.
-        if Spi::get_one_with_args::<bool>(
-            "SELECT pg_catalog.row_security_active($1)",
-            &[tbl.into()],
-        ) == Ok(Some(true))
-        {
+        if mutant!(
+            adopt_rls,
+            {
+                Spi::get_one_with_args::<bool>(
+                    "SELECT pg_catalog.row_security_active($1)",
+                    &[tbl.into()],
+                ) == Ok(Some(true))
+            },
+            {
+                // What `SET row_security = off` of the function's definition prevents, too.
+                Spi::run("SELECT pg_catalog.set_config('row_security', 'on', true)").is_err()
+            }
+        ) {
             errors::report(
                 Code::ERRCODE_INSUFFICIENT_PRIVILEGE,
                 format!("row-level security hides rows of {table} from its owner"),
@@ -555,7 +585,11 @@ fn largest(tbl: pg_sys::Oid, attnum: i16, table: &str) -> Option<i64> {
                 // (SPI is connected: this closure); the result is read at once from
                 // SPI_tuptable, which stays valid until the next SPI call.
                 unsafe {
-                    pg_sys::PushActiveSnapshot(pg_sys::GetLatestSnapshot());
+                    pg_sys::PushActiveSnapshot(mutant!(
+                        adopt_snapshot,
+                        { pg_sys::GetLatestSnapshot() },
+                        { pg_sys::GetActiveSnapshot() }
+                    ));
                     struct Pop;
                     impl Drop for Pop {
                         fn drop(&mut self) {
@@ -580,7 +614,6 @@ fn largest(tbl: pg_sys::Oid, attnum: i16, table: &str) -> Option<i64> {
 /// Runs `f` as role `owner`, in a security-restricted operation (no SET ROLE, no temporary
 /// objects, no changes of session state), as PostgreSQL runs a table's expressions for its
 /// owner; the caller's identity comes back afterwards, also when `f` raises an error.
-// mutant: adopt_as_owner
 fn as_owner<T>(owner: pg_sys::Oid, f: impl FnOnce() -> T) -> T {
     let (mut user, mut context) = (pg_sys::InvalidOid, 0);
     // SAFETY: reading and setting this backend's current user, as SECURITY DEFINER calls do;
@@ -589,7 +622,7 @@ fn as_owner<T>(owner: pg_sys::Oid, f: impl FnOnce() -> T) -> T {
     unsafe {
         pg_sys::GetUserIdAndSecContext(&mut user, &mut context);
         pg_sys::SetUserIdAndSecContext(
-            owner,
+            mutant!(adopt_as_owner, { owner }, { user }),
             context
                 | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32
                 | pg_sys::SECURITY_RESTRICTED_OPERATION as i32,

@@ -55,10 +55,17 @@ pub fn attach_signals() {
 /// worker_spi takes, ends the process at the next check for interrupts, inside that wait too:
 /// there, on 17 built with assertions, Citus's wait set was released after its resource owner,
 /// and the exit failed an assertion.)
-// mutant: claims_sigterm
 pub fn cancel_at_sigterm() {
-    // SAFETY: a handler that only sets flags and the latch, installed in this process.
-    unsafe { pqsignal(pg_sys::SIGTERM as std::ffi::c_int, Some(sigterm_cancels)) };
+    mutant!(
+        claims_sigterm,
+        {
+            // SAFETY: a handler that only sets flags and the latch, installed in this process.
+            unsafe { pqsignal(pg_sys::SIGTERM as std::ffi::c_int, Some(sigterm_cancels)) };
+        },
+        {
+            let _ = sigterm_cancels;
+        }
+    );
 }
 
 /// The handler: what pgrx's does (`ShutdownRequestPending`, the latch), and a cancel.

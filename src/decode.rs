@@ -102,10 +102,14 @@ pub(crate) fn units_of(ts: TimestampWithTimeZone, layout: &Layout) -> u64 {
 /// row, and neither does the id range it becomes. `snowflake_decode()` of such an id is an
 /// error (22003): it is the function that asks what an id is.
 #[pg_extern(immutable, strict, parallel_safe)]
-// mutant: timestamp_null
 fn snowflake_timestamp(id: i64) -> Option<TimestampWithTimeZone> {
     let layout = gucs::layout();
-    let parts = layout.parts(id)?;
+    let parts = mutant!(timestamp_null, { layout.parts(id)? }, {
+        match layout.parts(id) {
+            Some(parts) => parts,
+            None => id_outside_layout(id, layout),
+        }
+    });
     Some(
         TimestampWithTimeZone::try_from(pg_timestamp(layout.unix_ms(parts.units)))
             .unwrap_or_else(|_| timestamp_outside_layout(layout, layout.max_units())),

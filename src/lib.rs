@@ -65,11 +65,8 @@ pgrx::pg_module_magic!(name, version);
 /// session of whoever runs `CREATE EXTENSION` on a server that does not preload the library.
 /// Without preloading, `snowflake_next()` says what to do and `snowflake_decode()` still works.
 #[pgrx::pg_guard]
-// mutant: time_ranges
-// mutant: claims_worker
-// mutant: backtraces
 pub extern "C-unwind" fn _PG_init() {
-    no_backtraces_for_clients();
+    mutant!(backtraces, { no_backtraces_for_clients() }, {});
     // SAFETY: a plain read of a flag PostgreSQL sets before calling _PG_init.
     if !unsafe { pgrx::pg_sys::process_shared_preload_libraries_in_progress } {
         return;
@@ -89,8 +86,8 @@ pub extern "C-unwind" fn _PG_init() {
         reset: |mark| generator::get().replay_reset(mark),
     });
     stats::init();
-    planner::init();
-    claims::init();
+    mutant!(time_ranges, { planner::init() }, {});
+    mutant!(claims_worker, { claims::init() }, {});
 }
 
 /// pgrx adds the Rust backtrace of an error that passes through Rust code (a cancel during a

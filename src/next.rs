@@ -16,7 +16,6 @@ fn snowflake_next() -> i64 {
 /// Errors if the library is not preloaded, the worker id is unset (or not leased), this is a standby, or the
 /// clock is too far behind.
 #[inline]
-// mutant: ids_counted
 fn next_id() -> i64 {
     let generator = generator::get();
     // A registry's worker id is read only where the setting gives none: no cost to the others.
@@ -24,6 +23,12 @@ fn next_id() -> i64 {
         gucs::worker_id_unset()
     };
     let id = layout.id(generator.next_tick(layout), worker_id);
-    stats::count_id();
-    id
+    mutant!(
+        ids_counted,
+        {
+            stats::count_id();
+            id
+        },
+        { id }
+    )
 }

@@ -128,7 +128,6 @@ pub fn init() {
 ///
 /// # Safety
 /// Called by PostgreSQL as its `planner_hook`, with the query it is about to plan.
-// mutant: adopt_plan_guard
 unsafe extern "C-unwind" fn plan(
     parse: *mut pg_sys::Query,
     query_string: *const std::ffi::c_char,
@@ -139,7 +138,7 @@ unsafe extern "C-unwind" fn plan(
     // SAFETY: PostgreSQL passes the query it is about to plan, which the planner may change;
     // the previous hook and standard_planner are PostgreSQL's own C functions.
     unsafe {
-        if ONLY_RELATION.load(Ordering::Relaxed) != 0 {
+        if mutant!(adopt_plan_guard, { ONLY_RELATION.load(Ordering::Relaxed) != 0 }, { false }) {
             check_only_relation(parse, ONLY_RELATION.swap(0, Ordering::Relaxed));
         }
         rewrite(parse);
@@ -171,14 +170,22 @@ unsafe extern "C-unwind" {
 /// # Safety
 /// `parse` is a query tree from the parser or rewriter, which the planner is about to plan.
 #[pg_guard]
-// mutant: planner_64bit
 unsafe extern "C-unwind" fn rewrite(parse: *mut pg_sys::Query) {
     let layout = gucs::layout();
-    if !gucs::time_ranges() || layout.time_bits + layout.worker_bits + layout.sequence_bits > 63 {
+    if mutant!(
+        planner_64bit,
+        {
+            !gucs::time_ranges()
+                || layout.time_bits + layout.worker_bits + layout.sequence_bits > 63
+        },
+        { !gucs::time_ranges() }
+    ) {
         return;
     }
     // The largest id the layout can hold: ids above it are outside its bits.
-    let max_id = layout.first_id(layout.end_mark()) - 1;
+    let max_id = mutant!(planner_64bit, { layout.first_id(layout.end_mark()) - 1 }, {
+        (layout.first_id(layout.end_mark()) - 1).min(i64::MAX as u64)
+    });
     // SAFETY: see above.
     unsafe { add_id_ranges(parse, max_id as i64) };
 }
@@ -225,7 +232,6 @@ unsafe fn in_from_expr(query: &pg_sys::Query, from: *mut pg_sys::FromExpr, max_i
 
 /// # Safety
 /// `node` is a join tree node of `query`, as `add_id_ranges` requires.
-// mutant: planner_full_join
 unsafe fn in_join_tree(query: &pg_sys::Query, node: *mut pg_sys::Node, max_id: i64) {
     // SAFETY: see above.
     unsafe {
@@ -238,7 +244,9 @@ unsafe fn in_join_tree(query: &pg_sys::Query, node: *mut pg_sys::Node, max_id: i
             // (`=`), which a range is not: there the comparison stays as written ("FULL JOIN is
             // only supported with merge-joinable or hash-joinable join conditions" otherwise),
             // and an id range could not reach an index there anyway.
-            if (*join).jointype != pg_sys::JoinType::JOIN_FULL {
+            if mutant!(planner_full_join, { (*join).jointype != pg_sys::JoinType::JOIN_FULL }, {
+                true
+            }) {
                 (*join).quals = with_id_ranges(query, (*join).quals, max_id);
             }
             in_join_tree(query, (*join).larg, max_id);
@@ -342,11 +350,6 @@ struct IdRange {
 ///
 /// # Safety
 /// `clause` is a condition of `query`.
-// mutant: planner_sublink
-// mutant: planner_execute
-// mutant: planner_keep
-// mutant: planner_guards
-// mutant: planner_volatile
 unsafe fn id_range(
     query: &pg_sys::Query,
     clause: *mut pg_sys::Node,
@@ -378,14 +381,23 @@ unsafe fn id_range(
         };
         // The value goes into one or two bounds, evaluated apart from the comparison: it must
         // give the same answer each time, and one.
-        if pg_sys::contain_volatile_functions(value) || pg_sys::expression_returns_set(value) {
-            return None;
-        }
+        mutant!(
+            planner_volatile,
+            {
+                if pg_sys::contain_volatile_functions(value)
+                    || pg_sys::expression_returns_set(value)
+                {
+                    return None;
+                }
+            },
+            {}
+        );
         // `=` puts the value into two bounds, each evaluated on its own: a sub-select could give
         // two answers (`TABLESAMPLE BERNOULLI`: between 0 and 61 rows where the query as written
         // gave 1). A comparison gives one bound, evaluated once, as the comparison's was.
-        // mutant: planner_sublink
-        if strategy == EQUAL && pg_sys::contain_subplans(value) {
+        if mutant!(planner_sublink, { strategy == EQUAL && pg_sys::contain_subplans(value) }, {
+            false
+        }) {
             return None;
         }
         let relation = table_of(query, column)?;
@@ -393,11 +405,13 @@ unsafe fn id_range(
         // A role that may not call snowflake_id_bound (an administrator revoked it from PUBLIC)
         // gets the comparison as written, not a "permission denied" for a function its query
         // never names.
-        // mutant: planner_execute
-        if !may_execute(bound_function) {
+        if mutant!(planner_execute, { !may_execute(bound_function) }, { false }) {
             return None;
         }
-        let keep = needs_the_comparison(relation, timestamp);
+        let keep = mutant!(planner_keep, { needs_the_comparison(relation, timestamp) }, {
+            let _ = needs_the_comparison;
+            false
+        });
         let bound = |strategy: i32| -> *mut pg_sys::Node {
             let mut bound_args = PgList::<pg_sys::Node>::new();
             bound_args.push(pg_sys::copyObjectImpl(value.cast()).cast());
@@ -443,8 +457,9 @@ unsafe fn id_range(
             column_key: (var.varno, var.varattno),
             lower,
             upper,
-            lower_guard: compare(INT8_GE, id(0)),
-            upper_guard: (max_id < i64::MAX).then(|| compare(INT8_LE, id(max_id))),
+            lower_guard: compare(INT8_GE, id(mutant!(planner_guards, { 0 }, { i64::MIN }))),
+            upper_guard: (mutant!(planner_guards, { max_id < i64::MAX }, { max_id < 0 }))
+                .then(|| compare(INT8_LE, id(max_id))),
             keep,
         })
     }
@@ -482,12 +497,11 @@ unsafe fn timestamp_call(node: *mut pg_sys::Node) -> Option<(*mut pg_sys::Node, 
 ///
 /// # Safety
 /// `node` is an expression of `query`.
-// mutant: planner_volatile
 unsafe fn table_of(query: &pg_sys::Query, node: *mut pg_sys::Node) -> Option<pg_sys::Oid> {
     // SAFETY: see above; a Var's varno indexes the query's range table (from 1).
     unsafe {
         if !is_a(node, pg_sys::NodeTag::T_Var) {
-            return None;
+            return mutant!(planner_volatile, { None }, { Some(pg_sys::InvalidOid) });
         }
         let var = &*node.cast::<pg_sys::Var>();
         if var.varlevelsup != 0 || var.varattno <= 0 || var.vartype != pg_sys::INT8OID {
@@ -506,7 +520,6 @@ unsafe fn table_of(query: &pg_sys::Query, node: *mut pg_sys::Node) -> Option<pg_
 ///
 /// # Safety
 /// `relid` is a table of the query being planned.
-// mutant: planner_partial_index
 unsafe fn needs_the_comparison(relid: pg_sys::Oid, timestamp: pg_sys::Oid) -> bool {
     // SAFETY: see above; every relation opened is closed before return.
     unsafe {
@@ -528,9 +541,16 @@ unsafe fn needs_the_comparison(relid: pg_sys::Oid, timestamp: pg_sys::Oid) -> bo
                 // comparison; without it, a lookup of one value became a range scan).
                 let exprs = pg_sys::RelationGetIndexExpressions(index_rel);
                 indexed |= !exprs.is_null() && calls(exprs.cast(), timestamp);
-                // mutant: planner_partial_index
                 let predicate = pg_sys::RelationGetIndexPredicate(index_rel);
-                indexed |= !predicate.is_null() && calls(predicate.cast(), timestamp);
+                mutant!(
+                    planner_partial_index,
+                    {
+                        indexed |= !predicate.is_null() && calls(predicate.cast(), timestamp);
+                    },
+                    {
+                        let _ = predicate;
+                    }
+                );
                 pg_sys::RelationClose(index_rel);
             }
         }
@@ -633,11 +653,15 @@ unsafe fn is_our_timestamp(funcid: pg_sys::Oid) -> bool {
 ///
 /// # Safety
 /// As `is_our_timestamp`.
-// mutant: planner_acl
 unsafe fn bound_function(timestamp: pg_sys::Oid) -> Option<pg_sys::Oid> {
     // SAFETY: a syscache lookup with keys built here.
     unsafe {
-        let namespace = pg_sys::get_func_namespace(timestamp);
+        let namespace = mutant!(planner_acl, { pg_sys::get_func_namespace(timestamp) }, {
+            pg_sys::LookupExplicitNamespace(
+                pg_sys::get_namespace_name(pg_sys::get_func_namespace(timestamp)),
+                false,
+            )
+        });
         let types = [pg_sys::TIMESTAMPTZOID, pg_sys::INT4OID];
         let argtypes = pg_sys::buildoidvector(types.as_ptr(), types.len() as i32);
         let bound = pg_sys::GetSysCacheOid(

@@ -7,10 +7,9 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 /// Errors with 42501 unless the current user is a superuser.
-// mutant: superuser_check
 pub fn require_superuser(function: &str) {
     // SAFETY: a plain catalog lookup of the current user.
-    if !unsafe { pg_sys::superuser() } {
+    if mutant!(superuser_check, { !unsafe { pg_sys::superuser() } }, { false }) {
         superuser_required(function);
     }
 }

@@ -9,7 +9,6 @@ use pgrx::pg_sys::{self, PgTryBuilder};
 /// Runs `step` in a subtransaction: its result, or the message of the PostgreSQL error that
 /// ended it, whose work is then rolled back. A Rust panic is no PostgreSQL error: it goes on
 /// unwinding (and aborts the transaction).
-// mutant: claims_gather_apart
 pub fn catching<T>(step: impl FnOnce() -> T) -> Result<T, String> {
     // SAFETY: in a transaction (the callers run in one); the context and owner are restored
     // below whichever way the step ends, as pl_exec.c does.
@@ -22,14 +21,20 @@ pub fn catching<T>(step: impl FnOnce() -> T) -> Result<T, String> {
     };
     // Whatever the step leaves half-done on an error is rolled back with the subtransaction.
     let step = std::panic::AssertUnwindSafe(step);
-    let result = PgTryBuilder::new(move || Ok(step()))
-        .catch_others(|caught| match caught {
-            CaughtError::PostgresError(report) | CaughtError::ErrorReport(report) => {
-                Err(report.message().to_string())
-            }
-            panic @ CaughtError::RustPanic { .. } => panic.rethrow(),
-        })
-        .execute();
+    let result = mutant!(
+        claims_gather_apart,
+        {
+            PgTryBuilder::new(move || Ok(step()))
+                .catch_others(|caught| match caught {
+                    CaughtError::PostgresError(report) | CaughtError::ErrorReport(report) => {
+                        Err(report.message().to_string())
+                    }
+                    panic @ CaughtError::RustPanic { .. } => panic.rethrow(),
+                })
+                .execute()
+        },
+        { Ok(step()) }
+    );
     // SAFETY: the subtransaction begun above is the current one (the step's SPI calls ended
     // theirs, and an error's are cleaned up by the rollback); the error state was flushed by
     // PgTryBuilder after the handler.

@@ -65,10 +65,11 @@ impl FlagFormat {
 /// Whether synchronous standbys are defined, as `SyncRepWaitForLSN()` decides it: the shared
 /// flag, or, before the checkpointer has initialised it just after start, this backend's own
 /// `synchronous_standby_names`.
-// mutant: flag_format_bool
 pub fn standbys_defined(flag: u8, format: FlagFormat, names_configured: bool) -> bool {
     match format {
-        FlagFormat::Bool => flag != 0,
+        FlagFormat::Bool => {
+            mutant!(flag_format_bool, { flag != 0 }, { flag & SYNC_STANDBY_DEFINED != 0 })
+        }
         FlagFormat::Bits if flag & SYNC_STANDBY_INIT == 0 => names_configured,
         FlagFormat::Bits => flag & SYNC_STANDBY_DEFINED != 0,
     }
@@ -77,12 +78,19 @@ pub fn standbys_defined(flag: u8, format: FlagFormat, names_configured: bool) ->
 /// Returns once the synchronous standbys (if the cluster has any) have flushed WAL up to `lsn`.
 /// Errors out on a cancel or terminate, like any other wait. Hold no lock while calling this:
 /// the wait has no upper bound while a synchronous standby is away.
-// mutant: sync_wait
 pub fn wait_for_flush(lsn: pg_sys::XLogRecPtr) {
     let format = FlagFormat::of_server(server_version_num());
-    if acknowledged(lsn, format) {
-        return;
-    }
+    mutant!(
+        sync_wait,
+        {
+            if acknowledged(lsn, format) {
+                return;
+            }
+        },
+        {
+            return;
+        }
+    );
     let mut nap_ms = FIRST_NAP_MS;
     loop {
         // SAFETY: MyLatch is this process's latch; WL_EXIT_ON_PM_DEATH ends the process if the

@@ -29,9 +29,10 @@ impl<'a> TextArg<'a> {
         self.decoded(utf8)
     }
 
-    // mutant: text_arg
     fn decoded(&self, utf8_database: bool) -> Cow<'a, str> {
-        match std::str::from_utf8(self.0) {
+        match mutant!(text_arg, { std::str::from_utf8(self.0) }, {
+            Ok(std::str::from_utf8(self.0).expect("datums converted to &str should be valid UTF-8"))
+        }) {
             Ok(text) if utf8_database || text.is_ascii() => Cow::Borrowed(text),
             _ => Cow::Owned(
                 self.0.iter().map(|&b| if b.is_ascii() { b as char } else { '?' }).collect(),

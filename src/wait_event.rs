@@ -24,7 +24,6 @@ impl Event {
 
     /// The wait event's id, registered by this backend's first wait (PostgreSQL keeps one id per
     /// name for the whole cluster).
-    // mutant: wait_event_names
     #[cfg(not(any(feature = "pg15", feature = "pg16")))]
     pub fn info(self) -> u32 {
         use std::sync::atomic::{AtomicU32, Ordering};
@@ -32,8 +31,14 @@ impl Event {
         let id = &IDS[self as usize];
         match id.load(Ordering::Relaxed) {
             0 => {
-                // SAFETY: a NUL-terminated name; PostgreSQL copies it into shared memory.
-                let new = unsafe { pg_sys::WaitEventExtensionNew(self.name().as_ptr()) };
+                let new = mutant!(
+                    wait_event_names,
+                    {
+                        // SAFETY: a NUL-terminated name; PostgreSQL copies it into shared memory.
+                        unsafe { pg_sys::WaitEventExtensionNew(self.name().as_ptr()) }
+                    },
+                    { pg_sys::PG_WAIT_EXTENSION }
+                );
                 id.store(new, Ordering::Relaxed);
                 new
             }

@@ -90,18 +90,28 @@ pub fn log_reset(mark: Mark) -> pg_sys::XLogRecPtr {
     log(mark, XLOG_SNOWFLAKE_RESET)
 }
 
-// mutant: standby_refusal
-// mutant: wal_flush
 fn log(mark: Mark, info: u8) -> pg_sys::XLogRecPtr {
-    let mut data = mark.to_bytes();
+    let mut data = mutant!(standby_refusal, { mark.to_bytes() }, {
+        // SAFETY: a read of shared state PostgreSQL keeps.
+        if unsafe { pg_sys::RecoveryInProgress() } {
+            return 0;
+        }
+        mark.to_bytes()
+    });
     // SAFETY: the standard insert protocol; `data` outlives XLogInsert, which copies it. An
     // error between Begin and Insert is cleaned up by XLogResetInsertion at abort.
     unsafe {
         pg_sys::XLogBeginInsert();
         pg_sys::XLogRegisterData(data.as_mut_ptr().cast(), data.len() as _);
         let lsn = pg_sys::XLogInsert(RM_ID, info);
-        pg_sys::XLogFlush(lsn);
-        lsn
+        mutant!(
+            wal_flush,
+            {
+                pg_sys::XLogFlush(lsn);
+                lsn
+            },
+            { lsn }
+        )
     }
 }
 
@@ -148,12 +158,13 @@ unsafe fn record_of(record: *mut pg_sys::XLogReaderState) -> Record {
 /// # Safety
 /// Called by PostgreSQL's startup process with a record of this rmgr being replayed.
 #[pg_guard]
-// mutant: wal_redo
 unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
     let replay = REPLAY.get().expect("registered with its replay");
     // SAFETY: PostgreSQL passes the record being replayed.
     match unsafe { record_of(record) } {
-        Record::Mark(mark) => (replay.mark)(mark),
+        Record::Mark(mark) => mutant!(wal_redo, { (replay.mark)(mark) }, {
+            let _ = mark;
+        }),
         Record::Reset(mark) => (replay.reset)(mark),
         Record::Corrupt(why) => mark_corrupt(&why),
         Record::Unknown => record_unknown(),

@@ -54,7 +54,6 @@ impl Dir {
     /// else stands under the name (a symbolic link, which would lead the writes outside the
     /// data directory; a file or a FIFO, which would fail every write for good) is removed
     /// first: the name is this program's.
-    // mutant: data_dir_replace
     pub fn open_or_make(&self, name: &str) -> io::Result<Dir> {
         let c = c_name(name)?;
         // SAFETY: an out-buffer for fstatat of a name relative to a directory this handle holds
@@ -64,7 +63,9 @@ impl Dir {
         let stat = unsafe {
             libc::fstatat(self.fd.as_raw_fd(), c.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW)
         };
-        if stat == 0 && st.st_mode & libc::S_IFMT != libc::S_IFDIR {
+        if mutant!(data_dir_replace, { stat == 0 && st.st_mode & libc::S_IFMT != libc::S_IFDIR }, {
+            false
+        }) {
             self.unlink(&c)?;
         }
         // SAFETY: a NUL-terminated name relative to a directory this handle holds open.
@@ -94,7 +95,6 @@ impl Dir {
 
     /// The file `name`, if there is one: at most `max_len` bytes, from a regular file. Anything
     /// else is an error that says what is there instead.
-    // mutant: data_file_type
     pub fn read(&self, name: &str, max_len: usize) -> io::Result<Option<Vec<u8>>> {
         let c = c_name(name)?;
         // SAFETY: a NUL-terminated name relative to a directory this handle holds open.
@@ -116,8 +116,7 @@ impl Dir {
         let file = unsafe { File::from_raw_fd(fd) };
         let meta = file.metadata()?;
         let kind = meta.file_type();
-        // mutant: data_file_type
-        if !kind.is_file() {
+        if mutant!(data_file_type, { !kind.is_file() }, { false }) {
             let what = if kind.is_fifo() {
                 "a FIFO (named pipe)"
             } else if kind.is_char_device() {
@@ -151,7 +150,6 @@ impl Dir {
 
     /// Writes `bytes` to a new regular file `temp` and syncs it; whatever was under that name is
     /// removed first. Not yet in place: see `put_in_place`.
-    // mutant: state_file_sync
     pub fn write_new(&self, temp: &str, bytes: &[u8]) -> io::Result<()> {
         let c = c_name(temp)?;
         self.unlink(&c)?;
@@ -170,13 +168,17 @@ impl Dir {
         }
         // SAFETY: a descriptor openat just returned, owned from here on.
         let mut file = unsafe { File::from_raw_fd(fd) };
-        // mutant: state_file_sync
-        file.write_all(bytes)?;
-        file.sync_data()
+        mutant!(
+            state_file_sync,
+            {
+                file.write_all(bytes)?;
+                file.sync_data()
+            },
+            { file.write_all(bytes) }
+        )
     }
 
     /// Renames `temp` over `name`, then syncs this directory.
-    // mutant: state_dir_sync
     pub fn put_in_place(&self, temp: &str, name: &str) -> io::Result<()> {
         let (t, n) = (c_name(temp)?, c_name(name)?);
         let dir = self.fd.as_raw_fd();
@@ -184,8 +186,7 @@ impl Dir {
         if unsafe { libc::renameat(dir, t.as_ptr(), dir, n.as_ptr()) } != 0 {
             return Err(io::Error::last_os_error());
         }
-        // mutant: state_dir_sync
-        self.sync()
+        mutant!(state_dir_sync, { self.sync() }, { Ok(()) })
     }
 
     /// Replaces `name` with `bytes`, durably, through `temp`.
@@ -222,12 +223,20 @@ impl Dir {
 }
 
 /// `openat` of a directory: no link followed, no wait, and words for what is there instead.
-// mutant: data_dir_open
 fn open_dir_at(at: libc::c_int, path: &Path) -> io::Result<OwnedFd> {
     let c = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| invalid("the path holds a NUL byte".into()))?;
-    let flags =
-        libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
+    let flags = mutant!(
+        data_dir_open,
+        {
+            libc::O_RDONLY
+                | libc::O_DIRECTORY
+                | libc::O_NOFOLLOW
+                | libc::O_NONBLOCK
+                | libc::O_CLOEXEC
+        },
+        { libc::O_RDONLY | libc::O_CLOEXEC }
+    );
     // SAFETY: a NUL-terminated path, relative to `at` (a directory or AT_FDCWD).
     let fd = unsafe { libc::openat(at, c.as_ptr(), flags) };
     if fd < 0 {

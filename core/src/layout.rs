@@ -57,9 +57,10 @@ impl Preset {
     /// By the rule of PostgreSQL's enum settings, which `snowflake.layout` is: the whole text,
     /// ignoring case only. Nothing is trimmed: `'twitter '` and `E'twitter\n'` name no layout,
     /// in `snowflake_decode(id, layout)` as in the setting (0.5.0 trimmed the argument only).
-    // mutant: settings_trimmed
     pub fn parse(name: &str) -> Option<Preset> {
-        Preset::ALL.into_iter().find(|p| p.name().eq_ignore_ascii_case(name))
+        Preset::ALL.into_iter().find(|p| {
+            p.name().eq_ignore_ascii_case(mutant!(settings_trimmed, { name }, { name.trim() }))
+        })
     }
 
     /// The preset's layout; `None` for `custom`, whose fields come from the settings.
@@ -408,7 +409,6 @@ impl Layout {
     ///   still fit.
     /// - The borrowed time is bounded: past `max_drift` units ahead of the clock the rule
     ///   refuses.
-    // mutant: clock_rule
     pub const fn advance(&self, prev: Tick, now: u64, max_drift: u64) -> Advance {
         // Also keeps `now << sequence_bits` from shifting bits out for an absurd clock.
         if now > self.max_units() {
@@ -416,7 +416,17 @@ impl Layout {
         }
         let succ = prev.0 + 1;
         let clocked = (now << self.sequence_bits) | (succ & (self.per_unit() - 1));
-        let next = Tick(if clocked > succ { clocked } else { succ });
+        let next = Tick(mutant!(
+            clock_rule,
+            {
+                if clocked > succ {
+                    clocked
+                } else {
+                    succ
+                }
+            },
+            { clocked }
+        ));
         if self.units(next) > self.max_units() {
             return Advance::Exhausted;
         }

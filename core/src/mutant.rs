@@ -37,9 +37,64 @@ macro_rules! mutant {
     }};
 }
 
+/// Whether `part` occurs exactly once in `text`: `mutant_text!` asserts it of each of its
+/// substitutions in a constant, so that the compiler refuses one that no longer matches.
+pub const fn occurs_once(text: &str, part: &str) -> bool {
+    let (text, part) = (text.as_bytes(), part.as_bytes());
+    if part.is_empty() || part.len() > text.len() {
+        return false;
+    }
+    let mut found = 0;
+    let mut at = 0;
+    while at + part.len() <= text.len() {
+        let mut i = 0;
+        while i < part.len() && text[at + i] == part[i] {
+            i += 1;
+        }
+        if i == part.len() {
+            found += 1;
+        }
+        at += 1;
+    }
+    found == 1
+}
+
+/// `mutant_text!(TEXT, name: "from" => "to", ...)`: the constant text of an SQL statement the
+/// extension runs, as a `Cow<'static, str>`; in a build that removes the guard `name`, with its
+/// `from` replaced by `to`. Where a guard is a clause of a statement, which no block can hold.
+/// Each `from` must occur exactly once in the text: the compiler checks it.
+#[macro_export]
+macro_rules! mutant_text {
+    ($text:expr, $($name:ident: $from:literal => $to:literal),+ $(,)?) => {{
+        $(
+            const _: () = ::core::assert!(
+                $crate::mutant::occurs_once($text, $from),
+                ::core::concat!("mutant_text!: ", ::core::stringify!($name), "'s text must occur once")
+            );
+        )+
+        let text = ::std::borrow::Cow::<'static, str>::Borrowed($text);
+        $(
+            let text = $crate::mutant!($name, { text }, {
+                ::std::borrow::Cow::Owned(text.replacen($from, $to, 1))
+            });
+        )+
+        text
+    }};
+}
+
 #[cfg(test)]
 mod tests {
-    use super::on;
+    use super::{occurs_once, on};
+
+    #[test]
+    fn a_text_mutation_must_match_its_statement_once() {
+        assert!(occurs_once("WHERE a AND b", "AND b"));
+        assert!(!occurs_once("WHERE a AND b AND b", "AND b"));
+        assert!(!occurs_once("WHERE a", "AND b"));
+        assert!(!occurs_once("WHERE a", ""));
+        let text = crate::mutant_text!("WHERE a AND b", some_guard: "AND b" => "");
+        assert_eq!(text, "WHERE a AND b");
+    }
 
     #[test]
     fn a_guard_is_removed_only_when_its_own_name_is_chosen() {
@@ -54,6 +109,9 @@ mod tests {
     fn an_ordinary_build_keeps_every_guard() {
         // The test build itself has no PG_SNOWFLAKE_MUTANT (`make check` runs it so).
         let kept = crate::mutant!(any_guard, { 1 }, { 2 });
-        assert_eq!(kept, if option_env!("PG_SNOWFLAKE_MUTANT") == Some("any_guard") { 2 } else { 1 });
+        assert_eq!(
+            kept,
+            if option_env!("PG_SNOWFLAKE_MUTANT") == Some("any_guard") { 2 } else { 1 }
+        );
     }
 }

@@ -98,16 +98,13 @@ impl Network {
     /// largest worker id is `max_worker_id`: refused when the network holds more addresses
     /// than there are worker ids (checked first, whatever the addresses: a setting that works
     /// on one pod and not on another is a trap), when none is in it, and when several are.
-    // mutant: network_width
-    // mutant: address_none
-    // mutant: address_several
     pub fn worker_id(
         &self,
         addresses: &[IpAddr],
         max_worker_id: u32,
     ) -> Result<(IpAddr, u32), Refusal> {
         let worker_ids = u64::from(max_worker_id) + 1;
-        if self.addresses() > u128::from(worker_ids) {
+        if mutant!(network_width, { self.addresses() > u128::from(worker_ids) }, { false }) {
             return Err(Refusal::TooLarge {
                 network: *self,
                 addresses: self.addresses(),
@@ -118,15 +115,29 @@ impl Network {
             addresses.iter().copied().filter(|a| self.offset_of(*a).is_some()).collect();
         inside.sort();
         inside.dedup();
-        match inside.as_slice() {
-            [] => Err(Refusal::NoAddress { network: *self, seen: addresses.to_vec() }),
-            [one] => {
-                // Fits: the offset is below the address count, which is at most worker_ids.
-                let offset = self.offset_of(*one).unwrap_or_default();
-                Ok((*one, offset as u32))
+        let one = match inside.as_slice() {
+            [] => {
+                return mutant!(
+                    address_none,
+                    { Err(Refusal::NoAddress { network: *self, seen: addresses.to_vec() }) },
+                    { Ok((IpAddr::from([0, 0, 0, 0]), 0)) }
+                );
             }
-            _ => Err(Refusal::Several { network: *self, inside }),
-        }
+            [one] => *one,
+            [lowest, ..] => {
+                let lowest = *lowest;
+                mutant!(
+                    address_several,
+                    {
+                        return Err(Refusal::Several { network: *self, inside });
+                    },
+                    { lowest }
+                )
+            }
+        };
+        // Fits: the offset is below the address count, which is at most worker_ids.
+        let offset = self.offset_of(one).unwrap_or_default();
+        Ok((one, offset as u32))
     }
 }
 

@@ -37,19 +37,17 @@ pub const fn applies(layout: &Layout, next: Tick, now: u64, max_drift: u64) -> b
 /// clock stepped back 30 s stalled every paced call for 30 s, and a role that cancels its calls
 /// (`statement_timeout = '1ms'` in a loop) pushed everyone else's slots ahead by one unit per
 /// cancelled call.
-// mutant: pacing_slots
-// mutant: pacing_pull_back
 pub const fn take_slot(layout: &Layout, next: u64, now: u64, waiting: u64) -> (u64, u64) {
     let first_of_now = layout.tick_at(now).0;
     let most = layout.tick_at(now + 1).0 + waiting;
     let slot = if next < first_of_now {
         first_of_now
-    } else if next > most {
+    } else if mutant!(pacing_pull_back, { next > most }, { false }) {
         most
     } else {
         next
     };
-    (slot + 1, layout.units(Tick(slot)))
+    (slot + 1, mutant!(pacing_slots, { layout.units(Tick(slot)) }, { now }))
 }
 
 /// Whether a slot of time unit `unit` is further ahead of the clock at `now` than `waiting`

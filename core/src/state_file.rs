@@ -164,8 +164,6 @@ pub struct Recovered {
 /// were handed out (0.3.0 and later never leave the file empty, and the copy is written only
 /// with marks), and where they ended is unknown. A state file that is unreadable or corrupt is
 /// an error, whatever its copy holds (the start stops: see `generator::problems::state_file_unreadable`).
-// mutant: copy_read
-// mutant: lost_refusal
 pub fn recover(dir: &Path) -> Result<Recovered, ReadError> {
     let data = Dir::open(dir).map_err(ReadError::Io)?;
     let file = match data.read(FILE_NAME, LEN) {
@@ -174,8 +172,10 @@ pub fn recover(dir: &Path) -> Result<Recovered, ReadError> {
         Ok(None) => Found::Missing,
         Err(e) => return Err(ReadError::Io(e)),
     };
-    // mutant: copy_read
-    let copy = match data.open_dir(COPY_DIR).and_then(|d| d.read(COPY_NAME, LEN)) {
+    let copy = match data
+        .open_dir(mutant!(copy_read, { COPY_DIR }, { "none" }))
+        .and_then(|d| d.read(COPY_NAME, LEN))
+    {
         Ok(Some(bytes)) if bytes.is_empty() => Found::Damaged("it is empty".into()),
         Ok(Some(bytes)) => match decode(&bytes) {
             Ok(mark @ Contents::Mark(_)) => Found::Good(mark),
@@ -195,7 +195,7 @@ pub fn recover(dir: &Path) -> Result<Recovered, ReadError> {
         (Found::Good(state), _) => (*state, Source::StateFile),
         (_, Found::Good(state)) => (*state, Source::Copy),
         (Found::Missing, Found::Missing) => (Contents::Missing, Source::Neither),
-        _ => (Contents::Lost, Source::Neither),
+        _ => (mutant!(lost_refusal, { Contents::Lost }, { Contents::Missing }), Source::Neither),
     };
     Ok(Recovered { state, source, file, copy })
 }
@@ -353,14 +353,12 @@ const COPY_TEMP_NAME: &str = "mark.tmp";
 /// copy's (the first time, after creating the copy's directory durably). Nothing is in place
 /// yet. The marker of a pg_upgrade that carried no mark goes into the state file alone: deleting
 /// that file is how an operator settles it.
-// mutant: state_copy
 pub fn prepare(dir: &Path, state: Contents) -> Result<Prepared, WriteError> {
     let bytes = encode(state);
     let data = Dir::open(dir).map_err(failed_on(Place::StateFile))?;
     data.write_new(TEMP_NAME, &bytes).map_err(failed_on(Place::StateFile))?;
-    // mutant: state_copy
     let copy = match state {
-        Contents::Mark(_) => {
+        Contents::Mark(_) if mutant!(state_copy, { true }, { false }) => {
             let copy_dir = data.open_or_make(COPY_DIR).map_err(failed_on(Place::Copy))?;
             copy_dir.write_new(COPY_TEMP_NAME, &bytes).map_err(failed_on(Place::Copy))?;
             Some(copy_dir)

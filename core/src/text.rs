@@ -33,13 +33,12 @@ pub fn sentence(message: &str) -> String {
 /// At most 200 characters of what a peer sent (another server's error, a Citus node's answer),
 /// for a message or a log line: control characters (a newline would start a line of the peer's
 /// own in the log), the format characters that reorder or hide text, and invalid UTF-8 replaced.
-// mutant: printable
 pub fn printable(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes)
-        .chars()
-        .take(200)
-        .map(|c| if unseen(c) { '?' } else { c })
-        .collect()
+    let text = String::from_utf8_lossy(bytes);
+    let text = text.chars().take(200);
+    mutant!(printable, { text.map(|c| if unseen(c) { '?' } else { c }).collect() }, {
+        text.collect()
+    })
 }
 
 /// A character that does not show as itself where a log is read: control characters, and the

@@ -62,7 +62,6 @@ impl Answer {
 /// Reads a node's answer at `now_us` (this node's clock, Unix microseconds). `Err` says, for
 /// the log, why the whole answer is refused: one bad claim makes every claim of the answer
 /// suspect.
-// mutant: claims_one_cluster
 pub fn read(bytes: &[u8], now_us: i64) -> Result<Answer, String> {
     let text = std::str::from_utf8(bytes)
         .map_err(|_| format!("what is not UTF-8: {}", printable(bytes)))?;
@@ -80,8 +79,10 @@ pub fn read(bytes: &[u8], now_us: i64) -> Result<Answer, String> {
         .map(|(i, item)| claim(item, now_us).map_err(|why| format!("claim {}: {why}", i + 1)))
         .collect::<Result<Vec<Claim>, String>>()?;
     if let Some(first) = claims.first() {
-        if let Some(other) = claims.iter().find(|c| c.system_identifier != first.system_identifier)
-        {
+        if let Some(other) = claims.iter().find(|c| {
+            mutant!(claims_one_cluster, { true }, { false })
+                && c.system_identifier != first.system_identifier
+        }) {
             return Err(format!(
                 "claims of two clusters ({} and {}), where a node has one",
                 first.system_identifier, other.system_identifier
@@ -107,8 +108,7 @@ fn claim(item: &Value, now_us: i64) -> Result<Claim, String> {
         None => String::new(),
         Some(_) => string(fields, "place")?,
     };
-    // mutant: claims_future
-    if last_seen_us > now_us + AHEAD_ALLOWED_US {
+    if mutant!(claims_future, { last_seen_us > now_us + AHEAD_ALLOWED_US }, { false }) {
         return Err(format!(
             "last_seen {} s ahead of this node's clock (at most {} s)",
             (last_seen_us - now_us) / 1_000_000,
@@ -132,11 +132,13 @@ fn claim(item: &Value, now_us: i64) -> Result<Claim, String> {
 
 /// A JSON number that is an integer within `low..=high`: not a string of digits, not 1.5 or
 /// 1e3.
-// mutant: claims_types
 fn integer(fields: &Map<String, Value>, name: &str, low: i64, high: i64) -> Result<i64, String> {
     let value = field(fields, name)?;
-    match value.as_i64() {
-        Some(n) if value.is_i64() || value.is_u64() => {
+    let number = mutant!(claims_types, { value.as_i64() }, {
+        value.as_i64().or_else(|| value.as_str().and_then(|s| s.parse().ok()))
+    });
+    match number {
+        Some(n) if mutant!(claims_types, { value.is_i64() || value.is_u64() }, { true }) => {
             if (low..=high).contains(&n) {
                 Ok(n)
             } else {

@@ -116,14 +116,20 @@ impl Gatherer {
     /// Reads the other nodes' claims, each node in a transaction of its own, and writes them
     /// here. `between` runs between two nodes (the worker renews its own claim there when it
     /// is due). Call outside a transaction.
-    // mutant: claims_per_node
-    // mutant: claims_bindings_kept
     pub fn gather(&mut self, mut between: impl FnMut()) -> Gathered {
         let mut gathered = Gathered::default();
         let (nodes, bound) = BackgroundWorker::transaction(|| (other_nodes(), bindings()));
-        if let Some(bound) = bound {
-            self.bound = bound;
-        }
+        mutant!(
+            claims_bindings_kept,
+            {
+                if let Some(bound) = bound {
+                    self.bound = bound;
+                }
+            },
+            {
+                let _ = bound;
+            }
+        );
         self.silent.retain(|id, _| nodes.iter().any(|n| n.id == *id));
         let timeout = node_timeout(gucs::claims_interval());
         let now_ms = clock::now_unix_ms();
@@ -137,7 +143,6 @@ impl Gatherer {
             between();
             super::activity(Some(&format!("asking {} for its claims", node.label())));
             let asked_ms = clock::now_unix_ms();
-            // mutant: claims_gather_apart
             match BackgroundWorker::transaction(|| ask(&node, asked_ms * 1000, timeout)) {
                 Ok(answer) => {
                     self.silent.remove(&node.id);
@@ -145,6 +150,9 @@ impl Gatherer {
                 }
                 Err(Unanswered::Silent) => {
                     self.silent.insert(node.id, asked_ms);
+                    mutant!(claims_per_node, {}, {
+                        answers.clear();
+                    });
                     gathered.unread.push(format!(
                         "{} did not answer within {} s",
                         node.label(),
@@ -225,8 +233,6 @@ impl Gatherer {
     /// cluster), or not the one this node spoke for less than `REBIND_AFTER_MS` ago. A node
     /// that echoes the cluster of a node that answered before it is refused, and that node's
     /// claims are read as before.
-    // mutant: claims_cluster_once
-    // mutant: claims_rebind
     fn refusals(&self, answers: &[(Node, Answer)], own: i64, now_ms: i64) -> Vec<Option<String>> {
         answers
             .iter()
@@ -239,7 +245,10 @@ impl Gatherer {
                             .to_string(),
                     );
                 }
-                match self.bound.iter().find(|(_, b)| b.system_identifier == sysid) {
+                match self.bound.iter().find(|(_, b)| {
+                    mutant!(claims_cluster_once, { true }, { false })
+                        && b.system_identifier == sysid
+                }) {
                     Some((id, _)) if *id == node.id => return None,
                     Some((id, _)) => {
                         return Some(format!(
@@ -249,10 +258,11 @@ impl Gatherer {
                     }
                     None => {}
                 }
-                if let Some((other, _)) = answers
-                    .iter()
-                    .find(|(n, a)| n.id != node.id && a.system_identifier() == Some(sysid))
-                {
+                if let Some((other, _)) = answers.iter().find(|(n, a)| {
+                    mutant!(claims_cluster_once, { true }, { false })
+                        && n.id != node.id
+                        && a.system_identifier() == Some(sysid)
+                }) {
                     return Some(format!(
                         "claims of system identifier {sysid}, which {} answered too (a copy of \
                          one node's data directory, or a node forging claims)",
@@ -260,12 +270,17 @@ impl Gatherer {
                     ));
                 }
                 match self.bound.get(&node.id) {
-                    Some(b) if now_ms - b.since_ms < REBIND_AFTER_MS => Some(format!(
-                        "claims of system identifier {sysid}, where it answered for {} less than \
-                         an hour ago (a node's system identifier changes only when it is made \
-                         anew: at most once an hour here)",
-                        b.system_identifier
-                    )),
+                    Some(b)
+                        if mutant!(claims_rebind, { true }, { false })
+                            && now_ms - b.since_ms < REBIND_AFTER_MS =>
+                    {
+                        Some(format!(
+                            "claims of system identifier {sysid}, where it answered for {} less \
+                             than an hour ago (a node's system identifier changes only when it is \
+                             made anew: at most once an hour here)",
+                            b.system_identifier
+                        ))
+                    }
                     _ => None,
                 }
             })
@@ -399,13 +414,11 @@ enum Unanswered {
 
 /// Asks one node, within `timeout`: whether its table is pg_snowflake's, then its claims, read
 /// by `answer::read` at `now_us`.
-// mutant: claims_planted
-// mutant: claims_gather_timeout
 fn ask(node: &Node, now_us: i64, timeout: Duration) -> Result<Answer, Unanswered> {
-    let _timeout = NodeTimeout::arm(timeout);
+    let _timeout = mutant!(claims_gather_timeout, { NodeTimeout::arm(timeout) }, { NodeTimeout });
     let result = subtransaction::catching(|| -> Result<(bool, Vec<u8>), pgrx::spi::SpiError> {
         let (ours, said) = run_on(node, IS_OURS)?;
-        if !(ours && said == b"t") {
+        if mutant!(claims_planted, { !(ours && said == b"t") }, { false }) {
             return Ok((false, said));
         }
         run_on(node, OWN_CLAIMS)
@@ -465,8 +478,15 @@ fn write_answer(node: &Node, answer: &Answer, layout: &str, gathered: &mut Gathe
         Ok(Ok(other)) => {
             gathered.read += 1;
             if let Some(other) = other {
-                // mutant: citus_layouts
-                gathered.other_layouts.push(format!("{}'s is {other}", node.label()));
+                mutant!(
+                    citus_layouts,
+                    {
+                        gathered.other_layouts.push(format!("{}'s is {other}", node.label()));
+                    },
+                    {
+                        let _ = other;
+                    }
+                );
             }
         }
         Ok(Err(e)) => gathered.unread.push(failed(&printable(e.to_string().as_bytes()))),
@@ -474,7 +494,6 @@ fn write_answer(node: &Node, answer: &Answer, layout: &str, gathered: &mut Gathe
     }
 }
 
-// mutant: claims_replaced
 /// Writes one node's checked claims into this node's table: a row replaces a gathered one only
 /// when seen later. Returns the layouts of its claims in force that are not `layout`.
 fn write(claims: &[Claim], layout: &str) -> Result<Option<String>, pgrx::spi::SpiError> {
@@ -490,6 +509,7 @@ fn write(claims: &[Claim], layout: &str) -> Result<Option<String>, pgrx::spi::Sp
     // a cluster, whatever keys it invents from one gathering to the next (0.6.0's review: 64 new
     // layouts a gathering grew every other node's table by 64 rows, for a week).
     Spi::run_with_args(
+        &mutant_text!(
         "DELETE FROM snowflake.snowflake_claims c
           WHERE c.system_identifier OPERATOR(pg_catalog.=) $1
             AND NOT EXISTS (
@@ -500,6 +520,8 @@ fn write(claims: &[Claim], layout: &str) -> Result<Option<String>, pgrx::spi::Sp
                  WHERE k.worker_id OPERATOR(pg_catalog.=) c.worker_id
                    AND k.layout OPERATOR(pg_catalog.=) c.layout
                    AND k.place OPERATOR(pg_catalog.=) c.place)",
+            claims_replaced: "WHERE c.system_identifier" => "WHERE false AND c.system_identifier",
+        ),
         &[
             claims[0].system_identifier.into(),
             claims.iter().map(|c| c.worker_id).collect::<Vec<i32>>().into(),

@@ -64,7 +64,6 @@ pub enum Verdict {
 
 impl ClashLog {
     /// One more line of the clash between clusters `a` and `b` (either order) at `now_ms`.
-    // mutant: clash_rate
     pub fn admit(&mut self, a: i64, b: i64, now_ms: i64) -> Verdict {
         let (low, high) = (a.min(b), a.max(b));
         // A minute that began in the future (a clock stepped back) has ended.
@@ -94,7 +93,7 @@ impl ClashLog {
             pair.window_start_ms = now_ms.max(1);
             pair.logged = 0;
         }
-        if pair.logged < LINES_PER_MINUTE {
+        if mutant!(clash_rate, { pair.logged < LINES_PER_MINUTE }, { true }) {
             pair.logged += 1;
             Verdict::Log { skipped: std::mem::take(&mut pair.skipped) }
         } else {

@@ -91,10 +91,6 @@ pub fn init() {
 /// its restart time (at a shutdown it starts nothing).
 #[pg_guard]
 #[unsafe(no_mangle)]
-// mutant: worker_defaults
-// mutant: claims_restart
-// mutant: citus_claims
-// mutant: claims_elsewhere
 pub extern "C-unwind" fn pg_snowflake_claims_main(_arg: pg_sys::Datum) {
     background::attach_signals();
     background::cancel_at_sigterm();
@@ -103,13 +99,14 @@ pub extern "C-unwind" fn pg_snowflake_claims_main(_arg: pg_sys::Datum) {
     // The database's owner sets its defaults (ALTER DATABASE ... SET): the worker takes none
     // that could stop its writes, whatever they are.
     BackgroundWorker::transaction(|| {
-        Spi::run(
+        Spi::run(&mutant_text!(
             "SET search_path = pg_catalog, pg_temp;
              SET default_transaction_read_only = off;
              SET statement_timeout = 0;
              SET lock_timeout = 0;
              SET idle_in_transaction_session_timeout = 0",
-        )
+            worker_defaults: "SET default_transaction_read_only = off;" => "",
+        ))
         .expect("built-in settings")
     });
     let mut reported = Reported::default();
@@ -128,14 +125,13 @@ pub extern "C-unwind" fn pg_snowflake_claims_main(_arg: pg_sys::Datum) {
         reported.report(skipped, gathered);
         if !background::wait(gucs::claims_interval()) {
             // SAFETY: proc_exit runs PostgreSQL's exit callbacks and does not return.
-            unsafe { pg_sys::proc_exit(1) };
+            mutant!(claims_restart, { unsafe { pg_sys::proc_exit(1) } }, { break });
         }
     }
 }
 
 /// Renews this server's claim and deletes the claims that ended more than `RETAINED` ago;
 /// `Some` says why no claim was written.
-// mutant: claims_retained
 fn renew(database: &str) -> Option<String> {
     if !installed() {
         return Some(format!("pg_snowflake is not installed in database {database}"));
@@ -147,7 +143,7 @@ fn renew(database: &str) -> Option<String> {
         "DELETE FROM snowflake.snowflake_claims c
           WHERE c.expires OPERATOR(pg_catalog.<)
                 (pg_catalog.now() OPERATOR(pg_catalog.-) $1::pg_catalog.interval)",
-        &[RETAINED.into()],
+        &[mutant!(claims_retained, { RETAINED.into() }, { "1000 years".into() })],
     )
     .unwrap_or_else(|e| table_failed("delete the ended", &e));
     // With a registry, nothing to claim until it has leased a worker id.
@@ -161,26 +157,27 @@ fn renew(database: &str) -> Option<String> {
 /// Citus says so: its claim is written, and never meets the other nodes' (this setting is what
 /// spares a worker id set by hand the refusal of `gucs::resolve`).
 fn gather(gatherer: &mut citus::Gatherer, database: &str) -> Option<citus::Gathered> {
-    let gathered = if BackgroundWorker::transaction(citus::installed) {
-        let interval = gucs::claims_interval();
-        let mut renewed = Instant::now();
-        gatherer.gather(|| {
-            if renewed.elapsed() >= interval {
-                BackgroundWorker::transaction(|| renew(database));
-                renewed = Instant::now();
-            }
-        })
-    } else if gucs::citus_preloaded() {
-        citus::Gathered {
-            unread: vec![format!(
+    let gathered =
+        if mutant!(citus_claims, { BackgroundWorker::transaction(citus::installed) }, { false }) {
+            let interval = gucs::claims_interval();
+            let mut renewed = Instant::now();
+            gatherer.gather(|| {
+                if renewed.elapsed() >= interval {
+                    BackgroundWorker::transaction(|| renew(database));
+                    renewed = Instant::now();
+                }
+            })
+        } else if mutant!(claims_elsewhere, { gucs::citus_preloaded() }, { false }) {
+            citus::Gathered {
+                unread: vec![format!(
                 "Citus is not installed in database {database} (snowflake.claims_database): set \
                  snowflake.claims_database to the database where CREATE EXTENSION citus ran"
             )],
-            ..citus::Gathered::default()
-        }
-    } else {
-        return None;
-    };
+                ..citus::Gathered::default()
+            }
+        } else {
+            return None;
+        };
     STATUS.exclusive().set(clock::now_unix_ms(), &gathered);
     Some(gathered)
 }
@@ -206,14 +203,17 @@ struct Logged {
 impl Logged {
     /// Whether `items` are to be logged now: not empty, and other nodes than last time, or other
     /// words a minute or more after the last line.
-    // mutant: claims_log_rate
     fn due(&mut self, items: &[String]) -> bool {
         let nodes =
             |list: &[String]| list.iter().map(|i| node_of(i).to_string()).collect::<Vec<_>>();
         let due = !items.is_empty()
             && (nodes(items) != nodes(&self.items)
                 || (items != self.items.as_slice()
-                    && self.at.is_none_or(|at| at.elapsed() >= Duration::from_secs(60))));
+                    && mutant!(
+                        claims_log_rate,
+                        { self.at.is_none_or(|at| at.elapsed() >= Duration::from_secs(60)) },
+                        { true }
+                    )));
         if due {
             self.at = Some(Instant::now());
         }
@@ -388,12 +388,11 @@ fn snowflake_claim() -> i32 {
 /// clash trigger and `snowflake_clashes` take two claims of one cluster for a clash only while
 /// each was seen after the other began (0.6.0's review: ending the other claims here wrote
 /// other servers' rows, and a copy's write ended its original's claim at the hub).
-// mutant: claims_place
 fn write_claim(layout: &Layout, worker_id: u32) -> i32 {
     let valid_for = valid_for();
     // SAFETY: reads a value PostgreSQL set at start.
     let system_identifier = unsafe { pg_sys::GetSystemIdentifier() } as i64;
-    let place = identity::place().description;
+    let place = mutant!(claims_place, { identity::place().description }, { String::new() });
     let key = [
         system_identifier.into(),
         (worker_id as i32).into(),

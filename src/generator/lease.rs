@@ -44,28 +44,23 @@ impl Generator {
     /// lease, the caller waits for the lock, in a wait that a cancel or a terminate ends (see
     /// `renewal_lock`), and for the renewal.
     #[cold]
-    // mutant: durable_mark
-    // mutant: not_carried
-    // mutant: sync_cancel
-    // mutant: layout_refusal
-    // mutant: registry_ceiling
     pub(super) fn cover(&self, layout: &Layout, units: u64, now: u64) {
         refuse_on_standby();
-        let ceiling = self.ceiling.load(Ordering::Acquire);
+        let ceiling =
+            mutant!(registry_ceiling, { self.ceiling.load(Ordering::Acquire) }, { u64::MAX });
         if units >= ceiling {
             refuse_beyond_ceiling();
         }
-        if self.not_carried.load(Ordering::Relaxed) {
+        if mutant!(not_carried, { self.not_carried.load(Ordering::Relaxed) }, { false }) {
             problems::upgrade_mark_not_carried();
         }
         if self.mark_lost.load(Ordering::Acquire) {
             problems::state_file_lost();
         }
-        if self.layout_differs.load(Ordering::Acquire) {
+        if mutant!(layout_refusal, { self.layout_differs.load(Ordering::Acquire) }, { false }) {
             self.settle_layout(layout, now);
         }
-        // mutant: address_gone
-        if let Some(why) = crate::address::gone() {
+        if let Some(why) = mutant!(address_gone, { crate::address::gone() }, { None::<String> }) {
             problems::address_gone(&why);
         }
         let (ahead, headroom) =
@@ -85,7 +80,10 @@ impl Generator {
         // Read again under the lock: a lease given back closes the ceiling, then takes the lock
         // to read the newest mark (`close_for_release`); a renewer that read the open ceiling
         // before must not write a mark past that bound once it holds the lock.
-        let ceiling = self.ceiling.load(Ordering::Acquire).min(ceiling);
+        let ceiling =
+            mutant!(registry_ceiling, { self.ceiling.load(Ordering::Acquire).min(ceiling) }, {
+                u64::MAX
+            });
         if units >= ceiling {
             drop(held);
             refuse_beyond_ceiling();
@@ -97,7 +95,10 @@ impl Generator {
         let wrote = written <= need.saturating_add(headroom) && written < ceiling;
         let failed = if wrote {
             let mark = need.max(now).saturating_add(ahead).min(layout.end_mark()).min(ceiling);
-            self.write_mark(layout, mark).err()
+            mutant!(durable_mark, { self.write_mark(layout, mark).err() }, {
+                self.mark.store(mark, Ordering::Release);
+                None
+            })
         } else {
             None
         };
@@ -124,7 +125,15 @@ impl Generator {
         // Published only once the synchronous standbys have the mark: a cancelled wait raises
         // an error here, the lease stays where it was, and the next caller waits for the same
         // mark.
-        sync_standby::wait_for_flush(lsn);
+        mutant!(
+            sync_cancel,
+            {
+                sync_standby::wait_for_flush(lsn);
+            },
+            {
+                let _ = std::panic::catch_unwind(|| sync_standby::wait_for_flush(lsn));
+            }
+        );
         self.publish(mark, headroom);
     }
 
@@ -191,7 +200,6 @@ impl Generator {
     /// `snowflake_advance_past(id)`: every id handed out after this returns is above `id`, also
     /// after a crash right after it: the mark goes to WAL and the state file (and the
     /// synchronous standbys) before the tick moves.
-    // mutant: floor_durable
     pub fn advance_past(&self, layout: &Layout, id: i64) {
         let Ok(unsigned) = u64::try_from(id) else { decode::negative_id(id) };
         // From the next time unit on: an id of another worker in the same unit could sort
@@ -210,7 +218,7 @@ impl Generator {
         if self.mark_lost.load(Ordering::Acquire) {
             self.settle_lost_mark(units);
         }
-        if units >= self.lease.load(Ordering::Acquire) {
+        if mutant!(floor_durable, { units >= self.lease.load(Ordering::Acquire) }, { false }) {
             self.cover(layout, units, now);
         }
         // The id before the first one of unit `units`, or of the clock's if that is later (the
@@ -262,10 +270,18 @@ impl Generator {
     /// `write_failure`); the calls in between that need a new lease fail at once with the same
     /// error, and neither touch the disk nor write WAL (a call whose id the lease in force still
     /// covers does not fail). Returns the failure, and in how many ms the next try comes.
-    // mutant: publish_early
     fn write_mark(&self, layout: &Layout, units: u64) -> Result<(), (WriteError, u64)> {
         let mark = Mark { units, layout: *layout };
-        self.write_failure.may_write()?;
+        mutant!(
+            publish_early,
+            {
+                self.write_failure.may_write()?;
+            },
+            {
+                self.publish(units, layout.units_covering(HEADROOM_MS));
+                self.write_failure.may_write()?;
+            }
+        );
         let result = write_durably(mark);
         self.write_failure.note(&result);
         let lsn = result.map_err(|e| (e, write_failure::RETRY_MS))?;
@@ -346,9 +362,8 @@ impl Generator {
     /// (rule 4), before the ceiling opens. The registry's worker waits for a renewal in
     /// progress, but leaves that wait when it is asked to stop: then nothing changes, and this
     /// returns false.
-    // mutant: registry_floor
     pub fn lease_from_registry(&self, layout: &Layout, start_above_ms: i64, until_ms: i64) -> bool {
-        let floor = units_above(layout, start_above_ms);
+        let floor = mutant!(registry_floor, { units_above(layout, start_above_ms) }, { 0 });
         if floor > self.floor.load(Ordering::Acquire) {
             let Ok(_held) = RenewalLock::wait() else {
                 return false;
@@ -371,7 +386,6 @@ impl Generator {
     /// `None` (nothing is given back, and the lease runs out as after a crash) while the ids
     /// before this start are unknown (a lost or uncarried state file), or while a renewal holds
     /// the lock for longer than `patience` (a stalled disk): a shutdown does not wait on it.
-    // mutant: release_bound
     pub fn close_for_release(&self, layout: &Layout, patience: std::time::Duration) -> Option<i64> {
         self.close_ceiling();
         if self.mark_lost.load(Ordering::Acquire) || self.not_carried.load(Ordering::Acquire) {
@@ -388,12 +402,16 @@ impl Generator {
             std::thread::sleep(std::time::Duration::from_millis(1));
         };
         let tick_units = layout.units(Tick(self.tick.load(Ordering::Acquire))).saturating_add(1);
-        // mutant: release_bound
-        let bound = self
-            .mark
-            .load(Ordering::Acquire)
-            .max(self.floor.load(Ordering::Acquire))
-            .max(tick_units);
+        let bound = mutant!(
+            release_bound,
+            {
+                self.mark
+                    .load(Ordering::Acquire)
+                    .max(self.floor.load(Ordering::Acquire))
+                    .max(tick_units)
+            },
+            { 0 }
+        );
         Some(layout.unix_ms(bound))
     }
 
@@ -417,12 +435,27 @@ fn units_below(layout: &Layout, ms: i64) -> u64 {
 }
 
 /// The mark in the state file and its copy, and in WAL; returns the end of the WAL record.
-// mutant: state_file_first
-// mutant: state_file_errors
 fn write_durably(mark: Mark) -> Result<pg_sys::XLogRecPtr, WriteError> {
-    let prepared = state_file::prepare(Path::new("."), Contents::Mark(mark))?;
-    let lsn = wal::log_mark(mark);
-    prepared.replace()?;
+    let (prepared, lsn) = mutant!(
+        state_file_first,
+        {
+            let prepared = state_file::prepare(Path::new("."), Contents::Mark(mark))?;
+            (prepared, wal::log_mark(mark))
+        },
+        {
+            let lsn = wal::log_mark(mark);
+            (state_file::prepare(Path::new("."), Contents::Mark(mark))?, lsn)
+        }
+    );
+    mutant!(
+        state_file_errors,
+        {
+            prepared.replace()?;
+        },
+        {
+            let _ = prepared.replace();
+        }
+    );
     Ok(lsn)
 }
 
@@ -460,10 +493,9 @@ impl Drop for CriticalSection {
 }
 
 /// A standby shares its worker id with its primary, which would not know the ids it made.
-// mutant: standby_refusal
 fn refuse_on_standby() {
     // SAFETY: a plain call; after recovery ends it is a read of a local flag.
-    if unsafe { pg_sys::RecoveryInProgress() } {
+    if mutant!(standby_refusal, { unsafe { pg_sys::RecoveryInProgress() } }, { false }) {
         problems::standby();
     }
 }

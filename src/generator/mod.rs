@@ -193,8 +193,9 @@ impl Generator {
         }
         // A worker id from the server's address starts above what the address's previous
         // holder may have made (`address`): a floor ahead of the clock on purpose.
-        // mutant: address_reuse
-        if let Some(ms) = crate::address::reuse_floor_ms() {
+        if let Some(ms) =
+            mutant!(address_reuse, { crate::address::reuse_floor_ms() }, { None::<i64> })
+        {
             g.floor_ahead_on_purpose(layout, ms);
         }
         g
@@ -203,8 +204,6 @@ impl Generator {
     /// The next tick of the cluster (rules 1 and 2). Errors if this is a standby, or the clock
     /// is too far behind, or the layout is used up.
     #[inline]
-    // mutant: cas
-    // mutant: pacing
     pub fn next_tick(&self, layout: &Layout) -> Tick {
         let max_drift = layout.units_in(gucs::max_drift_ms());
         let mut now = self.now_units(layout);
@@ -215,7 +214,11 @@ impl Generator {
         loop {
             match layout.advance(Tick(prev), now, max_drift) {
                 Advance::To(next) => {
-                    if !paced && pacing::applies(layout, next, now, max_drift) {
+                    if mutant!(
+                        pacing,
+                        { !paced && pacing::applies(layout, next, now, max_drift) },
+                        { false }
+                    ) {
                         now = self.wait_for_slot(layout, now, &mut naps);
                         paced = true;
                         prev = self.tick.load(Ordering::Acquire);
@@ -225,15 +228,25 @@ impl Generator {
                     if units >= self.renew_at.load(Ordering::Acquire) {
                         self.cover(layout, units, now);
                     }
-                    match self.tick.compare_exchange_weak(
-                        prev,
-                        next.0,
-                        Ordering::AcqRel,
-                        Ordering::Acquire,
-                    ) {
-                        Ok(_) => return next,
-                        Err(current) => prev = current,
-                    }
+                    mutant!(
+                        cas,
+                        {
+                            match self.tick.compare_exchange_weak(
+                                prev,
+                                next.0,
+                                Ordering::AcqRel,
+                                Ordering::Acquire,
+                            ) {
+                                Ok(_) => return next,
+                                Err(current) => prev = current,
+                            }
+                        },
+                        {
+                            let _ = prev;
+                            self.tick.store(next.0, Ordering::Release);
+                            return next;
+                        }
+                    );
                 }
                 Advance::TooFarAhead { ahead } => {
                     // `now` may be stale: read when the call began, and a backend descheduled
@@ -258,16 +271,25 @@ impl Generator {
     /// the clock (`naps`), and is counted in the stats. A slot that the callers now waiting no
     /// longer justify (the clock stepped back, or callers ahead gave up) is traded for a new one.
     #[cold]
-    // mutant: pacing_bound
     fn wait_for_slot(&self, layout: &Layout, mut now: u64, naps: &mut u64) -> u64 {
         // Counted before the slot is taken: callers that take slots at the same time see each
         // other, and never get the same one.
         let _waiting = Waiting::enter(&self.pace_waiting);
         let mut unit = self.take_slot(layout, now);
         while now < unit {
-            self.nap(naps, Event::Pacing, &self.counters.paced_waits, |waited| {
-                problems::paced_too_long(waited, gucs::max_drift_ms(), layout)
-            });
+            mutant!(
+                pacing_bound,
+                {
+                    self.nap(naps, Event::Pacing, &self.counters.paced_waits, |waited| {
+                        problems::paced_too_long(waited, gucs::max_drift_ms(), layout)
+                    });
+                },
+                {
+                    let _ = (&naps, gucs::max_drift_ms);
+                    nap_one_ms(Event::Pacing);
+                    self.counters.paced_waits.fetch_add(1, Ordering::Relaxed);
+                }
+            );
             now = self.now_units(layout);
             if pacing::slot_is_stale(layout, unit, now, self.others_waiting()) {
                 unit = self.take_slot(layout, now);
@@ -353,13 +375,21 @@ impl Generator {
     /// Naps are counted instead of timed so that a clock that steps during the wait cannot
     /// stretch or cut it. `taken` counts the naps for the stats as each begins: a call that
     /// fails at once (`drift_wait = 0`) napped none, and a nap that a cancel ends still counts.
-    // mutant: nap_count
     fn nap(&self, naps: &mut u64, event: Event, taken: &AtomicU64, fail: impl FnOnce(u64)) {
+        mutant!(nap_count, {}, {
+            taken.fetch_add(1, Ordering::Relaxed);
+        });
         if *naps >= gucs::drift_wait_ms() {
             fail(*naps);
         }
         *naps += 1;
-        taken.fetch_add(1, Ordering::Relaxed);
+        mutant!(
+            nap_count,
+            {
+                taken.fetch_add(1, Ordering::Relaxed);
+            },
+            {}
+        );
         nap_one_ms(event);
     }
 
@@ -447,9 +477,8 @@ static COUNTED: AtomicBool = AtomicBool::new(false);
 static AT_EXIT: AtomicBool = AtomicBool::new(false);
 
 impl<'a> Waiting<'a> {
-    // mutant: pacing_exit
     fn enter(count: &'a AtomicU64) -> Waiting<'a> {
-        if !AT_EXIT.swap(true, Ordering::Relaxed) {
+        if mutant!(pacing_exit, { !AT_EXIT.swap(true, Ordering::Relaxed) }, { false }) {
             // SAFETY: registers a callback of this process, once; it runs before shared memory
             // is detached.
             unsafe { pgrx::pg_sys::before_shmem_exit(Some(uncount_at_exit), 0.into()) };

@@ -128,14 +128,17 @@ pub fn on_ahead(explain: fn() -> Option<String>) {
 
 #[cold]
 #[track_caller]
-// mutant: ahead_because
 pub fn clock_too_far_behind(ahead_ms: u64, max_drift_ms: u64, waited_ms: u64) -> ! {
     let numbers = format!(
         "The next id would be {ahead_ms} ms ahead of the clock, more than snowflake.max_drift \
          ({max_drift_ms} ms), and the clock did not catch up within snowflake.drift_wait \
          ({waited_ms} ms)."
     );
-    if let Some(why) = AHEAD_BECAUSE.get().and_then(|explain| explain()) {
+    if let Some(why) =
+        mutant!(ahead_because, { AHEAD_BECAUSE.get().and_then(|explain| explain()) }, {
+            None::<String>
+        })
+    {
         errors::report(
             Code::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             "this server's worker id starts above its previous holder's ids, ahead of the clock",

@@ -33,9 +33,11 @@ pub(super) struct StopRequested;
 
 impl RenewalLock {
     /// Takes the lock if it is free.
-    // mutant: renewal_lock
     pub(super) fn try_take() -> Option<RenewalLock> {
         let lock = shmem::renewal_lock();
+        mutant!(renewal_lock, {}, {
+            return Some(RenewalLock(std::ptr::null_mut()));
+        });
         // SAFETY: the lock lives in shared memory set up at start.
         if !unsafe { pg_sys::LWLockConditionalAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE) } {
             return None;
@@ -48,12 +50,22 @@ impl RenewalLock {
     /// with an error that says what it waited for, `pg_terminate_backend` ends the session; a
     /// background worker asked to stop gets `StopRequested`, and its latch set again for its
     /// own loop to see.
-    // mutant: renewal_wait
-    // mutant: worker_leaves
     pub(super) fn wait() -> Result<RenewalLock, StopRequested> {
-        if let Some(held) = RenewalLock::try_take() {
-            return Ok(held);
-        }
+        mutant!(
+            renewal_wait,
+            {
+                if let Some(held) = RenewalLock::try_take() {
+                    return Ok(held);
+                }
+            },
+            {
+                // SAFETY: the lock lives in shared memory set up at start.
+                unsafe {
+                    pg_sys::LWLockAcquire(shmem::renewal_lock(), pg_sys::LWLockMode::LW_EXCLUSIVE)
+                };
+                return Ok(RenewalLock(shmem::renewal_lock()));
+            }
+        );
         let done = shmem::renewal().done();
         // SAFETY: the condition variable lives in shared memory set up at start. Prepared
         // before the first look at the lock, this process stays on its wakeup list across
@@ -65,7 +77,9 @@ impl RenewalLock {
                 break Ok(held);
             }
             // SAFETY: a flag of this process, set by its SIGTERM handler.
-            if unsafe { pg_sys::ShutdownRequestPending } != 0 {
+            if mutant!(worker_leaves, { (unsafe { pg_sys::ShutdownRequestPending } != 0) }, {
+                false
+            }) {
                 // SAFETY: this process's latch.
                 unsafe { pg_sys::SetLatch(pg_sys::MyLatch) };
                 break Err(StopRequested);
@@ -102,9 +116,8 @@ fn sleep(done: *mut pg_sys::ConditionVariable) {
 }
 
 impl Drop for RenewalLock {
-    // mutant: renewal_lock
     fn drop(&mut self) {
-        if !std::thread::panicking() {
+        if !std::thread::panicking() && mutant!(renewal_lock, { true }, { !self.0.is_null() }) {
             // SAFETY: this backend holds the lock; the condition variable lives in shared
             // memory. A broadcast without sleepers is a spinlock taken and let go.
             unsafe {

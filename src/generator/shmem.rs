@@ -104,9 +104,8 @@ pub fn init() {
 /// says which. Neither file means this data directory never handed out an id. An unreadable or
 /// corrupt state file stops the start: the ids of the previous run are unknown, and guessing
 /// could repeat them.
-// mutant: state_file
 fn recovered_state() -> state_file::Contents {
-    match state_file::recover(Path::new(".")) {
+    match state_file::recover(Path::new(mutant!(state_file, { "." }, { "/nonexistent" }))) {
         Ok(recovered) => {
             problems::starting_state(recovered.account());
             recovered.state

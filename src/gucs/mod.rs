@@ -44,7 +44,6 @@ static RESOLVED: OnceLock<Resolved> = OnceLock::new();
 /// the layout and the worker id together: a bad combination is logged as a WARNING, and the
 /// server starts with the worker id unset, so that `snowflake_next()` refuses with the reason
 /// instead of guessing which ids were meant.
-// mutant: written_settings
 pub fn init() {
     // What the configuration says, read before PostgreSQL parses it: a value it cannot parse
     // or that is out of range is replaced by the default, with a WARNING, and the default is
@@ -52,7 +51,11 @@ pub fn init() {
     // twitter, `snowflake.registry_lease = '1 day'` 5 minutes).
     let written = Written::read();
     define_layout();
-    let layout = written.check().and_then(|()| layout_from_settings());
+    let layout =
+        mutant!(written_settings, { written.check().and_then(|()| layout_from_settings()) }, {
+            let _ = written.check();
+            layout_from_settings()
+        });
     // The worker id's range is the layout's: PostgreSQL itself then refuses a value the layout
     // cannot hold in ALTER SYSTEM (an error), and pg_settings shows the real range.
     let max_worker_id = layout.as_ref().unwrap_or(&layout::TWITTER).max_worker_id();
@@ -116,7 +119,6 @@ fn layout_from_settings() -> Result<Layout, String> {
         .map_err(|e| format!("the custom layout is invalid: {}", e.0))
 }
 
-// mutant: citus_unchecked
 fn resolve(layout: Result<Layout, String>) -> Resolved {
     let layout = match layout {
         Ok(layout) => layout,
@@ -128,7 +130,11 @@ fn resolve(layout: Result<Layout, String>) -> Resolved {
     // not used: one configuration file for every node repeated 5,136 of 96,000 ids in one
     // INSERT ... SELECT, silently (issue 34). With a registry, the registry refuses a worker id
     // in use; with claims in the Citus database, every node compares every node's (claims.rs).
-    if registry().is_none() && claims_database().is_none() && citus_preloaded() {
+    if mutant!(
+        citus_unchecked,
+        { registry().is_none() && claims_database().is_none() && citus_preloaded() },
+        { false }
+    ) {
         if let Some(w) = requested_worker_id() {
             return Resolved {
                 layout,
@@ -212,9 +218,10 @@ pub fn worker_id() -> Option<u32> {
 }
 
 /// `snowflake.worker_id`, also where a registry leases it: `None` while unset.
-// mutant: worker_unset
 pub fn requested_worker_id() -> Option<u32> {
-    u32::try_from(WORKER_ID.get()).ok()
+    mutant!(worker_unset, { u32::try_from(WORKER_ID.get()).ok() }, {
+        Some(u32::try_from(WORKER_ID.get()).unwrap_or(0))
+    })
 }
 
 /// `snowflake.worker_id_network`, if set: the network whose addresses give worker ids.

@@ -389,7 +389,6 @@ unsafe extern "C-unwind" fn check_epoch(
 
 /// A timestamp with time zone, read by PostgreSQL's own input function (in the server's
 /// TimeZone when none is given), in Unix milliseconds.
-// mutant: epoch_parser
 pub(super) fn parse_epoch(text: &str) -> Result<i64, String> {
     let lower = text.to_ascii_lowercase();
     if ["now", "today", "tomorrow", "yesterday"].iter().any(|word| lower.contains(word)) {
@@ -403,10 +402,10 @@ pub(super) fn parse_epoch(text: &str) -> Result<i64, String> {
     // a time zone displacement out of range such as "+16"): caught here, in the postmaster at
     // start it would end the start.
     let owned = text.to_string();
-    let ts: TimestampWithTimeZone = PgTryBuilder::new(move || owned.parse().map_err(|_| ()))
-        .catch_others(|_| Err(()))
-        .execute()
-        .map_err(|()| not_a_timestamp())?;
+    let parse = PgTryBuilder::new(move || owned.parse().map_err(|_| ()));
+    let ts: TimestampWithTimeZone =
+        mutant!(epoch_parser, { parse.catch_others(|_| Err(())).execute() }, { parse.execute() })
+            .map_err(|()| not_a_timestamp())?;
     if ts.is_infinity() || ts.is_neg_infinity() {
         return Err(format!("snowflake.epoch \"{text}\" is not a finite timestamp"));
     }

@@ -510,8 +510,6 @@ pub struct Connection(*mut PGconn, &'static Api);
 impl Connection {
     /// Connects with `conninfo`, whose settings win over `defaults` (keyword, value), waiting
     /// with `wait` for at most `timeout` in all.
-    // mutant: registry_notices
-    // mutant: registry_resolve
     pub fn open(
         conninfo: &str,
         defaults: &[(&str, &str)],
@@ -527,8 +525,10 @@ impl Connection {
         // over the entries before it, and the entries after it over its own.
         pairs.push((c"dbname".to_owned(), CString::new(conninfo).map_err(nul)?));
         let deadline = Instant::now() + timeout;
-        // mutant: registry_resolve
-        for (key, value) in resolved(conninfo, deadline, wait)? {
+        for (key, value) in mutant!(registry_resolve, { resolved(conninfo, deadline, wait)? }, {
+            let _ = resolved;
+            Vec::new()
+        }) {
             pairs.push((CString::new(key).map_err(nul)?, CString::new(value).map_err(nul)?));
         }
         let mut keywords: Vec<*const c_char> = pairs.iter().map(|(k, _)| k.as_ptr()).collect();
@@ -545,12 +545,20 @@ impl Connection {
         if conn.0.is_null() {
             return Err(plain("libpq is out of memory".into()));
         }
-        // SAFETY: a live connection object; the receiver keeps nothing of what it is given.
         // libpq's own prints every notice whole to stderr, which is the server log: whoever
         // answered (before authentication too) wrote 730 MB of forged log lines in 10 s. A
         // registry's notices say nothing the lease's answer does not.
-        // mutant: registry_notices
-        unsafe { (api.PQsetNoticeReceiver)(conn.0, Some(drop_notice), std::ptr::null_mut()) };
+        mutant!(
+            registry_notices,
+            {
+                // SAFETY: a live connection object; the receiver keeps nothing of what it is
+                // given.
+                unsafe {
+                    (api.PQsetNoticeReceiver)(conn.0, Some(drop_notice), std::ptr::null_mut())
+                };
+            },
+            {}
+        );
         // SAFETY: a live connection object.
         if unsafe { (api.PQstatus)(conn.0) } == CONNECTION_BAD {
             return Err(plain(conn.error_message()));
@@ -637,9 +645,6 @@ impl Connection {
 
     /// Runs one statement with text parameters (NULL for `None`) and returns its rows, every
     /// value as text, waiting with `wait` for at most `timeout`.
-    // mutant: registry_copy
-    // mutant: registry_single_row
-    // mutant: registry_rows
     pub fn query(
         &self,
         sql: &str,
@@ -670,9 +675,18 @@ impl Connection {
                 0,
             )
         };
-        // SAFETY: a live connection with a statement just sent: rows come one result each, so
-        // that an answer of many rows is refused at the first one too many, before they pile up.
-        if sent == 0 || unsafe { (api.PQsetSingleRowMode)(self.0) } == 0 {
+        // Rows come one result each, so that an answer of many rows is refused at the first one
+        // too many, before they pile up.
+        if sent == 0
+            || mutant!(
+                registry_single_row,
+                {
+                    // SAFETY: a live connection with a statement just sent.
+                    (unsafe { (api.PQsetSingleRowMode)(self.0) } == 0)
+                },
+                { false }
+            )
+        {
             return Err(plain(self.error_message()));
         }
         let deadline = Instant::now() + timeout;
@@ -681,7 +695,7 @@ impl Connection {
         // block, past the deadline and a shutdown, while the rest of the answer is missing).
         let mut rows = Vec::new();
         let mut error = None;
-        for _ in 0..shape.rows + 3 {
+        for _ in 0..mutant!(registry_copy, { shape.rows + 3 }, { usize::MAX }) {
             // SAFETY: a live connection; libpq reads what has arrived, and says whether a whole
             // result is there.
             while bounded_memory(|| unsafe { (api.PQisBusy)(self.0) }) != 0 {
@@ -703,7 +717,7 @@ impl Connection {
             match unsafe { (api.PQresultStatus)(res.0) } {
                 PGRES_SINGLE_TUPLE | PGRES_TUPLES_OK if error.is_none() => {
                     rows.extend(self.rows_of(&res, shape)?);
-                    if rows.len() > shape.rows {
+                    if mutant!(registry_rows, { rows.len() > shape.rows }, { false }) {
                         return Err(unexpected(format!(
                             "the registry answered with more than {} rows",
                             shape.rows
@@ -712,7 +726,9 @@ impl Connection {
                 }
                 // In a COPY state libpq hands out the same result forever and never NULL: a
                 // registry that answered so spun the worker at 100% CPU, past a shutdown.
-                PGRES_COPY_OUT | PGRES_COPY_IN | PGRES_COPY_BOTH => {
+                PGRES_COPY_OUT | PGRES_COPY_IN | PGRES_COPY_BOTH
+                    if mutant!(registry_copy, { true }, { false }) =>
+                {
                     return Err(unexpected(
                         "the registry answered with COPY, which no registry statement makes".into(),
                     ))
@@ -735,13 +751,15 @@ impl Connection {
     }
 
     /// The rows of a result of the expected `shape`; an error for a result of another shape.
-    // mutant: registry_columns
-    // mutant: registry_value_bytes
     fn rows_of(&self, res: &PqResult, shape: Shape) -> Result<Vec<Vec<Option<String>>>, Error> {
         let api = self.1;
         // SAFETY: a live result.
         let (rows, columns) = unsafe { ((api.PQntuples)(res.0), (api.PQnfields)(res.0)) };
-        if rows as usize > shape.rows || columns as usize != shape.columns {
+        if mutant!(
+            registry_columns,
+            { rows as usize > shape.rows || columns as usize != shape.columns },
+            { rows as usize > shape.rows }
+        ) {
             return Err(unexpected(format!(
                 "the registry answered with {rows} rows of {columns} columns, where {} of {} \
                  were expected",
@@ -753,7 +771,9 @@ impl Connection {
             for row in 0..rows {
                 for col in 0..columns {
                     let len = (api.PQgetlength)(res.0, row, col);
-                    if len as usize > shape.value_bytes {
+                    if mutant!(registry_value_bytes, { len as usize > shape.value_bytes }, {
+                        false
+                    }) {
                         return Err(unexpected(format!(
                             "the registry answered with a value of {len} bytes, where at most \
                              {} were expected",

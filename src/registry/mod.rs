@@ -294,16 +294,18 @@ impl Registry {
 
     /// Records the outcome of a call, and logs each new problem once (a WARNING): the server log
     /// says what a refusal cannot tell every role.
-    // mutant: registry_printable
     fn report(&self, kind: Problem, problem: &str) {
         // On one line: the registry's own text is in it, and a line break would start a line
         // of the registry's choosing in this server's log.
-        let problem = &one_line(&redact::redact(problem));
+        let problem = mutant!(registry_printable, { &one_line(&redact::redact(problem)) }, {
+            &redact::redact(problem)
+        });
         let before = self.problem();
         // Compared as it is kept: 0.6.0's review found a problem longer than the kept text
         // logged again at every call (a registry raising 900 characters, every 2 s).
-        // mutant: registry_problem_once
-        if before.as_deref().unwrap_or_default() == self.status.kept(problem) {
+        if before.as_deref().unwrap_or_default()
+            == mutant!(registry_problem_once, { self.status.kept(problem) }, { problem.as_str() })
+        {
             return;
         }
         self.problem_kind.store(kind as u32, Ordering::Release);
@@ -387,7 +389,6 @@ impl PgSharedMemoryInitialization for RegistrySlot {
     /// # Safety
     /// Called by pgrx from PostgreSQL's `shmem_startup_hook` in the postmaster, after the
     /// generator's (its hook was installed first, and each hook calls the previous one first).
-    // mutant: registry_cache
     unsafe fn on_shmem_startup(&'static self, value: Registry) {
         // SAFETY: called where InitLock may be taken; the name stands for this type only.
         unsafe {
@@ -396,7 +397,13 @@ impl PgSharedMemoryInitialization for RegistrySlot {
             self.0.store(ptr, Ordering::Release);
             drop(init);
             if !found {
-                start_from_cache(&*ptr);
+                mutant!(
+                    registry_cache,
+                    {
+                        start_from_cache(&*ptr);
+                    },
+                    {}
+                );
             }
         }
     }
@@ -628,7 +635,6 @@ fn system_identifier() -> u64 {
     unsafe { pg_sys::GetSystemIdentifier() }
 }
 
-// mutant: cache_place
 /// At server start (in the postmaster): the cached lease, if it is this cluster's, for this
 /// namespace, layout and worker id, and has not run out. The registry worker renews it (or
 /// finds it lost) once it reaches the registry.
@@ -657,7 +663,7 @@ fn start_from_cache(registry: &Registry) {
     // Only where it was granted: a copy of this data directory, a restore, a standby promoted on
     // another host, and a start after a reboot carry the file and are elsewhere.
     let here = identity::place();
-    if lease.place_check != here.check {
+    if mutant!(cache_place, { lease.place_check != here.check }, { false }) {
         let then = if lease.place.is_empty() {
             "0.5.0 recorded no place".to_string()
         } else {

@@ -27,14 +27,19 @@ const MIN_SECRET: usize = 3;
 /// configured string wherever they stand, the value of a `password` keyword (key/value form,
 /// quoted or not, or a URI's query parameter) and the part after `:` in a URI's
 /// `user:password@`.
-// mutant: registry_secrets
-// mutant: registry_redact
 pub fn redact(text: &str) -> String {
+    mutant!(registry_redact, {}, {
+        return text.to_string();
+    });
     let mut text = text.to_string();
-    for secret in SECRETS.get().into_iter().flatten() {
+    for secret in SECRETS
+        .get()
+        .into_iter()
+        .flatten()
+        .filter(|_| mutant!(registry_secrets, { true }, { false }))
+    {
         text = text.replace(secret.as_str(), MASK);
     }
-    // mutant: registry_redact
     mask_keyword_values(&mask_uri_passwords(&text))
 }
 

@@ -39,12 +39,16 @@ const CONNECTION_DEFAULTS: [(&str, &str); 7] = [
 /// password in clear text, and libpq would send it (seen against a fake registry). md5 and SCRAM
 /// still work, and so does trust. A `require_auth` in `snowflake.registry` wins. Older libpq
 /// cannot refuse: `warn_of_cleartext` says so.
-// mutant: registry_require_auth
 fn connection_defaults() -> Vec<(&'static str, &'static str)> {
     let mut defaults = CONNECTION_DEFAULTS.to_vec();
     if libpq::version() >= 160000 {
-        // mutant: registry_require_auth
-        defaults.push(("require_auth", "!password"));
+        mutant!(
+            registry_require_auth,
+            {
+                defaults.push(("require_auth", "!password"));
+            },
+            {}
+        );
     }
     defaults
 }
@@ -56,11 +60,11 @@ fn connection_defaults() -> Vec<(&'static str, &'static str)> {
 /// authenticates the server (`sslmode` verify-ca or verify-full), nor over a unix socket in a
 /// directory no other user may write or with `requirepeer` (0.5.0 warned at every start, even
 /// over a socket, and only `sslmode=require`, which libpq ignores on a socket, silenced it).
-// mutant: registry_cleartext_warning
 fn warn_of_cleartext(conninfo: &str) {
     static WARNED: AtomicBool = AtomicBool::new(false);
     let version = libpq::version();
     let Some(attempt) = libpq::last_attempt() else { return };
+    mutant!(registry_cleartext_warning, {}, { return });
     if WARNED.load(Ordering::Relaxed)
         || version == 0
         || version >= 160000
@@ -139,13 +143,12 @@ const QUERY_TIMEOUT: Duration = Duration::from_secs(15);
 /// Waits for the registry's socket, or the latch: a SIGTERM (a fast shutdown,
 /// `pg_terminate_backend`) ends the worker at once, wherever its call to the registry is; a
 /// postmaster that died ends it too.
-// mutant: registry_wait_latch
 fn wait(fd: std::ffi::c_int, write: bool, timeout: Duration) -> libpq::Waited {
     let (fired, socket) = wait_on_socket(fd, write, timeout, pg_sys::WL_LATCH_SET);
     if fired & pg_sys::WL_LATCH_SET != 0 {
         // SAFETY: resetting this process's own latch, before looking at why it was set.
         unsafe { pg_sys::ResetLatch(pg_sys::MyLatch) };
-        if background::stopping() {
+        if mutant!(registry_wait_latch, { background::stopping() }, { false }) {
             // SAFETY: proc_exit runs PostgreSQL's exit callbacks and does not return; the
             // connection goes with the process. Exit code 1: as after the worker's own wait.
             unsafe { pg_sys::proc_exit(1) };
@@ -208,7 +211,6 @@ pub fn register() {
 
 #[pg_guard]
 #[unsafe(no_mangle)]
-// mutant: registry_memory
 pub extern "C-unwind" fn pg_snowflake_registry_main(_arg: pg_sys::Datum) {
     background::attach_signals();
     let Some(registry) = super::get() else {
@@ -238,7 +240,7 @@ pub extern "C-unwind" fn pg_snowflake_registry_main(_arg: pg_sys::Datum) {
         // SAFETY: see below.
         unsafe { pg_sys::proc_exit(1) };
     }
-    libpq::bound_memory();
+    mutant!(registry_memory, { libpq::bound_memory() }, {});
     registry.libpq_version.store(libpq::version().max(0) as u32, Ordering::Release);
     loop {
         let wait = renew(registry);
@@ -256,7 +258,6 @@ pub extern "C-unwind" fn pg_snowflake_registry_main(_arg: pg_sys::Datum) {
 }
 
 /// One call to the registry; returns how long to wait before the next.
-// mutant: registry_lost
 fn renew(registry: &Registry) -> Duration {
     let lease = gucs::registry_lease();
     let every = lease / 3;
@@ -324,7 +325,9 @@ fn renew(registry: &Registry) -> Duration {
             registry.report(Problem::None, "");
             every
         }
-        Err((Problem::Held | Problem::Lost, why)) if held.is_some() => {
+        Err((Problem::Held | Problem::Lost, why))
+            if held.is_some() && mutant!(registry_lost, { true }, { false }) =>
+        {
             lose(registry, &why);
             lease
         }
@@ -338,10 +341,17 @@ fn renew(registry: &Registry) -> Duration {
 /// Whether the postmaster is shutting down (smart or fast), not this worker alone being
 /// terminated: the postmaster writes `stopping` to line 8 of `postmaster.pid` (the status
 /// `pg_ctl` waits on) before it signals any process to end.
-// mutant: release_at_stop_only
 fn server_stopping() -> bool {
-    std::fs::read_to_string("postmaster.pid")
-        .is_ok_and(|pid_file| pid_file.lines().nth(7).is_some_and(|s| s.trim() == "stopping"))
+    let pid_file = std::fs::read_to_string("postmaster.pid");
+    mutant!(
+        release_at_stop_only,
+        {
+            pid_file.is_ok_and(|pid_file| {
+                pid_file.lines().nth(7).is_some_and(|s| s.trim() == "stopping")
+            })
+        },
+        { true }
+    )
 }
 
 /// At a clean shutdown, gives the lease back to the registry, so that the worker id's next holder
@@ -354,7 +364,6 @@ fn server_stopping() -> bool {
 /// reached at once (the cache stays, for a restart in place meanwhile) or the lease is not this
 /// start's (cached, lost): it runs out as after a crash. A shutdown waits for this at most 4 s
 /// (`AT_SHUTDOWN`, and 1 s for a renewal under way).
-// mutant: registry_release_cache
 fn release(registry: &Registry) {
     let (Some(worker_id), Some(secret)) = (registry.worker_id(), registry.secret()) else {
         return;
@@ -382,7 +391,13 @@ fn release(registry: &Registry) {
     let Ok(Some(mut cached)) = cache::read(Path::new(".")) else { return };
     // Given back: nothing left to start with (a start in place would otherwise make ids under
     // the cached worker id while another server holds it), only the worker id to ask for first.
-    cached.covered_until_ms = 0;
+    mutant!(
+        registry_release_cache,
+        {
+            cached.covered_until_ms = 0;
+        },
+        {}
+    );
     if cache::write(Path::new("."), &cached).is_err() {
         return;
     }
@@ -425,14 +440,14 @@ fn release(registry: &Registry) {
 /// as ever). Only the registry that holds exactly that hash renews: a clone of this server's
 /// memory has the same two secrets, and once either renewed, the registry holds a third that
 /// the other never saw, and tells it `lost` both times. Any other answer stands.
-// mutant: registry_previous_secret
 fn renew_as_before(
     registry: &Registry,
     ask: &Ask,
     covered_until_ms: i64,
     lost: (Problem, String),
 ) -> Result<Granted, (Problem, String)> {
-    let (Problem::Lost, Some(previous)) = (lost.0, registry.previous_secret()) else {
+    let previous = mutant!(registry_previous_secret, { registry.previous_secret() }, { None });
+    let (Problem::Lost, Some(previous)) = (lost.0, previous) else {
         return Err(lost);
     };
     let again = Ask { secret: Some(previous), ..ask.clone() };
@@ -574,9 +589,8 @@ struct Ask {
 /// What went wrong, in words, from an error of the registry's server or of the connection: by
 /// its SQLSTATE, never by the words of its message (a registry of another release words them
 /// otherwise).
-// mutant: registry_answer_problem
 fn failure(e: libpq::Error) -> (Problem, String) {
-    if e.unexpected_answer {
+    if mutant!(registry_answer_problem, { e.unexpected_answer }, { false }) {
         return (Problem::Answer, e.to_string());
     }
     let kind = match e.sqlstate.as_deref() {
@@ -607,8 +621,6 @@ fn no_lease(message: String) -> (Problem, String) {
 /// renamed, and only a superuser can rename a superuser's schema. Every parameter typed, and
 /// every type named by schema (the registry's owner may set its database's search_path, with a
 /// domain named `text` on it): an overload with untyped parameters could be preferred otherwise.
-// mutant: member_gate
-// mutant: member_types
 const LEASE: &str = "
     SELECT v.ours, l.outcome, l.worker_id,
            (pg_catalog.date_part('epoch', l.expires) OPERATOR(pg_catalog.*) 1000)::pg_catalog.int8,
@@ -676,7 +688,6 @@ fn connect(patience: &Patience) -> Result<libpq::Connection, (Problem, String)> 
 }
 
 /// One call of `snowflake.snowflake_registry_hold()`: a lease, its renewal, or its release.
-// mutant: member_gate
 fn ask_registry(
     conn: &libpq::Connection,
     ask: &Ask,
@@ -690,7 +701,7 @@ fn ask_registry(
         Mode::Release { used_until_ms } => (0, used_until_ms),
     };
     let reply = call_hold(conn, ask, lease_ms, covered_until_ms, patience)?;
-    if reply.text(0) != Some("t") {
+    if mutant!(member_gate, { reply.text(0) != Some("t") }, { reply.text(0).is_none() }) {
         return Err(refused(
             "the registry's snowflake.snowflake_registry_hold() is not pg_snowflake's own (a \
              member of the extension, in the schema snowflake owned by a superuser): no lease \
@@ -729,7 +740,11 @@ fn call_hold(
     let layout = gucs::layout();
     let rows = conn
         .query(
-            LEASE,
+            &mutant_text!(
+                LEASE,
+                member_gate: "WHERE v.ours OFFSET 0" => "WHERE true OFFSET 0",
+                member_types: "_hold(pg_catalog.text, pg_catalog.text, " => "_hold(text, text, ",
+            ),
             &[
                 Some(namespace.to_string()),
                 Some(layout.preset.name().to_string()),
@@ -837,8 +852,6 @@ impl Reply {
     }
 
     /// The lease granted, checked against what was asked.
-    // mutant: registry_start_above
-    // mutant: registry_worker_range
     fn granted(&self, ask: &Ask, covered_until_ms: i64) -> Result<Granted, (Problem, String)> {
         let (wanted, layout) = (ask.wanted, gucs::layout());
         let (Some(w), Some(expires_ms), Some(start_above_ms), Some(recorded_until_ms)) =
@@ -849,7 +862,10 @@ impl Reply {
         // Never trusted blindly: a worker id outside the layout would spill into the other fields.
         let worker_id = u32::try_from(w)
             .ok()
-            .filter(|&w| w <= layout.max_worker_id() && wanted.is_none_or(|wanted| wanted == w))
+            .filter(|&w| {
+                mutant!(registry_worker_range, { w <= layout.max_worker_id() }, { true })
+                    && wanted.is_none_or(|wanted| wanted == w)
+            })
             .ok_or_else(|| {
                 no_lease(format!(
                     "the registry answered with worker id {w}, which this server did not ask for"
@@ -861,7 +877,11 @@ impl Reply {
         // A grant whose previous holders covered the whole lease asked for leaves no time for an
         // id (one with start_above_ms = 2^63 - 1 was taken, cached across restarts, and every id
         // failed as past the layout's end): refused, never cached.
-        if start_above_ms >= covered_until_ms.min(recorded_until_ms) {
+        if mutant!(
+            registry_start_above,
+            { start_above_ms >= covered_until_ms.min(recorded_until_ms) },
+            { false }
+        ) {
             return Err(no_lease(format!(
                 "the registry granted worker id {worker_id} to start above {}, at or past the end \
                  of the lease it was asked for: no id would fit",

@@ -44,7 +44,17 @@ fn parent_of(path: &Path) -> std::io::Result<(OwnedFd, CString)> {
         let part = CString::new(part.as_os_str().as_bytes())?;
         let here = std::os::fd::AsRawFd::as_raw_fd(&dir);
         let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC;
-        let follow = if only_root_writes(here)? { 0 } else { libc::O_NOFOLLOW };
+        let follow = mutant!(
+            no_follow,
+            {
+                if only_root_writes(here)? {
+                    0
+                } else {
+                    libc::O_NOFOLLOW
+                }
+            },
+            { 0 }
+        );
         // SAFETY: a directory descriptor and a NUL-terminated name.
         let next = unsafe { libc::openat(here, part.as_ptr(), flags | follow) };
         if next < 0 {
@@ -68,10 +78,12 @@ fn only_root_writes(dir: RawFd) -> std::io::Result<bool> {
 }
 
 /// Opens `path` with `flags` (and `O_NOFOLLOW`), making it with `mode` where `flags` say so.
-// mutant: no_follow
 fn open(path: &Path, flags: i32, mode: libc::mode_t) -> std::io::Result<File> {
     let (dir, name) = parent_of(path)?;
-    let flags = flags | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK;
+    let flags =
+        mutant!(no_follow, { flags | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK }, {
+            flags | libc::O_CLOEXEC | libc::O_NONBLOCK
+        });
     // SAFETY: a directory descriptor and a NUL-terminated name; the file is owned below.
     let fd: RawFd =
         unsafe { libc::openat(std::os::fd::AsRawFd::as_raw_fd(&dir), name.as_ptr(), flags, mode) };

@@ -4,6 +4,10 @@
 //! The suites test the extension installed in the PostgreSQL that `PG_CONFIG` (default
 //! `pg_config`) names; `make test` installs the current build first.
 
+// `mutant!`: the harness's own mutation points (scripts/mutations.sh).
+#[macro_use]
+extern crate pg_snowflake_core;
+
 use std::fs;
 use std::net::TcpListener;
 use std::os::unix::fs::MetadataExt;
@@ -144,7 +148,6 @@ pub const SHORTEST_LEASE: &str = "snowflake.registry_lease = '10s'";
 /// PG_SNOWFLAKE_TEST_LANE: each takes its ports from the k-th of n blocks of those, so no
 /// other suite running beside it hands out the same port. (Not by `port % n`: Linux gives
 /// `bind(0)` odd ports only, and lane 0 of 2 waited for an even one forever.)
-// mutant: test_lanes
 pub fn free_port() -> u16 {
     static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
         std::sync::Mutex::new(std::collections::BTreeSet::new());
@@ -168,7 +171,7 @@ pub fn free_port() -> u16 {
     if block == STRIDE {
         block -= 1;
     }
-    let first = base + lane * block;
+    let first = mutant!(test_lanes, { base + lane * block }, { base });
     // Where to start in the block: another process of another run may use the same block.
     let start = std::process::id()
         ^ std::time::SystemTime::now()
@@ -218,9 +221,8 @@ fn base_dir() -> PathBuf {
 /// goes once process PID has ended, nothing in it has changed for 10 minutes (a failed suite's
 /// directory outlives the suites still running beside it, and stays for a look), and no server
 /// runs in it. Without /proc nothing can be told about a pid, so nothing goes.
-// mutant: leftovers
 pub fn remove_leftovers(base: &Path) {
-    if !Path::new("/proc/self").exists() {
+    if mutant!(leftovers, { !Path::new("/proc/self").exists() }, { true }) {
         return;
     }
     let Ok(entries) = fs::read_dir(base) else { return };

@@ -33,7 +33,6 @@ extern "C" fn enter() {
     }
 }
 
-// mutant: private_network
 fn enter_private_network() -> Result<(), String> {
     let os = |what: &str| format!("{what}: {}", std::io::Error::last_os_error());
     // SAFETY: a path and flags; the descriptor is kept for the life of the process.
@@ -47,7 +46,8 @@ fn enter_private_network() -> Result<(), String> {
     // SAFETY: as above.
     let gid = unsafe { libc::getgid() };
     // SAFETY: as above.
-    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+    if mutant!(private_network, { (unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0) }, { false })
+    {
         if uid == 0 {
             return Err(os("unshare(CLONE_NEWNET)"));
         }
