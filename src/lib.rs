@@ -47,6 +47,7 @@ mod registry; // worker ids leased from a registry database
 mod stats; // snowflake_stats()
 mod subtransaction; // a step whose error is caught and rolled back
 mod text_arg; // text arguments in any database encoding
+mod worker_id; // the worker id in use: from the settings or a registry's lease, answered once
 
 #[cfg(test)]
 mod module_graph; // a test: no import cycles

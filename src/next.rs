@@ -1,6 +1,6 @@
 //! `snowflake_next()`: the next id of this cluster.
 
-use crate::{generator, gucs, registry, stats};
+use crate::{generator, stats, worker_id};
 use pgrx::prelude::*;
 
 /// The next id of this cluster.
@@ -18,10 +18,7 @@ fn snowflake_next() -> i64 {
 #[inline]
 fn next_id() -> i64 {
     let generator = generator::get();
-    // A registry's worker id is read only where the setting gives none: no cost to the others.
-    let Some((layout, worker_id)) = gucs::generating().or_else(registry::generating) else {
-        gucs::worker_id_unset()
-    };
+    let (layout, worker_id) = worker_id::for_next_id();
     let id = layout.id(generator.next_tick(layout), worker_id);
     mutant!(
         ids_counted,

@@ -7,7 +7,7 @@
 use crate::generator::Generator;
 use crate::layout::Order;
 use crate::text::iso_unix;
-use crate::{claims, clock, generator, gucs, registry};
+use crate::{claims, clock, generator, gucs, registry, worker_id};
 use pgrx::prelude::*;
 use pgrx::JsonB;
 use serde_json::{json, Value};
@@ -71,7 +71,7 @@ fn collect() -> Value {
     flush(generator);
     let g = generator.snapshot();
     let layout = gucs::layout();
-    let worker_id = registry::worker_id();
+    let worker_id = worker_id::current();
     let iso = |units: u64| iso_unix(layout.unix_ms(units));
     let mut layout_json = json!({
         "name": layout.preset.name(),

@@ -24,7 +24,7 @@ use crate::background::{self, Reaches};
 use crate::errors::{self, Code};
 use crate::layout::Layout;
 use crate::text::iso_unix;
-use crate::{clock, generator, gucs, identity, own_schema, privileges, registry};
+use crate::{clock, generator, gucs, identity, own_schema, privileges, registry, worker_id};
 use pgrx::bgworkers::BackgroundWorker;
 use pgrx::lwlock::PgLwLock;
 use pgrx::prelude::*;
@@ -55,7 +55,7 @@ pub fn init() {
     pgrx::pg_shmem_init!(STATUS);
     // SAFETY: a plain read of a flag set from the command line before _PG_init.
     if unsafe { pg_sys::IsBinaryUpgrade }
-        || (gucs::worker_id().is_none() && gucs::registry().is_none())
+        || (gucs::fixed_worker_id().is_none() && gucs::registry().is_none())
     {
         return;
     }
@@ -147,7 +147,7 @@ fn renew(database: &str) -> Option<String> {
     )
     .unwrap_or_else(|e| table_failed("delete the ended", &e));
     // With a registry, nothing to claim until it has leased a worker id.
-    let worker_id = registry::worker_id()?;
+    let worker_id = worker_id::current()?;
     write_claim(gucs::layout(), worker_id);
     None
 }
@@ -371,9 +371,7 @@ fn installed() -> bool {
 fn snowflake_claim() -> i32 {
     privileges::require_superuser("snowflake_claim()");
     generator::get();
-    let Some((layout, worker_id)) = gucs::generating().or_else(registry::generating) else {
-        gucs::worker_id_unset()
-    };
+    let (layout, worker_id) = worker_id::for_next_id();
     if let Err(why) = own_schema::check() {
         own_schema::untrusted(&why);
     }

@@ -135,7 +135,7 @@ fn resolve(layout: Result<Layout, String>) -> Resolved {
         { registry().is_none() && claims_database().is_none() && citus_preloaded() },
         { false }
     ) {
-        if let Some(w) = requested_worker_id() {
+        if let Some(w) = worker_id_setting() {
             return Resolved {
                 layout,
                 worker_id: None,
@@ -150,7 +150,7 @@ fn resolve(layout: Result<Layout, String>) -> Resolved {
     }
     // From the server's address (`address`): beside neither of the other two ways.
     if let Some(network) = worker_id_network() {
-        let other = match (registry(), requested_worker_id()) {
+        let other = match (registry(), worker_id_setting()) {
             (Some(_), _) => Some("snowflake.registry"),
             (None, Some(_)) => Some("snowflake.worker_id"),
             (None, None) => None,
@@ -173,7 +173,7 @@ fn resolve(layout: Result<Layout, String>) -> Resolved {
         layout,
         worker_id: match registry() {
             Some(_) => None,
-            None => requested_worker_id(),
+            None => worker_id_setting(),
         },
         problem: None,
     }
@@ -211,14 +211,16 @@ pub fn layout() -> &'static Layout {
     }
 }
 
-/// The configured worker id, or `None` while `snowflake.worker_id` is unset or refused, or a
-/// registry leases it.
-pub fn worker_id() -> Option<u32> {
+/// The worker id the settings fix at start: `snowflake.worker_id`, or the server's address in
+/// `snowflake.worker_id_network`; `None` while unset or refused, or where a registry leases it
+/// (`worker_id::current` answers which is in use).
+pub fn fixed_worker_id() -> Option<u32> {
     RESOLVED.get().and_then(|r| r.worker_id)
 }
 
-/// `snowflake.worker_id`, also where a registry leases it: `None` while unset.
-pub fn requested_worker_id() -> Option<u32> {
+/// The value of `snowflake.worker_id`, also where a registry leases the worker id (it is then
+/// the worker id to ask for): `None` while unset.
+pub fn worker_id_setting() -> Option<u32> {
     mutant!(worker_unset, { u32::try_from(WORKER_ID.get()).ok() }, {
         Some(u32::try_from(WORKER_ID.get()).unwrap_or(0))
     })

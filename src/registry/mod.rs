@@ -473,9 +473,10 @@ pub fn generating() -> Option<(&'static Layout, u32)> {
     }
 }
 
-/// The worker id in use, from the setting or the registry; `None` while there is none.
-pub fn worker_id() -> Option<u32> {
-    gucs::worker_id().or_else(|| get().and_then(Registry::in_force))
+/// The worker id the registry's lease gives now; `None` without a registry or a lease in force
+/// (`worker_id::current`, which asks the settings first).
+pub fn leased_worker_id() -> Option<u32> {
+    get().and_then(Registry::in_force)
 }
 
 /// The registry's state for `snowflake_stats()`; `None` without a registry.
@@ -695,7 +696,7 @@ fn start_from_cache(registry: &Registry) {
     let fits = lease.system_identifier == system_identifier()
         && lease.namespace == gucs::registry_namespace()
         && lease.layout == layout.describe()
-        && gucs::requested_worker_id().is_none_or(|w| w == lease.worker_id)
+        && gucs::worker_id_setting().is_none_or(|w| w == lease.worker_id)
         && lease.worker_id <= layout.max_worker_id();
     if !fits || lease.covered_until_ms <= clock::now_unix_ms() {
         return;

@@ -270,7 +270,7 @@ fn renew(registry: &Registry) -> Duration {
     let ask = Ask {
         namespace: gucs::registry_namespace(),
         held,
-        wanted: held.or(gucs::requested_worker_id()),
+        wanted: held.or(gucs::worker_id_setting()),
         preferred: held.or_else(cached),
         place: identity::place(),
         secret: registry.secret(),
