@@ -140,3 +140,15 @@ pub fn wait(timeout: Duration) -> bool {
     pgrx::check_for_interrupts!();
     true
 }
+
+/// What a background worker is doing, in `pg_stat_activity.query` (`state` active), or idle.
+pub fn show_activity(doing: Option<&str>) {
+    let text = CString::new(doing.unwrap_or_default()).unwrap_or_default();
+    let state = if doing.is_some() {
+        pg_sys::BackendState::STATE_RUNNING
+    } else {
+        pg_sys::BackendState::STATE_IDLE
+    };
+    // SAFETY: a NUL-terminated string, copied by PostgreSQL into its own buffer.
+    unsafe { pg_sys::pgstat_report_activity(state, text.as_ptr()) };
+}

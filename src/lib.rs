@@ -36,6 +36,8 @@ mod admin; // advance_past, reset_layout
 mod adopt; // switching a serial or identity column to snowflake_next()
 mod background; // how the background workers are registered and start
 mod base62; // short text ids
+mod built; // text PostgreSQL builds, byte for byte (names in any encoding)
+mod citus; // Citus in one place: preloaded, the nodes' claims, adopt on every node
 mod claims; // worker id claims and their background worker
 mod compose; // ids of given fields
 mod decode; // decoding ids, their time, and time ranges as id ranges

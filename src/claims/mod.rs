@@ -16,8 +16,6 @@
 //! other node's own claims through Citus (`citus`), each node's answer checked (`answer`); a
 //! flood of clash WARNINGs is rate-limited (`clash_log`).
 
-mod answer;
-mod citus;
 mod clash_log;
 
 use crate::background::{self, Reaches};
@@ -38,7 +36,7 @@ use std::time::{Duration, Instant};
 /// at the default 10 s, after which a server that stopped has no claim in force.
 fn valid_for() -> Duration {
     let interval = gucs::claims_interval();
-    interval * 3 + citus::node_timeout(interval) * 2
+    interval * 3 + citus::claims::node_timeout(interval) * 2
 }
 
 /// How long a claim that ended is kept: a clash stays listed in `snowflake_clashes` (with
@@ -110,18 +108,18 @@ pub extern "C-unwind" fn pg_snowflake_claims_main(_arg: pg_sys::Datum) {
         .expect("built-in settings")
     });
     let mut reported = Reported::default();
-    let mut gatherer = citus::Gatherer::default();
+    let mut gatherer = citus::claims::Gatherer::default();
     loop {
         if BackgroundWorker::sighup_received() {
             // SAFETY: between transactions, as every PostgreSQL process reloads its settings.
             unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
         }
-        activity(Some("renewing this server's claim"));
+        background::show_activity(Some("renewing this server's claim"));
         let skipped = BackgroundWorker::transaction(|| renew(&database));
         // After this node's claim is committed: an error here restarts the worker, whose claim
         // is written.
         let gathered = if skipped.is_some() { None } else { gather(&mut gatherer, &database) };
-        activity(None);
+        background::show_activity(None);
         reported.report(skipped, gathered);
         if !background::wait(gucs::claims_interval()) {
             // SAFETY: proc_exit runs PostgreSQL's exit callbacks and does not return.
@@ -156,24 +154,29 @@ fn renew(database: &str) -> Option<String> {
 /// between two nodes when it is due. A node of a Citus cluster whose claims database has no
 /// Citus says so: its claim is written, and never meets the other nodes' (this setting is what
 /// spares a worker id set by hand the refusal of `gucs::resolve`).
-fn gather(gatherer: &mut citus::Gatherer, database: &str) -> Option<citus::Gathered> {
+fn gather(gatherer: &mut citus::claims::Gatherer, database: &str) -> Option<citus::claims::Gathered> {
     let gathered =
         if mutant!(citus_claims, { BackgroundWorker::transaction(citus::installed) }, { false }) {
             let interval = gucs::claims_interval();
             let mut renewed = Instant::now();
-            gatherer.gather(|| {
+            let worker = citus::claims::Worker {
+                interval,
+                layout: gucs::layout().describe(),
+                table_failed,
+            };
+            gatherer.gather(&worker, || {
                 if renewed.elapsed() >= interval {
                     BackgroundWorker::transaction(|| renew(database));
                     renewed = Instant::now();
                 }
             })
-        } else if mutant!(claims_elsewhere, { gucs::citus_preloaded() }, { false }) {
-            citus::Gathered {
+        } else if mutant!(claims_elsewhere, { citus::preloaded() }, { false }) {
+            citus::claims::Gathered {
                 unread: vec![format!(
                 "Citus is not installed in database {database} (snowflake.claims_database): set \
                  snowflake.claims_database to the database where CREATE EXTENSION citus ran"
             )],
-                ..citus::Gathered::default()
+                ..citus::claims::Gathered::default()
             }
         } else {
             return None;
@@ -233,7 +236,7 @@ fn node_of(entry: &str) -> &str {
 }
 
 impl Reported {
-    fn report(&mut self, skipped: Option<String>, gathered: Option<citus::Gathered>) {
+    fn report(&mut self, skipped: Option<String>, gathered: Option<citus::claims::Gathered>) {
         let gathered = gathered.unwrap_or_default();
         if self.unread.due(&gathered.unread) {
             errors::report(
@@ -272,18 +275,6 @@ impl Reported {
     }
 }
 
-/// What the worker is doing, in `pg_stat_activity.query` (`state` active), or idle.
-fn activity(doing: Option<&str>) {
-    let text = CString::new(doing.unwrap_or_default()).unwrap_or_default();
-    let state = if doing.is_some() {
-        pg_sys::BackendState::STATE_RUNNING
-    } else {
-        pg_sys::BackendState::STATE_IDLE
-    };
-    // SAFETY: a NUL-terminated string, copied by PostgreSQL into its own buffer.
-    unsafe { pg_sys::pgstat_report_activity(state, text.as_ptr()) };
-}
-
 /// The first few of `items`, for a log line whose length the number of nodes must not set.
 fn listed(items: &[String]) -> String {
     const SHOWN: usize = 5;
@@ -319,7 +310,7 @@ static STATUS: PgLwLock<Status> =
     unsafe { PgLwLock::new(c"pg_snowflake claims status") };
 
 impl Status {
-    fn set(&mut self, now_ms: i64, gathered: &citus::Gathered) {
+    fn set(&mut self, now_ms: i64, gathered: &citus::claims::Gathered) {
         self.gathered_ms = now_ms;
         self.read = gathered.read as u32;
         self.unread = gathered.unread.len() as u32;

@@ -19,6 +19,7 @@ use table::{
 };
 use written::Written;
 
+use crate::citus;
 use crate::errors::{self, Code};
 use crate::layout::{self, Layout};
 use crate::text::sentence;
@@ -132,7 +133,7 @@ fn resolve(layout: Result<Layout, String>) -> Resolved {
     // in use; with claims in the Citus database, every node compares every node's (claims.rs).
     if mutant!(
         citus_unchecked,
-        { registry().is_none() && claims_database().is_none() && citus_preloaded() },
+        { registry().is_none() && claims_database().is_none() && citus::preloaded() },
         { false }
     ) {
         if let Some(w) = worker_id_setting() {
@@ -177,28 +178,6 @@ fn resolve(layout: Result<Layout, String>) -> Resolved {
         },
         problem: None,
     }
-}
-
-/// Whether `citus` is in `shared_preload_libraries` (as written there: a name, maybe quoted).
-pub fn citus_preloaded() -> bool {
-    // SAFETY: a string setting PostgreSQL set before _PG_init; NUL-terminated when not null.
-    let list = unsafe { pg_sys::shared_preload_libraries_string };
-    if list.is_null() {
-        return false;
-    }
-    // SAFETY: see above.
-    names_citus(&unsafe { CStr::from_ptr(list) }.to_string_lossy())
-}
-
-/// Whether a `shared_preload_libraries` list loads Citus: `$libdir/citus` and `citus.so` do
-/// too (PostgreSQL adds the directory and the suffix).
-fn names_citus(list: &str) -> bool {
-    list.split(',').any(|l| {
-        let name = l.trim().trim_matches('"');
-        let name = name.strip_prefix("$libdir/").unwrap_or(name);
-        let name = name.strip_suffix(".so").unwrap_or(name);
-        name.eq_ignore_ascii_case("citus")
-    })
 }
 
 /// The layout of this server: the configured one, or Twitter's where pg_snowflake is not
@@ -326,7 +305,7 @@ pub fn worker_id_unset() -> ! {
             // On a Citus node a worker id set by hand is refused unless something compares it
             // with the other nodes' (`resolve`): the plain advice led a user from this error to
             // that one.
-            if citus_preloaded() {
+            if citus::preloaded() {
                 "This server preloads Citus: lease its worker id from the coordinator, with \
                  snowflake.worker_id = -1 and snowflake.registry naming the coordinator's \
                  database, and restart the server (docs/citus.md)."
@@ -344,27 +323,5 @@ pub fn worker_id_unset() -> ! {
              with the same worker id can generate the same ids.",
         )
         .raise(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::names_citus;
-
-    #[test]
-    fn every_spelling_that_loads_citus_is_seen() {
-        for list in [
-            "citus",
-            "citus,pg_snowflake",
-            " \"citus\" , pg_snowflake",
-            "$libdir/citus,pg_snowflake",
-            "citus.so",
-            "CITUS",
-        ] {
-            assert!(names_citus(list), "{list}");
-        }
-        for list in ["pg_snowflake", "citus_columnar", "", "mycitus", "citusx.so"] {
-            assert!(!names_citus(list), "{list}");
-        }
     }
 }

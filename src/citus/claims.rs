@@ -21,7 +21,7 @@
 //!   with one worker stopped, the coordinator read nothing of the healthy worker either, and a
 //!   real clash showed `ongoing = f`. A node that did not answer is asked again in turn, one
 //!   such node a gathering, so that a gathering takes at most one node's bound longer than the
-//!   answering nodes take: a claim stays valid long enough for that (`super::valid_for`);
+//!   answering nodes take: a claim stays valid long enough for that (`claims::valid_for`);
 //! - its answer is read by `answer::read` (types, times, one cluster, a bounded size) and
 //!   written from what was parsed there, in a subtransaction of its own;
 //! - a node speaks for one cluster, which no other node speaks for and which is not this node's
@@ -32,7 +32,8 @@
 
 use super::answer::{self, Answer, Claim};
 use crate::text::printable;
-use crate::{background, clock, gucs, subtransaction};
+use crate::{background, clock, subtransaction};
+use pgrx::spi::SpiError;
 use pgrx::bgworkers::BackgroundWorker;
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
@@ -51,19 +52,6 @@ const REBIND_AFTER_MS: i64 = 3_600_000;
 
 /// The most bytes of one node's answer (64 claims take about 16 kB).
 const MAX_ANSWER: i32 = 65_536;
-
-/// Whether Citus is installed in this database (at a release that has `master_run_on_worker`
-/// and `pg_dist_local_group`, 11.0 and later).
-pub fn installed() -> bool {
-    Spi::get_one::<bool>(
-        "SELECT EXISTS (SELECT FROM pg_catalog.pg_extension e
-                         WHERE e.extname OPERATOR(pg_catalog.=) 'citus')
-            AND pg_catalog.to_regprocedure(
-                    'pg_catalog.master_run_on_worker(pg_catalog.text[], pg_catalog.int4[], \
-                     pg_catalog.text[], pg_catalog.bool)') IS NOT NULL
-            AND pg_catalog.to_regclass('pg_catalog.pg_dist_local_group') IS NOT NULL",
-    ) == Ok(Some(true))
-}
 
 /// What one gathering found, for the log and `snowflake_stats()`.
 #[derive(Default, PartialEq)]
@@ -99,6 +87,15 @@ struct Binding {
     since_ms: i64,
 }
 
+/// What the claims worker (`crate::claims`) gives a gathering: its interval, this node's layout,
+/// and its error for a statement SPI refused on its tables.
+pub struct Worker {
+    pub interval: Duration,
+    /// `Layout::describe()`'s.
+    pub layout: String,
+    pub table_failed: fn(&str, &SpiError) -> !,
+}
+
 /// The claims worker's memory of the nodes, from one gathering to the next.
 #[derive(Default)]
 pub struct Gatherer {
@@ -116,9 +113,11 @@ impl Gatherer {
     /// Reads the other nodes' claims, each node in a transaction of its own, and writes them
     /// here. `between` runs between two nodes (the worker renews its own claim there when it
     /// is due). Call outside a transaction.
-    pub fn gather(&mut self, mut between: impl FnMut()) -> Gathered {
+    pub fn gather(&mut self, worker: &Worker, mut between: impl FnMut()) -> Gathered {
         let mut gathered = Gathered::default();
-        let (nodes, bound) = BackgroundWorker::transaction(|| (other_nodes(), bindings()));
+        let failed = worker.table_failed;
+        let (nodes, bound) =
+            BackgroundWorker::transaction(|| (other_nodes(failed), bindings(failed)));
         mutant!(
             claims_bindings_kept,
             {
@@ -131,7 +130,7 @@ impl Gatherer {
             }
         );
         self.silent.retain(|id, _| nodes.iter().any(|n| n.id == *id));
-        let timeout = node_timeout(gucs::claims_interval());
+        let timeout = node_timeout(worker.interval);
         let now_ms = clock::now_unix_ms();
         let mut answers: Vec<(Node, Answer)> = Vec::new();
         for node in self.in_turn(nodes, &mut gathered, timeout) {
@@ -141,7 +140,7 @@ impl Gatherer {
                 return gathered;
             }
             between();
-            super::activity(Some(&format!("asking {} for its claims", node.label())));
+            background::show_activity(Some(&format!("asking {} for its claims", node.label())));
             let asked_ms = clock::now_unix_ms();
             match BackgroundWorker::transaction(|| ask(&node, asked_ms * 1000, timeout)) {
                 Ok(answer) => {
@@ -178,17 +177,17 @@ impl Gatherer {
                 }
             }
         }
-        super::activity(Some("writing the claims of the Citus nodes"));
-        let layout = gucs::layout().describe();
+        background::show_activity(Some("writing the claims of the Citus nodes"));
+        let layout = worker.layout.as_str();
         let bindings: Vec<(i32, i64, i64)> =
             self.bound.iter().map(|(id, b)| (*id, b.system_identifier, b.since_ms)).collect();
         let written = std::panic::AssertUnwindSafe(&mut gathered);
         BackgroundWorker::transaction(move || {
             let gathered = { written }.0;
             for (node, answer) in &accepted {
-                write_answer(node, answer, &layout, gathered);
+                write_answer(node, answer, layout, gathered);
             }
-            keep_bindings(&bindings);
+            keep_bindings(&bindings, failed);
         });
         gathered
     }
@@ -290,7 +289,7 @@ impl Gatherer {
 
 /// The bindings kept in `snowflake.snowflake_claims_nodes`, of the nodes still in this node's
 /// metadata (inactive ones included); `None` where the table is missing.
-fn bindings() -> Option<BTreeMap<i32, Binding>> {
+fn bindings(failed: fn(&str, &SpiError) -> !) -> Option<BTreeMap<i32, Binding>> {
     if Spi::get_one::<bool>(
         "SELECT pg_catalog.to_regclass('snowflake.snowflake_claims_nodes') IS NOT NULL",
     ) != Ok(Some(true))
@@ -320,13 +319,13 @@ fn bindings() -> Option<BTreeMap<i32, Binding>> {
             })
             .collect::<Result<BTreeMap<i32, Binding>, pgrx::spi::SpiError>>()
     })
-    .unwrap_or_else(|e| super::table_failed("read the Citus nodes' clusters in", &e));
+    .unwrap_or_else(|e| failed("read the Citus nodes' clusters in", &e));
     Some(rows)
 }
 
 /// Writes the bindings back (`node id, system identifier, since` in Unix ms), and forgets those
 /// of nodes gone from this node's metadata. Nothing where the table is missing.
-fn keep_bindings(bindings: &[(i32, i64, i64)]) {
+fn keep_bindings(bindings: &[(i32, i64, i64)], failed: fn(&str, &SpiError) -> !) {
     if Spi::get_one::<bool>(
         "SELECT pg_catalog.to_regclass('snowflake.snowflake_claims_nodes') IS NOT NULL",
     ) != Ok(Some(true))
@@ -357,12 +356,12 @@ fn keep_bindings(bindings: &[(i32, i64, i64)]) {
             bindings.iter().map(|b| b.2).collect::<Vec<i64>>().into(),
         ],
     )
-    .unwrap_or_else(|e| super::table_failed("write the Citus nodes' clusters in", &e));
+    .unwrap_or_else(|e| failed("write the Citus nodes' clusters in", &e));
 }
 
 /// The primary nodes of this node's metadata other than this node's group, in the order of
 /// their ids.
-fn other_nodes() -> Vec<Node> {
+fn other_nodes(failed: fn(&str, &SpiError) -> !) -> Vec<Node> {
     Spi::connect(|client| {
         client
             .select(
@@ -385,7 +384,7 @@ fn other_nodes() -> Vec<Node> {
             })
             .collect::<Result<Vec<_>, pgrx::spi::SpiError>>()
     })
-    .unwrap_or_else(|e| super::table_failed("read the Citus nodes for", &e))
+    .unwrap_or_else(|e| failed("read the Citus nodes for", &e))
 }
 
 /// Whether the node's table is pg_snowflake's (a question of the catalogs alone).
