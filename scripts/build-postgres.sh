@@ -40,7 +40,7 @@ SHARE=/usr/share/postgresql/$MAJOR
 case "$MAJOR" in
   16) FLAGS=(wheel rpath) ;;
   # 16.2, the one server here from before the minor releases of May 2025, which changed the
-  # format of the synchronous-standby flag (src/sync_standby.rs): unpacked as the wheel has it,
+  # format of the synchronous-standby flag (src/durability/sync_standby.rs): unpacked as the wheel has it,
   # not a package, beside the tests' Patroni; `make test PG=16` runs tests/replication/sync_standby.rs
   # against it too.
   16-old) FLAGS=(wheel unpacked); PREFIX=/opt/pg_snowflake-tests/postgresql-16-old ;;

@@ -99,7 +99,7 @@ chmod 644 "$doc"/*
 
 # What the library links: libc and its dynamic loader (libc6, at the newest symbol version it
 # uses) and libgcc_s (Rust's unwinding). The registry's worker loads libpq.so.5 when it starts
-# (src/registry/libpq.rs): the server's own where it has one, else libpq5's.
+# (src/coordination/registry/libpq.rs): the server's own where it has one, else libpq5's.
 glibc=$(objdump -T "$lib/pg_snowflake.so" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -V | tail -1)
 needed=$(readelf -d "$lib/pg_snowflake.so" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p')
 depends="postgresql-$major, libc6 (>= $glibc)"

@@ -17,39 +17,21 @@ pub(crate) use pg_snowflake_core::{
 #[macro_use]
 extern crate pg_snowflake_core;
 
-// The generator and its durability.
+// The modules, by concern (docs/architecture.md draws them). Those inside a folder are named
+// here too, so that `crate::wal` and the like name them wherever they live.
+mod coordination; // which worker id, leased, claimed and compared: registry, claims, Citus
+mod durability; // WAL, synchronous standbys, pg_upgrade (the state file is the core's)
 mod generator; // the lease protocol, owner of the shared state
-mod shared_memory; // structs in PostgreSQL's shared memory, set up under its lock
-mod sync_standby; // waiting for synchronous standbys
-mod upgrade; // carrying the mark through pg_upgrade
-mod wait_event; // what a waiting session shows in pg_stat_activity
-mod wal; // the custom WAL resource manager
-
-// Configuration, and how problems are reported (each module raises its own, at its check).
-mod address; // worker ids from the server's own address (snowflake.worker_id_network)
-mod errors; // the report builder: SQLSTATE, message, hint; depends on no other module
-mod gucs; // the snowflake.* settings
-mod identity; // where this data directory runs, and a start's secret (copies tell apart)
-
-// The SQL interface, by concern.
-mod admin; // advance_past, reset_layout
-mod adopt; // switching a serial or identity column to snowflake_next()
-mod background; // how the background workers are registered and start
-mod base62; // short text ids
-mod built; // text PostgreSQL builds, byte for byte (names in any encoding)
-mod citus; // Citus in one place: preloaded, the nodes' claims, adopt on every node
-mod claims; // worker id claims and their background worker
-mod compose; // ids of given fields
-mod decode; // decoding ids, their time, and time ranges as id ranges
-mod next; // snowflake_next()
-mod own_schema; // the schema `snowflake`, where privileged code finds its objects
-mod planner; // time ranges through the primary key (and adopt's one-relation plan)
-mod privileges; // who may call what
-mod registry; // worker ids leased from a registry database
-mod stats; // snowflake_stats()
-mod subtransaction; // a step whose error is caught and rolled back
-mod text_arg; // text arguments in any database encoding
-mod worker_id; // the worker id in use: from the settings or a registry's lease, answered once
+mod gucs; // the snowflake.* settings, each one row
+mod postgres; // what the extension needs of PostgreSQL beyond pgrx
+mod surface; // the SQL functions and the planner hook
+pub(crate) use coordination::{address, citus, claims, identity, registry, worker_id};
+pub(crate) use durability::{sync_standby, upgrade, wal};
+pub(crate) use postgres::{
+    background, built, errors, own_schema, privileges, shared_memory, subtransaction, text_arg,
+    wait_event,
+};
+pub(crate) use surface::{adopt, admin, base62, compose, decode, next, planner, stats};
 
 #[cfg(test)]
 mod module_graph; // a test: no import cycles

@@ -45,7 +45,7 @@ pub fn check() -> Result<(), String> {
     }
 }
 
-extension_sql_file!("../sql/schema.sql", name = "own_schema");
+extension_sql_file!("../../sql/schema.sql", name = "own_schema");
 
 /// The schema `snowflake` cannot be trusted (`check` says why).
 #[cold]

@@ -27,7 +27,7 @@ COMMENT ON TYPE @extschema@.snowflake_parts IS 'The fields of a snowflake id, as
 );
 
 // First of the install script, before anything is created in the extension's schema.
-extension_sql_file!("../sql/pin_schema.sql", name = "pin_schema", bootstrap);
+extension_sql_file!("../../sql/pin_schema.sql", name = "pin_schema", bootstrap);
 
 /// Splits an id of this server's layout into its time, worker id and sequence.
 ///

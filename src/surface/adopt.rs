@@ -54,7 +54,7 @@ fn snowflake_adopt(fcinfo: pg_sys::FunctionCallInfo) {
     adopt(tbl, &col, own_oid);
 }
 
-extension_sql_file!("../sql/adopt.sql", name = "snowflake_adopt");
+extension_sql_file!("../../sql/adopt.sql", name = "snowflake_adopt");
 
 /// What the column had before.
 enum Before {

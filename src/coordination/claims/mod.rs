@@ -424,12 +424,12 @@ fn write_claim(layout: &Layout, worker_id: u32) -> i32 {
     clashes as i32
 }
 
-extension_sql_file! { "../../sql/claims_table.sql", name = "snowflake_claims", requires = ["own_schema", snowflake_claim] }
-extension_sql_file! { "../../sql/claims_check.sql", name = "snowflake_claims_check", requires = ["snowflake_claims", "snowflake_clash_warning_due"] }
-extension_sql_file! { "../../sql/claims_merge.sql", name = "snowflake_claims_merge", requires = ["snowflake_claims"] }
-extension_sql_file! { "../../sql/clashes.sql", name = "snowflake_clashes", requires = ["snowflake_claims"] }
-extension_sql_file! { "../../sql/claims_index.sql", name = "snowflake_claims_worker_id", requires = ["snowflake_claims"] }
-extension_sql_file! { "../../sql/claims_nodes.sql", name = "snowflake_claims_nodes", requires = ["own_schema"] }
+extension_sql_file! { "../../../sql/claims_table.sql", name = "snowflake_claims", requires = ["own_schema", snowflake_claim] }
+extension_sql_file! { "../../../sql/claims_check.sql", name = "snowflake_claims_check", requires = ["snowflake_claims", "snowflake_clash_warning_due"] }
+extension_sql_file! { "../../../sql/claims_merge.sql", name = "snowflake_claims_merge", requires = ["snowflake_claims"] }
+extension_sql_file! { "../../../sql/clashes.sql", name = "snowflake_clashes", requires = ["snowflake_claims"] }
+extension_sql_file! { "../../../sql/claims_index.sql", name = "snowflake_claims_worker_id", requires = ["snowflake_claims"] }
+extension_sql_file! { "../../../sql/claims_nodes.sql", name = "snowflake_claims_nodes", requires = ["own_schema"] }
 
 /// SPI refused a statement on `snowflake_claims` (PostgreSQL's own errors, such as a dropped
 /// column, pass through with their SQLSTATE; this is what SPI itself reports).

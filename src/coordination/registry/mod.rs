@@ -705,8 +705,8 @@ fn start_from_cache(registry: &Registry) {
     registry.hold(&lease, lease.expires_ms, Source::Cached);
 }
 
-extension_sql_file! { "../../sql/registry_namespaces.sql", name = "snowflake_registry_namespaces", requires = ["own_schema"] }
-extension_sql_file! { "../../sql/registry_table.sql", name = "snowflake_registry", requires = ["own_schema"] }
-extension_sql_file! { "../../sql/registry_lease.sql", name = "snowflake_registry_lease", requires = ["snowflake_registry", "snowflake_registry_namespaces"] }
-extension_sql_file! { "../../sql/registry_compat.sql", name = "snowflake_registry_compat", requires = ["snowflake_registry_lease"] }
-extension_sql_file! { "../../sql/registry_grants.sql", name = "snowflake_registry_grants", requires = ["snowflake_registry_lease", "snowflake_registry_compat"] }
+extension_sql_file! { "../../../sql/registry_namespaces.sql", name = "snowflake_registry_namespaces", requires = ["own_schema"] }
+extension_sql_file! { "../../../sql/registry_table.sql", name = "snowflake_registry", requires = ["own_schema"] }
+extension_sql_file! { "../../../sql/registry_lease.sql", name = "snowflake_registry_lease", requires = ["snowflake_registry", "snowflake_registry_namespaces"] }
+extension_sql_file! { "../../../sql/registry_compat.sql", name = "snowflake_registry_compat", requires = ["snowflake_registry_lease"] }
+extension_sql_file! { "../../../sql/registry_grants.sql", name = "snowflake_registry_grants", requires = ["snowflake_registry_lease", "snowflake_registry_compat"] }

@@ -110,7 +110,7 @@ static CLASH_LOG: PgLwLock<ClashLog> =
 /// there a `CLASH_LOG`.
 static PRELOADED: AtomicBool = AtomicBool::new(false);
 
-extension_sql_file! { "../../sql/clash_log.sql", name = "snowflake_clash_warning_due", requires = ["own_schema"] }
+extension_sql_file! { "../../../sql/clash_log.sql", name = "snowflake_clash_warning_due", requires = ["own_schema"] }
 
 /// Requests the table in shared memory. Only call from `_PG_init` while the library is
 /// preloaded.

@@ -14,7 +14,7 @@ pub fn require_superuser(function: &str) {
     }
 }
 
-extension_sql_file!("../sql/privileges.sql", name = "privileges", finalize,);
+extension_sql_file!("../../sql/privileges.sql", name = "privileges", finalize,);
 
 /// A function for superusers only, called by another role (through a grant of EXECUTE, or
 /// default privileges).
