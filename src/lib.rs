@@ -31,7 +31,7 @@ pub(crate) use postgres::{
     background, built, errors, own_schema, privileges, shared_memory, subtransaction, text_arg,
     wait_event,
 };
-pub(crate) use surface::{adopt, admin, base62, compose, decode, next, planner, stats};
+pub(crate) use surface::{decode, planner, stats};
 
 #[cfg(test)]
 mod module_graph; // a test: no import cycles

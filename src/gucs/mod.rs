@@ -23,9 +23,7 @@ use crate::citus;
 use crate::errors::{self, Code};
 use crate::layout::{self, Layout};
 use crate::text::sentence;
-use pgrx::pg_sys;
 use pgrx::GucSetting;
-use std::ffi::CStr;
 use std::sync::OnceLock;
 
 /// The layout and worker id this server runs with, resolved once in the postmaster and

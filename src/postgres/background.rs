@@ -11,6 +11,7 @@ use pgrx::bgworkers::{
     BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
 };
 use pgrx::pg_sys;
+use std::ffi::CString;
 use std::time::Duration;
 
 /// The backend's `pqsignal`: 18 renamed it `pqsignal_be` (a macro keeps the name in C) and made it

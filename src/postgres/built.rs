@@ -19,4 +19,3 @@ pub fn built(builder: &str, args: &[DatumWithOid]) -> CString {
 pub fn text_of(expression: &str, args: &[DatumWithOid]) -> String {
     String::from_utf8_lossy(built(expression, args).as_bytes()).into_owned()
 }
-

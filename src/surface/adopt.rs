@@ -30,13 +30,12 @@
 //! the call and everything rolls back. Citus changes no default of a distribution column: that
 //! is refused before anything changes, with the way round it (docs/citus.md).
 
-use crate::errors::{self, Code};
-use crate::text::printable;
 use crate::built::{built, text_of};
+use crate::errors::{self, Code};
 use crate::{citus, generator, gucs, planner};
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
-use std::ffi::{CStr, CString};
+use std::ffi::CStr;
 
 /// `snowflake_adopt(tbl regclass, col name)` (declared in sql/adopt.sql: pgrx has no `name`).
 #[pg_extern(volatile, strict, parallel_unsafe, sql = false)]
@@ -556,4 +555,3 @@ fn not_a_table(table: &str) -> ! {
     )
     .raise()
 }
-

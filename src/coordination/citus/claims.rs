@@ -33,10 +33,10 @@
 use super::answer::{self, Answer, Claim};
 use crate::text::printable;
 use crate::{background, clock, subtransaction};
-use pgrx::spi::SpiError;
 use pgrx::bgworkers::BackgroundWorker;
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
+use pgrx::spi::SpiError;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -87,7 +87,7 @@ struct Binding {
     since_ms: i64,
 }
 
-/// What the claims worker (`crate::claims`) gives a gathering: its interval, this node's layout,
+/// What the claims worker (the module `claims`) gives a gathering: its interval, this node's layout,
 /// and its error for a statement SPI refused on its tables.
 pub struct Worker {
     pub interval: Duration,

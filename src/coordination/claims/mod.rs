@@ -22,12 +22,11 @@ use crate::background::{self, Reaches};
 use crate::errors::{self, Code};
 use crate::layout::Layout;
 use crate::text::iso_unix;
-use crate::{clock, generator, gucs, identity, own_schema, privileges, registry, worker_id};
+use crate::{citus, clock, generator, gucs, identity, own_schema, privileges, registry, worker_id};
 use pgrx::bgworkers::BackgroundWorker;
 use pgrx::lwlock::PgLwLock;
 use pgrx::prelude::*;
 use pgrx::shmem::PGRXSharedMemory;
-use std::ffi::CString;
 use std::time::{Duration, Instant};
 
 /// How long a claim stays valid after its renewal: three intervals, so that one missed renewal
@@ -154,16 +153,16 @@ fn renew(database: &str) -> Option<String> {
 /// between two nodes when it is due. A node of a Citus cluster whose claims database has no
 /// Citus says so: its claim is written, and never meets the other nodes' (this setting is what
 /// spares a worker id set by hand the refusal of `gucs::resolve`).
-fn gather(gatherer: &mut citus::claims::Gatherer, database: &str) -> Option<citus::claims::Gathered> {
+fn gather(
+    gatherer: &mut citus::claims::Gatherer,
+    database: &str,
+) -> Option<citus::claims::Gathered> {
     let gathered =
         if mutant!(citus_claims, { BackgroundWorker::transaction(citus::installed) }, { false }) {
             let interval = gucs::claims_interval();
             let mut renewed = Instant::now();
-            let worker = citus::claims::Worker {
-                interval,
-                layout: gucs::layout().describe(),
-                table_failed,
-            };
+            let worker =
+                citus::claims::Worker { interval, layout: gucs::layout().describe(), table_failed };
             gatherer.gather(&worker, || {
                 if renewed.elapsed() >= interval {
                     BackgroundWorker::transaction(|| renew(database));
