@@ -792,16 +792,10 @@ fn a_registry_dumped_at_0_3_0_is_restored_at_0_3_0_and_updated() {
         "psql -f of the dump",
     );
     new.batch_execute("ALTER EXTENSION pg_snowflake UPDATE").unwrap();
-    let rows: Vec<String> = new
-        .query(
-            "SELECT namespace || ' ' || worker_id || ' ' || covered_until_ms
-               FROM snowflake.snowflake_registry ORDER BY worker_id",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let rows: Vec<String> = new.column(
+        "SELECT namespace || ' ' || worker_id || ' ' || covered_until_ms
+           FROM snowflake.snowflake_registry ORDER BY worker_id",
+    );
     assert_eq!(rows, ["default 0 1700000000000", "default 1 1700000000001"]);
 }
 
