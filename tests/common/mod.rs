@@ -618,6 +618,15 @@ impl Cluster {
         clock
     }
 
+    /// A new server with `conf`, started with a clock this test controls (`use_fake_clock`),
+    /// at the real time until the test moves it.
+    pub fn start_with_fake_clock(name: &str, conf: &[&str]) -> (Cluster, FakeClock) {
+        let mut cluster = Cluster::init(name, conf);
+        let clock = cluster.use_fake_clock();
+        cluster.start();
+        (cluster, clock)
+    }
+
     /// A standby (as `basebackup`, not started) whose clock runs `offset_s` seconds off the
     /// real time from its first start.
     pub fn basebackup_with_clock(&self, name: &str, offset_s: f64) -> (Cluster, FakeClock) {
