@@ -589,9 +589,7 @@ fn a_namespace_is_one_id_space_of_one_layout_known_by_its_fields() {
 /// same registry without it, members say that it runs 0.3.0 and must be updated first.
 #[test]
 fn members_take_no_lease_from_an_impostor_and_ask_a_0_3_0_registry_to_update() {
-    let hub = Cluster::start_new("reg_hub_impostor", &[]);
-    let mallory = Mallory::new(&hub, "reg");
-    let mut su = mallory.connect_admin();
+    let (hub, mallory, mut su) = Mallory::start("reg_hub_impostor", &[], "reg");
     su.batch_execute(
         "CREATE EXTENSION pg_snowflake VERSION '0.3.0';
          CREATE ROLE fleet LOGIN;

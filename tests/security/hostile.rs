@@ -406,13 +406,7 @@ fn a_schema_named_snowflake_that_another_role_made_is_refused() {
 /// none of them runs.
 #[test]
 fn a_snowflake_schema_handed_to_another_role_is_used_by_nothing_privileged() {
-    let cluster = Cluster::start_new(
-        "hostile_handed",
-        &["snowflake.claims_database = 'shop'", "snowflake.claims_interval = 1"],
-    );
-    let mallory = Mallory::new(&cluster, "shop");
-    let mut su = mallory.connect_admin();
-    su.batch_execute("CREATE EXTENSION pg_snowflake").unwrap();
+    let (cluster, mallory, mut su) = Mallory::start_with_claims("hostile_handed");
     poll(Duration::from_secs(30), Duration::from_millis(100), || {
         let n: i64 = su.scalar("SELECT count(*) FROM snowflake.snowflake_claims");
         (n > 0).then_some(()).ok_or("no claim yet".into())
