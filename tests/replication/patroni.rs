@@ -341,10 +341,7 @@ fn http_get(port: u16, path: &str) -> Option<String> {
 
 fn owned_by_postgres_recursively(dir: &Path) {
     if running_as_root() {
-        check(
-            Command::new("chown").args(["-R", "postgres:postgres"]).arg(dir).output().unwrap(),
-            "chown",
-        );
+        chown_to_postgres("-R", dir);
     }
 }
 
