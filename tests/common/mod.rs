@@ -950,6 +950,15 @@ pub fn ids(client: &mut Client, sql: &str) -> Vec<i64> {
     client.query(sql, &[]).unwrap().iter().map(|r| r.get::<_, i64>(0)).collect()
 }
 
+/// The ids `sql` returns to each of `clients`, all running it at once, one thread each.
+pub fn ids_at_once(clients: &mut [Client], sql: &str) -> Vec<Vec<i64>> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> =
+            clients.iter_mut().map(|c| scope.spawn(move || ids(c, sql))).collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
 pub fn assert_strictly_increasing(ids: &[i64], what: &str) {
     for (i, pair) in ids.windows(2).enumerate() {
         assert!(pair[1] > pair[0], "{what}: id #{} {} is not above {}", i + 1, pair[1], pair[0]);
@@ -1036,6 +1045,32 @@ pub fn registry_stats(c: &mut Client) -> serde_json::Value {
 pub fn next_error(c: &mut Client) -> ServerError {
     let e = c.query_one("SELECT snowflake_next()", &[]).expect_err("snowflake_next() should fail");
     db_error(&e)
+}
+
+/// Polls `sql` every `every`, for 30 s at most, until it fails with a server error that
+/// `wanted` takes, and returns it; while it succeeds the poll says `still`, and another error
+/// is polled again.
+pub fn wait_for_error(
+    c: &mut Client,
+    sql: &str,
+    every: Duration,
+    still: &str,
+    wanted: impl Fn(&ServerError) -> bool,
+) -> ServerError {
+    let mut said = ServerError::default();
+    poll(Duration::from_secs(30), every, || match c.query_one(sql, &[]) {
+        Ok(_) => Err(still.to_string()),
+        Err(e) => {
+            let error = db_error(&e);
+            if wanted(&error) {
+                said = error;
+                Ok(())
+            } else {
+                Err(format!("{error:?}"))
+            }
+        }
+    });
+    said
 }
 
 /// Polls until `snowflake_next()` fails with 55000 and `detail_part` in its message or detail.
