@@ -10,6 +10,7 @@
 //! Citus is built by scripts/build-citus.sh into the server that `PG_CONFIG` names (`make test`
 //! runs it through scripts/setup.sh): without it, every Citus test fails, saying how to get it.
 
+pub use super::registry::leased_worker_id;
 use super::*;
 
 /// The Citus release scripts/build-citus.sh installs into the server under test.
@@ -197,28 +198,6 @@ impl Citus {
                 panic!("citus_add_node of {}: {e}\n--- its log ---\n{}", worker.name, worker.log())
             });
     }
-}
-
-/// Waits until `node`'s worker id is leased from the registry; returns it.
-pub fn leased_worker_id(node: &Cluster) -> i64 {
-    let mut c = node.connect();
-    let mut worker_id = -1;
-    poll(Duration::from_secs(60), Duration::from_millis(100), || {
-        let s = stats(&mut c);
-        match (s["registry"]["source"].as_str(), s["worker_id"].as_i64()) {
-            (Some("leased"), Some(w)) => {
-                worker_id = w;
-                Ok(())
-            }
-            _ => Err(format!(
-                "{} has no leased worker id: {}\n--- its log ---\n{}",
-                node.name,
-                s["registry"],
-                node.log()
-            )),
-        }
-    });
-    worker_id
 }
 
 /// The worker id in use on `node` (`snowflake_stats()`), or None.

@@ -189,15 +189,7 @@ impl<'a> RootCluster<'a> {
             ),
             "initdb in the Debian root",
         );
-        let mut lines = vec![
-            "listen_addresses = '127.0.0.1'".to_string(),
-            format!("port = {}", cluster.port),
-            "unix_socket_directories = ''".into(),
-            "shared_preload_libraries = 'pg_snowflake'".into(),
-            "snowflake.worker_id = 1".into(),
-        ];
-        lines.extend(conf.iter().map(|s| s.to_string()));
-        cluster.append_conf(&lines);
+        cluster.append_conf(&server_conf(cluster.port, conf));
         cluster
     }
 

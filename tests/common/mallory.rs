@@ -247,6 +247,24 @@ impl Mallory {
             .unwrap();
     }
 
+    /// A new server (`Cluster::start_new(name, conf)`) with Mallory in its database `db`;
+    /// returns the server, her, and a superuser's connection to her database.
+    pub fn start(name: &str, conf: &[&str], db: &str) -> (Cluster, Mallory, Client) {
+        let cluster = Cluster::start_new(name, conf);
+        let mallory = Mallory::new(&cluster, db);
+        let su = mallory.connect_admin();
+        (cluster, mallory, su)
+    }
+
+    /// As `start`, with the claims in her database `shop` (`snowflake.claims_interval = 1`: the
+    /// claims worker writes every second) and pg_snowflake created there by the superuser.
+    pub fn start_with_claims(name: &str) -> (Cluster, Mallory, Client) {
+        let conf = ["snowflake.claims_database = 'shop'", "snowflake.claims_interval = 1"];
+        let (cluster, mallory, mut su) = Mallory::start(name, &conf, "shop");
+        su.batch_execute("CREATE EXTENSION pg_snowflake").unwrap();
+        (cluster, mallory, su)
+    }
+
     /// A connection as Mallory.
     pub fn connect(&self) -> Client {
         Client::connect(&self.conninfo, NoTls).unwrap()

@@ -306,10 +306,29 @@ fn scratch_dir_mode(name: &str, mode: u32) -> PathBuf {
 fn owned_by_postgres(dir: &Path) {
     if running_as_root() {
         // -h: a symlink swapped in for the name would be changed itself, not its target.
-        let out =
-            Command::new("chown").args(["-h", "postgres:postgres"]).arg(dir).output().unwrap();
-        check(out, "chown");
+        chown_to_postgres("-h", dir);
     }
+}
+
+/// `chown <option> postgres:postgres <path>`, which must succeed: `-h` to change a symbolic
+/// link itself, `-R` for a whole tree.
+pub fn chown_to_postgres(option: &str, path: &Path) {
+    let out = Command::new("chown").args([option, "postgres:postgres"]).arg(path).output();
+    check(out.unwrap(), "chown");
+}
+
+/// What every test server's postgresql.conf starts with: TCP on 127.0.0.1 only, at `port`, no
+/// Unix socket, pg_snowflake preloaded, worker id 1; then `conf` (later lines win).
+pub fn server_conf(port: u16, conf: &[&str]) -> Vec<String> {
+    let mut lines = vec![
+        "listen_addresses = '127.0.0.1'".to_string(),
+        format!("port = {port}"),
+        "unix_socket_directories = ''".into(),
+        "shared_preload_libraries = 'pg_snowflake'".into(),
+        "snowflake.worker_id = 1".into(),
+    ];
+    lines.extend(conf.iter().map(|s| s.to_string()));
+    lines
 }
 
 impl Cluster {
@@ -355,15 +374,7 @@ impl Cluster {
                 .unwrap(),
             "initdb",
         );
-        let mut lines = vec![
-            "listen_addresses = '127.0.0.1'".to_string(),
-            format!("port = {}", cluster.port),
-            "unix_socket_directories = ''".into(),
-            "max_connections = 40".into(),
-            "shared_preload_libraries = 'pg_snowflake'".into(),
-            "snowflake.worker_id = 1".into(),
-        ];
-        lines.extend(conf.iter().map(|s| s.to_string()));
+        let lines = server_conf(cluster.port, &[&["max_connections = 40"], conf].concat());
         cluster.append_conf(&lines.iter().map(String::as_str).collect::<Vec<_>>());
         cluster
     }
@@ -618,6 +629,15 @@ impl Cluster {
         clock
     }
 
+    /// A new server with `conf`, started with a clock this test controls (`use_fake_clock`),
+    /// at the real time until the test moves it.
+    pub fn start_with_fake_clock(name: &str, conf: &[&str]) -> (Cluster, FakeClock) {
+        let mut cluster = Cluster::init(name, conf);
+        let clock = cluster.use_fake_clock();
+        cluster.start();
+        (cluster, clock)
+    }
+
     /// A standby (as `basebackup`, not started) whose clock runs `offset_s` seconds off the
     /// real time from its first start.
     pub fn basebackup_with_clock(&self, name: &str, offset_s: f64) -> (Cluster, FakeClock) {
@@ -653,36 +673,30 @@ impl Cluster {
     /// A streaming standby of this (running) cluster, made with `pg_basebackup -R`; not started.
     /// It inherits the primary's postgresql.conf, worker id included.
     pub fn basebackup(&self, name: &str) -> Cluster {
-        let standby = self.sibling(name);
-        check(
-            as_postgres(&self.bin("pg_basebackup"), &[])
-                .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-U", "postgres"])
-                .args(["-R", "-X", "stream", "-c", "fast", "-D"])
-                .arg(standby.data())
-                .output()
-                .unwrap(),
-            "pg_basebackup",
-        );
-        standby.append_conf(&[&format!("port = {}", standby.port)]);
-        standby
+        let port = self.port.to_string();
+        let args = ["-h", "127.0.0.1", "-p", &port, "-U", "postgres"];
+        let args = [&args[..], &["-R", "-X", "stream", "-c", "fast", "-D"]].concat();
+        let mut pg_basebackup = as_postgres(&self.bin("pg_basebackup"), &[]);
+        pg_basebackup.args(args);
+        self.sibling_made_by(name, pg_basebackup, "pg_basebackup")
     }
 
     /// A copy of this (stopped) cluster's data directory, as an image, a disk snapshot or `cp -a`
     /// makes one, on a port of its own; not started.
     pub fn copy(&self, name: &str) -> Cluster {
         assert!(self.postmaster_pid().is_none(), "{} runs: copy a stopped cluster", self.name);
-        let copy = self.sibling(name);
-        check(
-            as_postgres(Path::new("/bin/cp"), &[])
-                .arg("-a")
-                .arg(self.data())
-                .arg(copy.data())
-                .output()
-                .unwrap(),
-            "cp -a of the data directory",
-        );
-        copy.append_conf(&[&format!("port = {}", copy.port)]);
-        copy
+        let mut cp = as_postgres(Path::new("/bin/cp"), &[]);
+        cp.arg("-a").arg(self.data());
+        self.sibling_made_by(name, cp, "cp -a of the data directory")
+    }
+
+    /// A cluster beside this one (see `sibling`) whose data directory `command`, given it as
+    /// its last argument, makes (`what` names it if it fails), on a port of its own; not started.
+    fn sibling_made_by(&self, name: &str, mut command: Command, what: &str) -> Cluster {
+        let made = self.sibling(name);
+        check(command.arg(made.data()).output().unwrap(), what);
+        made.append_conf(&[&format!("port = {}", made.port)]);
+        made
     }
 
     pub fn bin(&self, name: &str) -> PathBuf {
@@ -936,6 +950,15 @@ pub fn ids(client: &mut Client, sql: &str) -> Vec<i64> {
     client.query(sql, &[]).unwrap().iter().map(|r| r.get::<_, i64>(0)).collect()
 }
 
+/// The ids `sql` returns to each of `clients`, all running it at once, one thread each.
+pub fn ids_at_once(clients: &mut [Client], sql: &str) -> Vec<Vec<i64>> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> =
+            clients.iter_mut().map(|c| scope.spawn(move || ids(c, sql))).collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
 pub fn assert_strictly_increasing(ids: &[i64], what: &str) {
     for (i, pair) in ids.windows(2).enumerate() {
         assert!(pair[1] > pair[0], "{what}: id #{} {} is not above {}", i + 1, pair[1], pair[0]);
@@ -1022,6 +1045,32 @@ pub fn registry_stats(c: &mut Client) -> serde_json::Value {
 pub fn next_error(c: &mut Client) -> ServerError {
     let e = c.query_one("SELECT snowflake_next()", &[]).expect_err("snowflake_next() should fail");
     db_error(&e)
+}
+
+/// Polls `sql` every `every`, for 30 s at most, until it fails with a server error that
+/// `wanted` takes, and returns it; while it succeeds the poll says `still`, and another error
+/// is polled again.
+pub fn wait_for_error(
+    c: &mut Client,
+    sql: &str,
+    every: Duration,
+    still: &str,
+    wanted: impl Fn(&ServerError) -> bool,
+) -> ServerError {
+    let mut said = ServerError::default();
+    poll(Duration::from_secs(30), every, || match c.query_one(sql, &[]) {
+        Ok(_) => Err(still.to_string()),
+        Err(e) => {
+            let error = db_error(&e);
+            if wanted(&error) {
+                said = error;
+                Ok(())
+            } else {
+                Err(format!("{error:?}"))
+            }
+        }
+    });
+    said
 }
 
 /// Polls until `snowflake_next()` fails with 55000 and `detail_part` in its message or detail.
@@ -1118,6 +1167,22 @@ pub fn wait_for_one_synchronous_standby(primary: &mut Client) {
             primary.scalar("SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'");
         (sync == 1).then_some(()).ok_or(format!("{sync} synchronous standbys, not one"))
     });
+}
+
+/// `snowflake_next()` through `c`, on `cluster` made by a pg_upgrade that did not carry the old
+/// cluster's mark over, is refused (55000, with `hint_part` in the hint); settled as the hint
+/// says (the state file deleted, the server restarted), ids come.
+pub fn refused_until_the_state_file_is_deleted(cluster: &Cluster, c: &mut Client, hint_part: &str) {
+    expect_refusal(
+        c,
+        "SELECT snowflake_next()",
+        "55000: the snowflake mark of the cluster this one was upgraded from is missing",
+        hint_part,
+    );
+    cluster.stop("fast");
+    std::fs::remove_file(cluster.data().join("pg_snowflake.state")).unwrap();
+    cluster.start();
+    cluster.connect().query_one("SELECT snowflake_next()", &[]).unwrap();
 }
 
 /// Waits until the standby has replayed everything the primary flushed so far.

@@ -2,7 +2,8 @@
 //! server with pg_snowflake installed, and members connect to it as a plain role whose one
 //! grant is EXECUTE on the lease function.
 
-use super::{Client, Cluster, SHORTEST_LEASE};
+use super::{poll, stats, Client, Cluster, SHORTEST_LEASE};
+use std::time::Duration;
 
 /// Makes `role` a login role of `c`'s server with the one grant a member needs.
 pub fn grant_lease(c: &mut Client, role: &str) {
@@ -47,4 +48,26 @@ pub fn member_in(name: &str, port: u16, role: &str, dbname: &str, conf: &[&str])
 /// A member of `hub`'s registry in its database `postgres` (see [`member_in`]).
 pub fn member(name: &str, hub: &Cluster, role: &str, conf: &[&str]) -> Cluster {
     member_in(name, hub.port, role, "postgres", conf)
+}
+
+/// Waits until `node`'s worker id is leased from the registry; returns it.
+pub fn leased_worker_id(node: &Cluster) -> i64 {
+    let mut c = node.connect();
+    let mut worker_id = -1;
+    poll(Duration::from_secs(60), Duration::from_millis(100), || {
+        let s = stats(&mut c);
+        match (s["registry"]["source"].as_str(), s["worker_id"].as_i64()) {
+            (Some("leased"), Some(w)) => {
+                worker_id = w;
+                Ok(())
+            }
+            _ => Err(format!(
+                "{} has no leased worker id: {}\n--- its log ---\n{}",
+                node.name,
+                s["registry"],
+                node.log()
+            )),
+        }
+    });
+    worker_id
 }

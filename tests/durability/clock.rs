@@ -7,11 +7,11 @@ use common::*;
 use std::time::{Duration, Instant};
 use testkit as common;
 
-fn fake_clock_cluster(name: &str, conf: &[&str]) -> (Cluster, FakeClock) {
-    let mut cluster = Cluster::init(name, conf);
-    let clock = cluster.use_fake_clock();
-    cluster.start();
-    (cluster, clock)
+/// A server whose clock the test moves, with 1 s of drift allowed and calls beyond it waiting
+/// `drift_wait` (a setting's value) for the clock.
+fn max_drift_1s(name: &str, drift_wait: &str) -> (Cluster, FakeClock) {
+    let wait = format!("snowflake.drift_wait = {drift_wait}");
+    Cluster::start_with_fake_clock(name, &["snowflake.max_drift = '1s'", &wait])
 }
 
 fn batch(c: &mut Client) -> Vec<i64> {
@@ -27,7 +27,7 @@ fn stepped_back_ms(log: &str) -> u64 {
 
 #[test]
 fn a_five_second_step_back_is_absorbed_and_reported() {
-    let (cluster, clock) = fake_clock_cluster("step_5s", &[]);
+    let (cluster, clock) = Cluster::start_with_fake_clock("step_5s", &[]);
     let mut c = cluster.connect_ext();
     // The server reports the step as its highest clock reading before it minus its first
     // reading after: 5 s less the real time between those two readings, which lies inside
@@ -65,7 +65,8 @@ fn a_five_second_step_back_is_absorbed_and_reported() {
 
 #[test]
 fn a_one_hour_step_back_fails_clearly_and_ids_resume_above_the_old_ones() {
-    let (cluster, clock) = fake_clock_cluster("step_1h", &["snowflake.drift_wait = '50ms'"]);
+    let (cluster, clock) =
+        Cluster::start_with_fake_clock("step_1h", &["snowflake.drift_wait = '50ms'"]);
     let mut c = cluster.connect_ext();
     let before = batch(&mut c);
     clock.set(-3600.0);
@@ -91,7 +92,8 @@ fn decoded_unix_ms(c: &mut Client, id: i64) -> f64 {
 
 #[test]
 fn a_raised_max_drift_lets_ids_continue_through_a_one_hour_step() {
-    let (cluster, clock) = fake_clock_cluster("step_1h_allowed", &["snowflake.max_drift = '2h'"]);
+    let (cluster, clock) =
+        Cluster::start_with_fake_clock("step_1h_allowed", &["snowflake.max_drift = '2h'"]);
     let mut c = cluster.connect_ext();
     let mut all = batch(&mut c);
     let before_ms = decoded_unix_ms(&mut c, *all.last().unwrap());
@@ -113,10 +115,7 @@ fn a_raised_max_drift_lets_ids_continue_through_a_one_hour_step() {
 /// test, not to how fast the machine is.
 #[test]
 fn a_call_waiting_for_the_clock_shows_its_wait_event() {
-    let (cluster, clock) = fake_clock_cluster(
-        "clock_event",
-        &["snowflake.max_drift = '1s'", "snowflake.drift_wait = '40s'"],
-    );
+    let (cluster, clock) = max_drift_1s("clock_event", "'40s'");
     let mut c = cluster.connect_ext();
     let pid: i32 = c.scalar("SELECT pg_backend_pid()");
     let mut watcher = cluster.connect();
@@ -158,10 +157,7 @@ fn a_call_waiting_for_the_clock_shows_its_wait_event() {
 #[test]
 fn drift_wait_zero_fails_at_once_and_drift_wait_lets_a_short_step_pass() {
     // max_drift 1 s: a 1.2 s step needs about 200 ms of waiting.
-    let (cluster, clock) = fake_clock_cluster(
-        "drift_wait",
-        &["snowflake.max_drift = '1s'", "snowflake.drift_wait = 0"],
-    );
+    let (cluster, clock) = max_drift_1s("drift_wait", "0");
     let mut c = cluster.connect_ext();
     let mut all = batch(&mut c);
     clock.set(-1.2);
@@ -181,7 +177,8 @@ fn drift_wait_zero_fails_at_once_and_drift_wait_lets_a_short_step_pass() {
 
 #[test]
 fn a_clock_behind_at_start_up_never_gives_smaller_ids() {
-    let (cluster, clock) = fake_clock_cluster("behind_at_start", &["snowflake.max_drift = '5min'"]);
+    let (cluster, clock) =
+        Cluster::start_with_fake_clock("behind_at_start", &["snowflake.max_drift = '5min'"]);
     let before = batch(&mut cluster.connect_ext());
     cluster.stop("fast");
     clock.set(-60.0);
@@ -201,7 +198,7 @@ fn a_clock_behind_at_start_up_never_gives_smaller_ids() {
 
 #[test]
 fn a_clock_behind_at_start_up_with_the_default_bound_fails_instead() {
-    let (cluster, clock) = fake_clock_cluster("behind_at_start_default", &[]);
+    let (cluster, clock) = Cluster::start_with_fake_clock("behind_at_start_default", &[]);
     let before = batch(&mut cluster.connect_ext());
     cluster.stop("immediate");
     clock.set(-60.0);

@@ -69,20 +69,31 @@ fn check_after_crash(before: &[Vec<i64>], after: &[i64]) {
     assert_above_all(&all, after, "the crash");
 }
 
-#[test]
-fn kill_9_under_concurrent_load_never_goes_back() {
-    // The clock comes back 3 s behind, within the default snowflake.max_drift (10 s): without
-    // the durable mark the generator would start from that clock, below the ids before.
-    let mut cluster = Cluster::init("crash_load", &[]);
-    let clock = cluster.use_fake_clock();
-    cluster.start();
+/// `clients` sessions draw ids for `crash_after`, then kill -9 of the postmaster; the server
+/// starts again with its clock `behind_s` seconds back, and its ids are above every id before.
+fn crash_then_start_behind(
+    name: &str,
+    conf: &[&str],
+    clients: usize,
+    crash_after: Duration,
+    behind_s: f64,
+) -> Cluster {
+    let (cluster, clock) = Cluster::start_with_fake_clock(name, conf);
     cluster.connect_ext();
-    let before = draw_until_crash(&cluster, 6, Duration::from_secs(3), || cluster.crash());
-    clock.set(-3.0);
+    let before = draw_until_crash(&cluster, clients, crash_after, || cluster.crash());
+    clock.set(-behind_s);
     cluster.start();
     let after =
         ids(&mut cluster.connect(), "SELECT snowflake_next() FROM generate_series(1, 1000)");
     check_after_crash(&before, &after);
+    cluster
+}
+
+#[test]
+fn kill_9_under_concurrent_load_never_goes_back() {
+    // The clock comes back 3 s behind, within the default snowflake.max_drift (10 s): without
+    // the durable mark the generator would start from that clock, below the ids before.
+    let cluster = crash_then_start_behind("crash_load", &[], 6, Duration::from_secs(3), 3.0);
     assert!(cluster.log().contains("database system was interrupted"), "no crash recovery ran");
 }
 
@@ -95,9 +106,7 @@ fn kill_9_of_one_backend_under_load_never_goes_back() {
     // and the kill come right after a renewal and before the next (about a second apart under
     // this load), checked by the count of renewals: the newest mark is then in the state file
     // alone, not in WAL after the checkpoint.
-    let mut cluster = Cluster::init("backend_kill", &[]);
-    let clock = cluster.use_fake_clock();
-    cluster.start();
+    let (cluster, clock) = Cluster::start_with_fake_clock("backend_kill", &[]);
     let mut victim = cluster.connect_ext();
     let pid: i32 = victim.scalar("SELECT pg_backend_pid()");
     let before = draw_until_crash(&cluster, 6, Duration::from_secs(3), || {
@@ -139,23 +148,14 @@ fn kill_9_of_one_backend_under_load_never_goes_back() {
 fn kill_9_then_a_start_with_the_clock_behind_never_goes_back() {
     // Ids before the crash run ahead of a clock that comes back 30 s behind: only the durable
     // mark keeps the new ids above them.
-    let mut cluster = Cluster::init("crash_clock_behind", &["snowflake.max_drift = '5min'"]);
-    let clock = cluster.use_fake_clock();
-    cluster.start();
-    cluster.connect_ext();
-    let before = draw_until_crash(&cluster, 4, Duration::from_secs(2), || cluster.crash());
-    clock.set(-30.0);
-    cluster.start();
-    let after =
-        ids(&mut cluster.connect(), "SELECT snowflake_next() FROM generate_series(1, 1000)");
-    check_after_crash(&before, &after);
+    let conf = ["snowflake.max_drift = '5min'"];
+    crash_then_start_behind("crash_clock_behind", &conf, 4, Duration::from_secs(2), 30.0);
 }
 
 #[test]
 fn immediate_and_fast_restarts_with_the_clock_behind_never_go_back() {
-    let mut cluster = Cluster::init("restart_clock_behind", &["snowflake.max_drift = '5min'"]);
-    let clock = cluster.use_fake_clock();
-    cluster.start();
+    let (cluster, clock) =
+        Cluster::start_with_fake_clock("restart_clock_behind", &["snowflake.max_drift = '5min'"]);
     let mut all =
         ids(&mut cluster.connect_ext(), "SELECT snowflake_next() FROM generate_series(1, 20000)");
     for (mode, offset) in [("immediate", -20.0), ("fast", -40.0), ("immediate", -45.0)] {

@@ -284,9 +284,7 @@ fn privileges_follow_postgresql_conventions() {
 fn a_floor_survives_a_crash_right_after_it_was_set() {
     // 4 s ahead of the clock (within the default max_drift of 10 s); then kill -9 at once and
     // start with the clock 3 s back: only a durable floor keeps later ids above.
-    let mut cluster = Cluster::init("floor_crash", &[]);
-    let clock = cluster.use_fake_clock();
-    cluster.start();
+    let (cluster, clock) = Cluster::start_with_fake_clock("floor_crash", &[]);
     let mut c = cluster.connect_ext();
     let target = one_i64(
         &mut c,
@@ -303,10 +301,10 @@ fn a_floor_survives_a_crash_right_after_it_was_set() {
 
 #[test]
 fn stats_count_ids_steps_and_waits() {
-    let mut cluster =
-        Cluster::init("stats", &["snowflake.max_drift = '1s'", "snowflake.drift_wait = '20ms'"]);
-    let clock = cluster.use_fake_clock();
-    cluster.start();
+    let (cluster, clock) = Cluster::start_with_fake_clock(
+        "stats",
+        &["snowflake.max_drift = '1s'", "snowflake.drift_wait = '20ms'"],
+    );
     let mut c = cluster.connect_ext();
     ids(&mut c, "SELECT snowflake_next() FROM generate_series(1, 5000)");
     // Another session's ids count once its transaction has ended.

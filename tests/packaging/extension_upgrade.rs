@@ -151,27 +151,23 @@ fn update_from_0_4_0_keeps_the_registry_and_matches_a_fresh_install() {
     );
 }
 
+/// A lease of the registry by its layout's fields and a claim of another cluster, in the
+/// `snowflake` schema: the data of a database at 0.4.0 or 0.5.0.
+const LEASE_AND_CLAIM_IN_SCHEMA_SNOWFLAKE: &str =
+    "SELECT snowflake.snowflake_registry_lease('default', 'twitter', 1288834974657, 1, 41, 10,
+                                               12, false, NULL, 7, 'n', 60000, 1);
+     INSERT INTO snowflake.snowflake_claims
+     VALUES (42, 1, 'twitter', 'other', now(), now(), now() + interval '1 hour')";
+
 #[test]
 fn update_from_0_4_0_keeps_the_claims_and_the_registry_and_matches_a_fresh_install() {
-    update_keeps_the_data_and_matches_a_fresh_install(
-        "0.4.0",
-        "SELECT snowflake.snowflake_registry_lease('default', 'twitter', 1288834974657, 1, 41, 10,
-                                                   12, false, NULL, 7, 'n', 60000, 1);
-         INSERT INTO snowflake.snowflake_claims
-         VALUES (42, 1, 'twitter', 'other', now(), now(), now() + interval '1 hour')",
-    );
+    update_keeps_the_data_and_matches_a_fresh_install("0.4.0", LEASE_AND_CLAIM_IN_SCHEMA_SNOWFLAKE);
 }
 
 /// 0.5.0's install script as pgrx 0.19.3 generated it (sql/).
 #[test]
 fn update_from_0_5_0_keeps_the_claims_and_the_registry_and_matches_a_fresh_install() {
-    update_keeps_the_data_and_matches_a_fresh_install(
-        "0.5.0",
-        "SELECT snowflake.snowflake_registry_lease('default', 'twitter', 1288834974657, 1, 41, 10,
-                                                   12, false, NULL, 7, 'n', 60000, 1);
-         INSERT INTO snowflake.snowflake_claims
-         VALUES (42, 1, 'twitter', 'other', now(), now(), now() + interval '1 hour')",
-    );
+    update_keeps_the_data_and_matches_a_fresh_install("0.5.0", LEASE_AND_CLAIM_IN_SCHEMA_SNOWFLAKE);
 }
 
 #[test]
@@ -220,17 +216,11 @@ fn update_from_0_3_0_rekeys_the_registry_and_keeps_the_members_grant() {
          ALTER EXTENSION pg_snowflake UPDATE",
     )
     .unwrap();
-    let rows: Vec<String> = c
-        .query(
-            "SELECT namespace || ' ' || worker_id || ' ' || system_identifier || ' '
-                    || covered_until_ms
-               FROM snowflake.snowflake_registry WHERE namespace LIKE 'ns%' ORDER BY 1",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let rows: Vec<String> = c.column(
+        "SELECT namespace || ' ' || worker_id || ' ' || system_identifier || ' '
+                || covered_until_ms
+           FROM snowflake.snowflake_registry WHERE namespace LIKE 'ns%' ORDER BY 1",
+    );
     // Worker id 0 was held by clusters 1 (twitter) and 3 (its custom twin), each with its own
     // row: one row now, held by the lease that ends last (3's), covering both. Discord's moved
     // away.
@@ -241,17 +231,11 @@ fn update_from_0_3_0_rekeys_the_registry_and_keeps_the_members_grant() {
     ];
     expected.sort();
     assert_eq!(rows, expected);
-    let layouts: Vec<String> = c
-        .query(
-            "SELECT namespace || ' ' || layout || ' ' || epoch_ms
-               FROM snowflake.snowflake_registry_namespaces WHERE namespace LIKE 'ns%'
-              ORDER BY 1",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let layouts: Vec<String> = c.column(
+        "SELECT namespace || ' ' || layout || ' ' || epoch_ms
+           FROM snowflake.snowflake_registry_namespaces WHERE namespace LIKE 'ns%'
+          ORDER BY 1",
+    );
     assert_eq!(layouts, ["ns twitter 1288834974657", "ns/discord discord 1420070400000"]);
     let long = format!("{}/twitter", "x".repeat(55));
     assert_eq!(

@@ -156,16 +156,6 @@ fn pg_upgrade_from_a_server_that_did_not_pass_a_mark_on_refuses_until_settled() 
     let logs = pg_upgrade(&old, &new);
     assert!(logs.contains("no mark arrived from the old cluster"), "{logs}");
     new.start();
-    let mut c = new.connect();
-    expect_refusal(
-        &mut c,
-        "SELECT snowflake_next()",
-        "55000: the snowflake mark of the cluster this one was upgraded from is missing",
-        "pg_snowflake.state",
-    );
     // Settled as the hint says: this old cluster never generated an id.
-    new.stop("fast");
-    std::fs::remove_file(new.data().join("pg_snowflake.state")).unwrap();
-    new.start();
-    new.connect().query_one("SELECT snowflake_next()", &[]).unwrap();
+    refused_until_the_state_file_is_deleted(&new, &mut new.connect(), "pg_snowflake.state");
 }

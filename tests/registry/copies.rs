@@ -37,21 +37,8 @@ fn made_beside(servers: &[&Cluster], n: i64) -> (usize, usize) {
     for c in clients.iter_mut() {
         c.execute("SELECT snowflake_advance_past($1)", &[&floor]).unwrap();
     }
-    let made: Vec<Vec<i64>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = clients
-            .iter_mut()
-            .map(|c| {
-                scope.spawn(move || {
-                    c.query("SELECT snowflake_next() FROM generate_series(1, $1::int8)", &[&n])
-                        .unwrap()
-                        .iter()
-                        .map(|r| r.get::<_, i64>(0))
-                        .collect::<Vec<i64>>()
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
+    let made =
+        ids_at_once(&mut clients, &format!("SELECT snowflake_next() FROM generate_series(1, {n})"));
     let all: usize = made.iter().map(Vec::len).sum();
     let distinct: HashSet<i64> = made.into_iter().flatten().collect();
     (all, all - distinct.len())
@@ -218,21 +205,13 @@ fn a_worker_id_given_back_ahead_of_the_clock_says_why_its_next_holder_waits() {
         member("copy_ahead_n", &hub, "fleet", &conf.iter().map(String::as_str).collect::<Vec<_>>());
     next.start();
     let mut cn = next.connect_ext();
-    let mut said = ServerError::default();
-    poll(Duration::from_secs(30), Duration::from_millis(20), || {
-        match cn.query_one("SELECT snowflake_next()", &[]) {
-            Ok(_) => Err("an id before the clock reached its previous holder's ids".into()),
-            Err(e) => {
-                let error = db_error(&e);
-                if error.message.contains("previous holder") {
-                    said = error;
-                    Ok(())
-                } else {
-                    Err(format!("{error:?}"))
-                }
-            }
-        }
-    });
+    let said = wait_for_error(
+        &mut cn,
+        "SELECT snowflake_next()",
+        Duration::from_millis(20),
+        "an id before the clock reached its previous holder's ids",
+        |error| error.message.contains("previous holder"),
+    );
     println!("the next holder, before the clock gets there: {said:?}");
     assert_eq!(said.code, "55000");
     assert!(said.detail.contains(&format!("worker id {w}")), "{said:?}");

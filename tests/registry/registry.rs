@@ -589,9 +589,7 @@ fn a_namespace_is_one_id_space_of_one_layout_known_by_its_fields() {
 /// same registry without it, members say that it runs 0.3.0 and must be updated first.
 #[test]
 fn members_take_no_lease_from_an_impostor_and_ask_a_0_3_0_registry_to_update() {
-    let hub = Cluster::start_new("reg_hub_impostor", &[]);
-    let mallory = Mallory::new(&hub, "reg");
-    let mut su = mallory.connect_admin();
+    let (hub, mallory, mut su) = Mallory::start("reg_hub_impostor", &[], "reg");
     su.batch_execute(
         "CREATE EXTENSION pg_snowflake VERSION '0.3.0';
          CREATE ROLE fleet LOGIN;
@@ -792,16 +790,10 @@ fn a_registry_dumped_at_0_3_0_is_restored_at_0_3_0_and_updated() {
         "psql -f of the dump",
     );
     new.batch_execute("ALTER EXTENSION pg_snowflake UPDATE").unwrap();
-    let rows: Vec<String> = new
-        .query(
-            "SELECT namespace || ' ' || worker_id || ' ' || covered_until_ms
-               FROM snowflake.snowflake_registry ORDER BY worker_id",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let rows: Vec<String> = new.column(
+        "SELECT namespace || ' ' || worker_id || ' ' || covered_until_ms
+           FROM snowflake.snowflake_registry ORDER BY worker_id",
+    );
     assert_eq!(rows, ["default 0 1700000000000", "default 1 1700000000001"]);
 }
 

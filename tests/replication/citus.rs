@@ -1203,20 +1203,28 @@ fn adopt_on_a_citus_table_runs_no_function_a_database_owner_planted_on_a_worker(
              LANGUAGE plpgsql AS $$ BEGIN PERFORM public.plant(); END $$;",
     )
     .unwrap();
-    let mut c = citus.coordinator.connect();
-    c.batch_execute(
-        "CREATE TABLE owned (tenant int NOT NULL, id bigserial, PRIMARY KEY (tenant, id));
-         SELECT create_distributed_table('owned', 'tenant');
-         INSERT INTO owned (tenant) SELECT g % 7 FROM generate_series(1, 50) g;",
-    )
-    .unwrap();
-    let (code, message, detail, _) = failure(&mut c, "SELECT snowflake_adopt('owned', 'id')");
-    println!("adopt with a planted function on a worker: {code}: {message} ({detail})");
-    assert_eq!(code, "55000", "{message}");
+    let detail = adopt_refused(&citus, "owned", "a planted function on a worker");
     assert!(detail.contains("not pg_snowflake's"), "the node did not say why: {detail}");
     let ran: bool =
         w1.connect().scalar("SELECT pg_catalog.to_regclass('public.planted_ran') IS NOT NULL");
     assert!(!ran, "adopt ran the function the database owner planted on a worker");
+}
+
+/// `snowflake_adopt()` of a new distributed table `table` (50 rows, bigserial ids) on the
+/// coordinator, with `what` wrong on a node: it fails with 55000; returns the error's detail.
+fn adopt_refused(citus: &Citus, table: &str, what: &str) -> String {
+    let mut c = citus.coordinator.connect();
+    c.batch_execute(&format!(
+        "CREATE TABLE {table} (tenant int NOT NULL, id bigserial, PRIMARY KEY (tenant, id));
+         SELECT create_distributed_table('{table}', 'tenant');
+         INSERT INTO {table} (tenant) SELECT g % 7 FROM generate_series(1, 50) g;",
+    ))
+    .unwrap();
+    let adopt = format!("SELECT snowflake_adopt('{table}', 'id')");
+    let (code, message, detail, _) = failure(&mut c, &adopt);
+    println!("adopt with {what}: {code}: {message} ({detail})");
+    assert_eq!(code, "55000", "{message}");
+    detail
 }
 
 /// A node's error, as adopt reports it, on one line: a superuser of a worker makes
@@ -1237,16 +1245,7 @@ fn adopt_reports_a_nodes_error_on_one_line() {
                  $$ BEGIN RAISE EXCEPTION E'refused\rLOG:  forged by a node'; END $$;",
         )
         .unwrap();
-    let mut c = citus.coordinator.connect();
-    c.batch_execute(
-        "CREATE TABLE texts (tenant int NOT NULL, id bigserial, PRIMARY KEY (tenant, id));
-         SELECT create_distributed_table('texts', 'tenant');
-         INSERT INTO texts (tenant) SELECT g % 7 FROM generate_series(1, 50) g;",
-    )
-    .unwrap();
-    let (code, message, detail, _) = failure(&mut c, "SELECT snowflake_adopt('texts', 'id')");
-    println!("adopt with a node raising a carriage return: {code}: {message} ({detail})");
-    assert_eq!(code, "55000", "{message}");
+    let detail = adopt_refused(&citus, "texts", "a node raising a carriage return");
     assert!(detail.contains("refused?LOG:  forged by a node"), "{detail}");
     assert!(!detail.contains('\r'), "{detail}");
     let log = citus.coordinator.log();

@@ -99,12 +99,7 @@ impl Patroni {
     fn led_by_m1(name: &str, bootstrap: String) -> (Patroni, u16, u16) {
         let mut p = Patroni::start(name, bootstrap);
         p.run("m1");
-        poll(Duration::from_secs(90), Duration::from_millis(300), || {
-            p.status("m1")
-                .contains("\"role\": \"primary\"")
-                .then_some(())
-                .ok_or_else(|| format!("m1 never led\n{}", p.logs()))
-        });
+        p.wait_until_it_leads("m1", Duration::from_secs(90), "m1 never led");
         p.run("m2");
         p.wait_for("m2", "replica", Duration::from_secs(120));
         p.wait_for("m1", "primary", Duration::from_secs(60));
@@ -221,6 +216,17 @@ etcd3:
             );
         }
         http_get(self.api_ports[self.index(name)], "/patroni").unwrap_or_default()
+    }
+
+    /// Waits until `name` says it is the primary, streaming to a replica or not yet; `what`
+    /// says what did not happen, if it does not within `within`.
+    fn wait_until_it_leads(&self, name: &str, within: Duration, what: &str) {
+        poll(within, Duration::from_millis(300), || {
+            self.status(name)
+                .contains("\"role\": \"primary\"")
+                .then_some(())
+                .ok_or_else(|| format!("{what}\n{}", self.logs()))
+        });
     }
 
     /// Waits until `name` runs as `role` ("primary" or "replica") and is streaming (a replica)
@@ -341,10 +347,7 @@ fn http_get(port: u16, path: &str) -> Option<String> {
 
 fn owned_by_postgres_recursively(dir: &Path) {
     if running_as_root() {
-        check(
-            Command::new("chown").args(["-R", "postgres:postgres"]).arg(dir).output().unwrap(),
-            "chown",
-        );
+        chown_to_postgres("-R", dir);
     }
 }
 
@@ -429,12 +432,7 @@ fn a_patroni_failover_gives_the_new_leader_a_worker_id_of_its_own() {
     drop(leader);
 
     p.kill_9("m1");
-    poll(Duration::from_secs(120), Duration::from_millis(300), || {
-        p.status("m2")
-            .contains("\"role\": \"primary\"")
-            .then_some(())
-            .ok_or_else(|| format!("m2 was not promoted\n{}", p.logs()))
-    });
+    p.wait_until_it_leads("m2", Duration::from_secs(120), "m2 was not promoted");
     let mut new = Client::connect(&node_conninfo(p2), NoTls).unwrap();
     let mut first = 0i64;
     poll(Duration::from_secs(60), Duration::from_millis(100), || {

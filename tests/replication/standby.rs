@@ -8,10 +8,10 @@ use testkit as common;
 
 #[test]
 fn a_promoted_standby_continues_above_the_old_primary() {
-    let primary = Cluster::start_new(
-        "primary",
-        &["snowflake.worker_id = 77", "snowflake.max_drift = '5min'"],
-    );
+    // Worker id 77, which the promoted standby must keep; 5 min of drift allowed, as its clock
+    // is 30 s behind.
+    let conf = ["snowflake.worker_id = 77", "snowflake.max_drift = '5min'"];
+    let primary = Cluster::start_new("primary", &conf);
     let mut p = primary.connect_ext();
     // Some ids first, so the backup carries a state file with a mark in it.
     let mut old = ids(&mut p, "SELECT snowflake_next() FROM generate_series(1, 10000)");
@@ -32,8 +32,7 @@ fn a_promoted_standby_continues_above_the_old_primary() {
         "primary",
     );
     // Decoding is read-only and works on a standby.
-    let w: i32 = s.query_one("SELECT (snowflake_decode($1)).worker_id", &[&old[0]]).unwrap().get(0);
-    assert_eq!(w, 77);
+    assert_eq!(worker_id_of(&mut s, old[0]), 77);
 
     primary.stop("immediate");
     drop(s);
@@ -41,6 +40,9 @@ fn a_promoted_standby_continues_above_the_old_primary() {
     let mut s = standby.connect();
     let new = ids(&mut s, "SELECT snowflake_next() FROM generate_series(1, 1000)");
     assert_above_all(&old, &new, "the promotion");
-    let w: i32 = s.query_one("SELECT (snowflake_decode($1)).worker_id", &[&new[0]]).unwrap().get(0);
-    assert_eq!(w, 77, "the promoted standby must keep the primary's worker id");
+    assert_eq!(
+        worker_id_of(&mut s, new[0]),
+        77,
+        "the promoted standby must keep the primary's worker id"
+    );
 }

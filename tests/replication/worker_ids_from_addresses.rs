@@ -55,23 +55,8 @@ fn four_namespaces_take_the_worker_ids_of_their_addresses_and_make_no_id_twice()
     assert_eq!(s["address"]["address"], "10.77.1.1", "{s}");
     assert_eq!(s["address"]["network"], "10.77.0.0/22", "{s}");
     // Their ids, merged into one table.
-    let made: Vec<Vec<i64>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = servers
-            .iter()
-            .map(|server| {
-                scope.spawn(move || {
-                    server
-                        .connect_ext()
-                        .query("SELECT snowflake_next() FROM generate_series(1, 50000)", &[])
-                        .unwrap()
-                        .iter()
-                        .map(|r| r.get::<_, i64>(0))
-                        .collect::<Vec<i64>>()
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
+    let mut clients: Vec<Client> = servers.iter().map(|s| s.connect_ext()).collect();
+    let made = ids_at_once(&mut clients, "SELECT snowflake_next() FROM generate_series(1, 50000)");
     let mut t = servers[0].connect_ext();
     t.batch_execute("CREATE TABLE merged (id bigint PRIMARY KEY)").unwrap();
     let all: Vec<i64> = made.into_iter().flatten().collect();
@@ -200,16 +185,8 @@ fn a_server_whose_address_is_gone_makes_no_more_ids() {
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let mut s = c.connect_ext();
-    let mut said = ServerError::default();
-    poll(Duration::from_secs(30), Duration::from_millis(10), || {
-        match s.query_one("SELECT snowflake_next() FROM generate_series(1, 1000) LIMIT 1", &[]) {
-            Ok(_) => Err("ids still made".to_string()),
-            Err(e) => {
-                said = db_error(&e);
-                Ok(())
-            }
-        }
-    });
+    let sql = "SELECT snowflake_next() FROM generate_series(1, 1000) LIMIT 1";
+    let said = wait_for_error(&mut s, sql, Duration::from_millis(10), "ids still made", |_| true);
     println!("once its address was gone: {}: {}", said.code, said.message);
     assert_eq!(said.code, "55000");
     assert!(said.detail.contains("10.77.0.30 of network 10.77.0.0/22"), "{said:?}");

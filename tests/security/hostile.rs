@@ -135,6 +135,15 @@ fn caught(cluster: &Cluster) -> (Vec<String>, bool) {
     mallory::caught_in(&shop, "public.captured", "called by")
 }
 
+/// The traps are armed: `sql`, run by a superuser through `c`, runs one of them, which records
+/// `trap` ("... called by postgres") and makes Mallory a superuser.
+fn assert_armed(cluster: &Cluster, c: &mut Client, sql: &str, trap: &str) {
+    c.batch_execute(sql).unwrap();
+    let (what, superuser) = caught(cluster);
+    assert_eq!(what, vec![trap]);
+    assert!(superuser, "the trap could not make Mallory a superuser");
+}
+
 /// Claims the worker wrote for this cluster (it runs every second).
 fn worker_renewals(cluster: &Cluster, n: usize) {
     let conninfo = cluster.conninfo("postgres").replace("dbname=postgres", "dbname=shop")
@@ -222,10 +231,8 @@ fn planted_functions_and_operators_never_run_in_the_extensions_privileged_statem
     }
     // The traps are armed: the same calls, unqualified, as the superuser with her path, run
     // them (else the test above could pass because they were never reachable).
-    su.batch_execute("SELECT format('%I', 'x'::name)").unwrap();
-    let (what, superuser) = caught(&cluster);
-    assert_eq!(what, vec!["public.format(a text, b name) called by postgres"]);
-    assert!(superuser, "the trap could not make Mallory a superuser");
+    let sql = "SELECT format('%I', 'x'::name)";
+    assert_armed(&cluster, &mut su, sql, "public.format(a text, b name) called by postgres");
 }
 
 #[test]
@@ -364,10 +371,8 @@ fn a_renamed_extension_schema_leads_no_privileged_statement_to_the_new_one() {
     assert_eq!(what, Vec::<String>::new(), "Mallory's traps ran");
     assert!(!superuser, "Mallory became a superuser");
     // The traps are armed: a superuser who names them runs them.
-    c.batch_execute("SELECT count(*) FROM public.snowflake_claims").unwrap();
-    let (what, superuser) = caught(&cluster);
-    assert_eq!(what, vec!["public.snowflake_claims called by postgres"]);
-    assert!(superuser, "the trap could not make Mallory a superuser");
+    let sql = "SELECT count(*) FROM public.snowflake_claims";
+    assert_armed(&cluster, &mut c, sql, "public.snowflake_claims called by postgres");
 }
 
 /// The extension's own schema is made by its script, never taken over: a schema named
@@ -406,13 +411,7 @@ fn a_schema_named_snowflake_that_another_role_made_is_refused() {
 /// none of them runs.
 #[test]
 fn a_snowflake_schema_handed_to_another_role_is_used_by_nothing_privileged() {
-    let cluster = Cluster::start_new(
-        "hostile_handed",
-        &["snowflake.claims_database = 'shop'", "snowflake.claims_interval = 1"],
-    );
-    let mallory = Mallory::new(&cluster, "shop");
-    let mut su = mallory.connect_admin();
-    su.batch_execute("CREATE EXTENSION pg_snowflake").unwrap();
+    let (cluster, mallory, mut su) = Mallory::start_with_claims("hostile_handed");
     poll(Duration::from_secs(30), Duration::from_millis(100), || {
         let n: i64 = su.scalar("SELECT count(*) FROM snowflake.snowflake_claims");
         (n > 0).then_some(()).ok_or("no claim yet".into())

@@ -8,7 +8,7 @@
 #![cfg(not(feature = "pg_test"))]
 
 use common::mallory::Mallory;
-use common::registry::member_in;
+use common::registry::{grant_lease, leased_worker_id, member_in};
 use common::*;
 use std::time::{Duration, Instant};
 use testkit as common;
@@ -46,13 +46,7 @@ fn while_racing(
 /// writes and on a superuser's) and `snowflake_claim()` (called by a superuser in a loop).
 #[test]
 fn the_claims_worker_trigger_and_snowflake_claim_follow_no_renamed_schema() {
-    let cluster = Cluster::start_new(
-        "race_claims",
-        &["snowflake.claims_database = 'shop'", "snowflake.claims_interval = 1"],
-    );
-    let mallory = Mallory::new(&cluster, "shop");
-    let mut su = mallory.connect_admin();
-    su.batch_execute("CREATE EXTENSION pg_snowflake").unwrap();
+    let (_cluster, mallory, mut su) = Mallory::start_with_claims("race_claims");
     // Her look-alike of snowflake_claim() would be what the superuser's own call below finds
     // half the time: that is the caller's name, not the extension's, so it goes (the worker of
     // 0.3.0 called the function by a name it had looked up: such a worker would now fail, and
@@ -101,9 +95,7 @@ fn the_claims_worker_trigger_and_snowflake_claim_follow_no_renamed_schema() {
 /// that very table, never her view of the same name, nor call her functions.
 #[test]
 fn adopt_follows_no_renamed_schema() {
-    let cluster = Cluster::start_new("race_adopt", &[]);
-    let mallory = Mallory::new(&cluster, "shop");
-    let mut su = mallory.connect_admin();
+    let (_cluster, mallory, mut su) = Mallory::start("race_adopt", &[], "shop");
     su.batch_execute(
         "CREATE EXTENSION pg_snowflake;
          CREATE TABLE public.legacy (id bigserial PRIMARY KEY);
@@ -152,37 +144,17 @@ fn adopt_follows_no_renamed_schema() {
 /// called by the members' role in a loop and by two members' workers, while she swaps.
 #[test]
 fn the_registry_lease_function_and_its_members_follow_no_renamed_schema() {
-    let hub = Cluster::start_new("race_hub", &[]);
-    let mallory = Mallory::new(&hub, "reg");
-    let mut su = mallory.connect_admin();
-    su.batch_execute(
-        "CREATE EXTENSION pg_snowflake;
-         CREATE ROLE fleet LOGIN;
-         GRANT EXECUTE ON FUNCTION snowflake.snowflake_registry_hold TO fleet;",
-    )
-    .unwrap();
+    let (hub, mallory, mut su) = Mallory::start("race_hub", &[], "reg");
+    su.batch_execute("CREATE EXTENSION pg_snowflake").unwrap();
+    grant_lease(&mut su, "fleet");
     let members: Vec<Cluster> = (0..2)
         .map(|i| member_in(&format!("race_member{i}"), hub.port, "fleet", "reg", &[]))
         .collect();
     for m in &members {
         m.start();
+        m.connect_ext();
     }
-    let worker_of = |m: &Cluster| -> i32 {
-        let mut c = m.connect_ext();
-        let mut w = -1;
-        poll(Duration::from_secs(30), Duration::from_millis(100), || {
-            let s = stats(&mut c);
-            match (s["registry"]["source"].as_str(), s["worker_id"].as_i64()) {
-                (Some("leased"), Some(id)) => {
-                    w = id as i32;
-                    Ok(())
-                }
-                _ => Err(format!("no lease: {s}")),
-            }
-        });
-        w
-    };
-    let before: Vec<i32> = members.iter().map(worker_of).collect();
+    let before: Vec<i64> = members.iter().map(leased_worker_id).collect();
     let mut fleet = hub.connect_db("fleet", "reg");
     let race = mallory.race(RACE_S, MIN_SWAPS);
     let started = Instant::now();
@@ -204,7 +176,7 @@ fn the_registry_lease_function_and_its_members_follow_no_renamed_schema() {
     assert!(leases >= 100, "the lease function ran {leases} times: {errors:?}");
     assert!(errors.is_empty(), "{errors:?}");
     // The members kept their worker ids and renewed through the race, and each holds its own.
-    let after: Vec<i32> = members.iter().map(worker_of).collect();
+    let after: Vec<i64> = members.iter().map(leased_worker_id).collect();
     assert_eq!(before, after);
     assert_ne!(after[0], after[1]);
     for m in &members {
@@ -228,9 +200,7 @@ fn the_registry_lease_function_and_its_members_follow_no_renamed_schema() {
 /// five here left the administrators' functions open to PUBLIC.)
 #[test]
 fn install_and_upgrade_scripts_follow_no_renamed_schema() {
-    let cluster = Cluster::start_new("race_scripts", &[]);
-    let mallory = Mallory::new(&cluster, "shop");
-    let mut su = mallory.connect_admin();
+    let (_cluster, mallory, mut su) = Mallory::start("race_scripts", &[], "shop");
     let check = |su: &mut Client| {
         let stray: Vec<String> = su
             .query(

@@ -61,14 +61,7 @@ fn a_link_in_place_of_the_copys_directory_writes_nothing_outside_the_data_direct
     std::fs::create_dir(&outside).unwrap();
     std::fs::write(outside.join("mark"), "precious\n").unwrap();
     std::fs::write(outside.join("mark.tmp"), "precious too\n").unwrap();
-    check(
-        std::process::Command::new("chown")
-            .args(["-R", "postgres:postgres"])
-            .arg(&outside)
-            .output()
-            .unwrap(),
-        "chown",
-    );
+    chown_to_postgres("-R", &outside);
     // Written in the previous run: a state file, so that the copy found outside is not needed.
     m.start();
     let mut c = m.connect_ext();
@@ -77,14 +70,7 @@ fn a_link_in_place_of_the_copys_directory_writes_nothing_outside_the_data_direct
     m.stop("fast");
     std::fs::remove_dir_all(m.data().join("pg_snowflake")).unwrap();
     std::os::unix::fs::symlink(&outside, m.data().join("pg_snowflake")).unwrap();
-    check(
-        std::process::Command::new("chown")
-            .args(["-h", "postgres:postgres"])
-            .arg(m.data().join("pg_snowflake"))
-            .output()
-            .unwrap(),
-        "chown",
-    );
+    chown_to_postgres("-h", &m.data().join("pg_snowflake"));
     m.start();
     let mut c = m.connect_ext();
     for _ in 0..3 {

@@ -355,7 +355,7 @@ fn the_clear_text_warning_is_given_only_where_a_password_was_asked_and_could_rea
     for (name, setting, over_a_network) in members {
         let m = Cluster::start_new(name, &["snowflake.worker_id = -1", &setting, SHORTEST_LEASE]);
         let mut mc = m.connect_ext();
-        let leased = common::citus::leased_worker_id(&m);
+        let leased = common::registry::leased_worker_id(&m);
         let libpq = registry_stats(&mut mc)["libpq"].as_str().unwrap_or_default().to_string();
         let major: u32 = libpq.split('.').next().unwrap().parse().unwrap();
         // The worker warns right after the call that leased, before it waits: a stop (which

@@ -38,7 +38,11 @@ fn differences(c: &mut Client, queries: &[&str]) -> Vec<String> {
     found
 }
 
-fn setup(c: &mut Client) {
+/// A new server `name` with pg_snowflake and the tables the tests query: `t` (2,000 ids of
+/// now), `empty`, and `ms` (one id per millisecond); a connection to it.
+fn setup(name: &str) -> (Cluster, Client) {
+    let m = Cluster::start_new(name, &[]);
+    let mut c = m.connect_ext();
     c.batch_execute(
         "CREATE TABLE t (id bigint PRIMARY KEY, v int);
          INSERT INTO t SELECT snowflake_next(), g FROM generate_series(1, 2000) g;
@@ -51,6 +55,7 @@ fn setup(c: &mut Client) {
          ANALYZE t, ms; -- empty never analyzed: the planner then assumes some pages",
     )
     .unwrap();
+    (m, c)
 }
 
 /// A generic plan (a prepared statement, as drivers and PL/pgSQL make them) with a parameter
@@ -64,9 +69,7 @@ fn setup(c: &mut Client) {
 /// generic plans, and the error of one that does not is the value's own, as through an index.
 #[test]
 fn a_parameter_that_fails_to_convert_fails_as_any_index_condition_and_good_ones_agree() {
-    let m = Cluster::start_new("rows_generic", &[]);
-    let mut c = m.connect_ext();
-    setup(&mut c);
+    let (_m, mut c) = setup("rows_generic");
     let generic = |sql: &str, arg: &str| {
         format!(
             "SET plan_cache_mode = force_generic_plan; PREPARE q(text) AS {sql}; EXECUTE q('{arg}')"
@@ -111,9 +114,7 @@ fn a_parameter_that_fails_to_convert_fails_as_any_index_condition_and_good_ones_
 /// the hook returns its rows.
 #[test]
 fn a_role_without_execute_on_snowflake_id_bound_gets_the_rows_it_gets_without_the_hook() {
-    let m = Cluster::start_new("rows_bound_acl", &[]);
-    let mut c = m.connect_ext();
-    setup(&mut c);
+    let (m, mut c) = setup("rows_bound_acl");
     c.batch_execute(
         "CREATE ROLE app LOGIN;
          GRANT SELECT ON t TO app;
@@ -138,9 +139,7 @@ fn a_role_without_execute_on_snowflake_id_bound_gets_the_rows_it_gets_without_th
 /// Measured: one row every time without the hook; 0, 5, 0, 21, 0, 0, 0, 22, 1, 17, ... with it.
 #[test]
 fn a_sub_select_that_varies_is_compared_once() {
-    let m = Cluster::start_new("rows_sample", &[]);
-    let mut c = m.connect_ext();
-    setup(&mut c);
+    let (_m, mut c) = setup("rows_sample");
     let q = "SELECT count(*) FROM ms
               WHERE snowflake_timestamp(id) = (SELECT min(ts) FROM ms x TABLESAMPLE BERNOULLI (5))";
     let mut counts = vec![];
@@ -166,9 +165,7 @@ fn a_sub_select_that_varies_is_compared_once() {
 /// scan of every id since 2025 (a bitmap scan of the primary key, here of the whole table).
 #[test]
 fn a_partial_index_on_the_time_is_still_used() {
-    let m = Cluster::start_new("rows_partial", &[]);
-    let mut c = m.connect_ext();
-    setup(&mut c);
+    let (_m, mut c) = setup("rows_partial");
     c.batch_execute(
         "CREATE UNIQUE INDEX t_v_recent ON t (v) WHERE snowflake_timestamp(id) > '2025-01-01';
          ANALYZE t",
