@@ -918,7 +918,7 @@ pub fn expect_refusal(client: &mut Client, sql: &str, error: &str, hint_part: &s
 
 /// The wait event pg_snowflake's own event `own` shows as in `pg_stat_activity` (wait_event_type
 /// `Extension`) on the major under test: its own name from 17 on, where extensions name their
-/// events, `Extension` on 15 and 16 (src/wait_event.rs).
+/// events, `Extension` on 15 and 16 (src/postgres/wait_event.rs).
 pub fn wait_event_of(own: &str) -> String {
     let major: u32 = major_under_test().parse().expect("a major");
     if major >= 17 { own } else { "Extension" }.to_string()

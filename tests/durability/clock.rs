@@ -108,7 +108,7 @@ fn a_raised_max_drift_lets_ids_continue_through_a_one_hour_step() {
 }
 
 /// A call that waits for the clock shows pg_snowflake's wait event, which each major registers
-/// its own way (src/wait_event.rs): `SnowflakeClock` from 17 on, `Extension` on 15 and 16. The
+/// its own way (src/postgres/wait_event.rs): `SnowflakeClock` from 17 on, `Extension` on 15 and 16. The
 /// clock steps back 30 s past a `max_drift` of 1 s, so the next call would wait about 29 s: a
 /// watcher looks at its session until it has seen the event (or 20 s have passed), then the
 /// clock goes back to the real time and the call ends. How long the call waits is up to the

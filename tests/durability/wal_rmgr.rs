@@ -35,7 +35,7 @@ fn marks_are_written_under_the_built_id_and_a_standby_replays_them() {
     let end = lsn(&mut p, "pg_current_wal_flush_lsn");
 
     // pg_waldump cannot load the extension: it names the rmgr by its id and cannot describe
-    // the records (src/wal.rs, desc).
+    // the records (src/durability/wal.rs, desc).
     let out = check(
         primary
             .server_cmd("pg_waldump", &primary.data())

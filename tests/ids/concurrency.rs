@@ -87,7 +87,7 @@ fn pgbench_eight_clients_insert_through_the_default_without_a_duplicate_key() {
 }
 
 /// A call that waits for its pacing slot shows pg_snowflake's wait event, which each major
-/// registers its own way (src/wait_event.rs): `SnowflakePacing` from 17 on, `Extension` on 15
+/// registers its own way (src/postgres/wait_event.rs): `SnowflakePacing` from 17 on, `Extension` on 15
 /// and 16 (where every wait of an extension is `Extension`, so there the test shows that paced
 /// calls waited, by the stats, and that waits show as `Extension`). Three sessions burst on a
 /// layout of one id per millisecond until a watcher has seen one of them wait; nothing is timed.

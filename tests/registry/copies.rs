@@ -1,4 +1,4 @@
-//! Copies of a member's data directory under one registry (src/registry/identity.rs). Every copy
+//! Copies of a member's data directory under one registry (src/coordination/identity.rs). Every copy
 //! carries its original's system identifier and cached lease; in 0.5.0 a copy started beside its
 //! original leased the same worker id, and made the same ids: half of 400,000 ids twice.
 //!
@@ -107,7 +107,7 @@ fn a_cold_copy_beside_its_original_takes_its_own_worker_id_and_the_original_keep
     assert_eq!((made, twice), (400_000, 0));
 }
 
-/// A clean shutdown gives the lease back (src/registry/worker.rs, `release`): a member that asks
+/// A clean shutdown gives the lease back (src/coordination/registry/worker.rs, `release`): a member that asks
 /// for that very worker id (`snowflake.worker_id`), refused while the lease ran, takes it at once
 /// instead of 5 minutes later, and starts above every id made under it (the original's ids moved
 /// 8 s ahead of the clock: another cluster's state file says nothing of them, only the registry's

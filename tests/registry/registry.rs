@@ -1,4 +1,4 @@
-//! The worker-id registry (src/registry/): servers with `snowflake.registry` set lease their
+//! The worker-id registry (src/coordination/registry/): servers with `snowflake.registry` set lease their
 //! worker ids from a table in another PostgreSQL server, through a background worker, against
 //! real servers started here. Every member connects as `fleet`, a plain role with only the
 //! grant docs/many-servers.md gives it (EXECUTE on the lease function).

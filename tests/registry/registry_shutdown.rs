@@ -1,4 +1,4 @@
-//! A registry member's shutdown (src/registry/worker.rs) against registries that never answer:
+//! A registry member's shutdown (src/coordination/registry/worker.rs) against registries that never answer:
 //! its worker waits for the registry's socket and its own latch together, so a fast stop returns
 //! within 2 s. Apart from tests/registry/registry.rs, so that it can run alone.
 //!

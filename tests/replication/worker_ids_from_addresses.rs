@@ -1,4 +1,4 @@
-//! Worker ids from the servers' own addresses (`snowflake.worker_id_network`, src/address.rs),
+//! Worker ids from the servers' own addresses (`snowflake.worker_id_network`, src/coordination/address.rs),
 //! as pods take them from their pod network: each server runs in a network namespace this test
 //! makes, with an address of its own on that namespace's loopback device, and nothing leaves it.
 //! - four namespaces, four worker ids (the addresses' offsets in the network), their ids merged
@@ -11,7 +11,7 @@
 //!   although it made them ahead of its clock.
 //!
 //! Majors: 18. Which worker id an address gives, and the hold in the namespace, are the same
-//! code on every major (core/src/network.rs, src/address.rs), read once at start.
+//! code on every major (core/src/network.rs, src/coordination/address.rs), read once at start.
 #![cfg(not(feature = "pg_test"))]
 
 use common::network_namespace::Namespace;

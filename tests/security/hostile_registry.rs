@@ -1,5 +1,5 @@
 //! A registry member (a real server with `snowflake.registry` set and `snowflake.worker_id =
-//! -1`) distrusts its registry's answers (src/registry/libpq.rs, src/registry/worker.rs). A fake
+//! -1`) distrusts its registry's answers (src/coordination/registry/libpq.rs, src/coordination/registry/worker.rs). A fake
 //! registry (tests/common/fake_registry.rs) speaks the wire protocol to the member's real libpq
 //! and answers the lease statement with COPY, garbage, huge rows, a trickle, more rows or
 //! columns than a lease has, an oversized value, or a grant no id fits in. In every case the
@@ -24,12 +24,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use testkit as common;
 
-/// The lease cache a grant is written to before it is used (src/registry/cache.rs).
+/// The lease cache a grant is written to before it is used (src/coordination/registry/cache.rs).
 const CACHE: &str = "pg_snowflake.registry";
 /// The registry worker's title, in its /proc/PID/cmdline.
 const WORKER: &str = "pg_snowflake registry";
 /// How much memory libpq may take in the worker beyond its data segment at start (RLIMIT_DATA,
-/// src/registry/libpq.rs `MEMORY_HEADROOM`): 64 MB.
+/// src/coordination/registry/libpq.rs `MEMORY_HEADROOM`): 64 MB.
 const HEADROOM_KB: u64 = 64 * 1024;
 /// Resident memory the worker may add outside libpq's bound: the code and data pages of the
 /// refusal path (a WARNING, an error string) and libpq's first buffers, 16 kB each; 16 MB is

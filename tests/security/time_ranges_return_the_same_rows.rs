@@ -64,7 +64,7 @@ fn setup(name: &str) -> (Cluster, Client) {
 /// condition, evaluated once as the scan starts, and the query fails (22007, the value's own
 /// error). This is PostgreSQL's own rule for every index condition, not the hook's: the same
 /// query on the id itself (`id > $1::bigint`) fails the same way through the primary key and
-/// returns no row through a sequential scan. So the hook keeps it (src/planner.rs says so),
+/// returns no row through a sequential scan. So the hook keeps it (src/surface/planner.rs says so),
 /// and this test holds what it does keep: the rows of every value that converts are the same in
 /// generic plans, and the error of one that does not is the value's own, as through an index.
 #[test]
