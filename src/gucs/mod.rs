@@ -1,5 +1,5 @@
-//! Every `snowflake.*` setting: each is declared once in `table` (the integer and text ones as
-//! rows: value and default, name, descriptions, range, context and unit), and what the configuration says of it
+//! Every `snowflake.*` setting: each is declared once, as a row of `table` (value and default,
+//! name, descriptions, range, context and unit), and what the configuration says of it
 //! is checked at start in `written`. Here `init()` defines them and resolves the layout and the
 //! worker id once, and the rest of the crate reads them through the getters below.
 //!
@@ -13,9 +13,10 @@ mod table;
 mod written;
 
 use table::{
-    define_layout, define_the_rest, parse_epoch, CLAIMS_DATABASE, CLAIMS_INTERVAL, DRIFT_WAIT,
-    EPOCH, LAYOUT, MAX_DRIFT, REGISTRY, REGISTRY_LEASE, REGISTRY_NAMESPACE, SEQUENCE_BITS,
-    TIME_BITS, TIME_RANGES, TIME_UNIT, WORKER_BITS, WORKER_ID, WORKER_ID_NETWORK,
+    define_all_but_the_worker_id, define_the_worker_id, parse_epoch, CLAIMS_DATABASE,
+    CLAIMS_INTERVAL, DRIFT_WAIT, EPOCH, LAYOUT, MAX_DRIFT, REGISTRY, REGISTRY_LEASE,
+    REGISTRY_NAMESPACE, SEQUENCE_BITS, TIME_BITS, TIME_RANGES, TIME_UNIT, WORKER_BITS, WORKER_ID,
+    WORKER_ID_NETWORK,
 };
 use written::Written;
 
@@ -49,7 +50,7 @@ pub fn init() {
     // another setting than the one asked for (`snowflake.layout = 'sonyflake '` would be
     // twitter, `snowflake.registry_lease = '1 day'` 5 minutes).
     let written = Written::read();
-    define_layout();
+    define_all_but_the_worker_id();
     let layout =
         mutant!(written_settings, { written.check().and_then(|()| layout_from_settings()) }, {
             let _ = written.check();
@@ -62,7 +63,7 @@ pub fn init() {
         written.check_worker_id(max_worker_id as i32)?;
         Ok(layout)
     });
-    define_the_rest(max_worker_id as i32);
+    define_the_worker_id(max_worker_id as i32);
     // SAFETY: called from _PG_init on the main thread with a NUL-terminated literal.
     unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"snowflake".as_ptr()) };
     let resolved = resolve(layout);
@@ -89,7 +90,7 @@ fn layout_from_settings() -> Result<Layout, String> {
         twitter.worker_bits as i32,
         twitter.sequence_bits as i32,
     ];
-    let epoch = EPOCH.get();
+    let epoch = EPOCH.raw();
     if let Some(fixed) = preset.layout() {
         // A custom field set beside a preset is a mistake the user should hear about: they
         // think they changed the layout, and they did not.

@@ -1,5 +1,5 @@
-//! Each `snowflake.*` setting declared once: its value and default, what PostgreSQL is told
-//! (name, descriptions, range, context, unit), and its definition.
+//! Each `snowflake.*` setting declared once, as a row: its value and default, what PostgreSQL is
+//! told (name, descriptions, range, context, unit), and from the rows its definition.
 
 use crate::layout::{Preset, TWITTER};
 use crate::text;
@@ -42,10 +42,6 @@ impl LayoutSetting {
     }
 }
 
-pub(super) static LAYOUT: GucSetting<LayoutSetting> =
-    GucSetting::<LayoutSetting>::new(LayoutSetting::Twitter);
-pub(super) static TIME_RANGES: GucSetting<bool> = GucSetting::<bool>::new(true);
-
 /// An integer setting, declared once: what PostgreSQL is told (name, descriptions, range,
 /// context, unit), where its value lives, with its default, and the range that the check of the
 /// written text at start (`Written`) holds it to.
@@ -61,13 +57,25 @@ pub(super) struct Int {
     pub(super) flags: GucFlags,
 }
 
-/// When an integer setting takes a new value (pgrx's `GucContext` is not `Copy`).
+/// When a setting takes a new value (pgrx's `GucContext` is not `Copy`).
 #[derive(Clone, Copy)]
 enum Context {
     /// At start only.
     Postmaster,
     /// At a reload too.
     Sighup,
+    /// In any session, for itself.
+    Userset,
+}
+
+impl Context {
+    fn guc(self) -> GucContext {
+        match self {
+            Context::Postmaster => GucContext::Postmaster,
+            Context::Sighup => GucContext::Sighup,
+            Context::Userset => GucContext::Userset,
+        }
+    }
 }
 
 /// The units of the rows below.
@@ -92,6 +100,8 @@ macro_rules! ints {
             context: Context::$context,
             flags: unit::$unit,
         };)*
+        /// Every integer setting, in the order of the rows (and of the checks at start).
+        pub(super) static INTS: &[&Int] = &[$(&$static),*];
     };
 }
 
@@ -166,19 +176,6 @@ ints! {
     REGISTRY_LEASE: c"snowflake.registry_lease" = 300, 10, 86_400, Postmaster, S;
 }
 
-/// Every integer setting, in the order they are checked at start.
-pub(super) static INTS: [&Int; 9] = [
-    &TIME_UNIT,
-    &TIME_BITS,
-    &WORKER_BITS,
-    &SEQUENCE_BITS,
-    &WORKER_ID,
-    &MAX_DRIFT,
-    &DRIFT_WAIT,
-    &CLAIMS_INTERVAL,
-    &REGISTRY_LEASE,
-];
-
 /// PostgreSQL's short and long description of a setting, from its doc comment: exactly two
 /// paragraphs, a blank line apart (a unit test holds every row to that); made once per setting at start, when it is defined, and kept for good as PostgreSQL
 /// keeps the pointers.
@@ -208,10 +205,7 @@ impl Int {
             &self.value,
             self.lowest,
             highest,
-            match self.context {
-                Context::Postmaster => GucContext::Postmaster,
-                Context::Sighup => GucContext::Sighup,
-            },
+            self.context.guc(),
             self.flags,
         );
     }
@@ -221,28 +215,52 @@ impl Int {
     }
 }
 
-/// A string setting, declared once (its default with its value).
+/// The form a string setting's text must have, checked by a hook PostgreSQL calls with each new
+/// value. Named here, not as the hook itself: a row holding the hook would link PostgreSQL's
+/// symbols into the unit tests, which read the rows.
+#[derive(Clone, Copy)]
+enum Check {
+    /// A fixed timestamp with time zone (`check_epoch`).
+    Timestamp,
+}
+
+/// A string setting, declared once (its default with its value). Every one is read at start
+/// only.
 pub(super) struct Str {
     name: &'static CStr,
     /// As `Int`'s.
     docs: &'static [&'static str],
     value: GucSetting<Option<CString>>,
     flags: GucFlags,
+    /// Its check hook, if its text has a form.
+    check: Option<Check>,
 }
 
-/// The rows of the string settings, as `ints!`'s: `STATIC: name = default, flags;`.
+/// The rows of the string settings, as `ints!`'s: `STATIC: name = default, flags[, check];`.
 macro_rules! strs {
-    ($($(#[doc = $doc:literal])* $static:ident: $name:literal = $default:expr, $flags:expr;)*) => {
+    (@check) => { None };
+    (@check $check:ident) => { Some(Check::$check) };
+    ($($(#[doc = $doc:literal])* $static:ident: $name:literal = $default:expr, $flags:expr
+       $(, $check:ident)?;)*) => {
         $(pub(super) static $static: Str = Str {
             name: $name,
             docs: &[$($doc),*],
             value: GucSetting::<Option<CString>>::new($default),
             flags: $flags,
+            check: strs!(@check $($check)?),
         };)*
+        /// Every string setting, in the order of the rows.
+        pub(super) static STRS: &[&Str] = &[$(&$static),*];
     };
 }
 
 strs! {
+    /// Sets the epoch of the custom layout, as a timestamp with time zone.
+    ///
+    /// Only for snowflake.layout = custom; it may not lie in the future. Unset, the custom layout
+    /// uses Twitter's epoch, 2010-11-04 01:42:54.657 UTC.
+    EPOCH: c"snowflake.epoch" = None, GucFlags::empty(), Timestamp;
+
     /// Sets the database where a background worker records this server's worker id claim.
     ///
     /// Empty (the default) starts no worker. Set, a background worker calls snowflake_claim() in
@@ -278,18 +296,40 @@ strs! {
 }
 
 impl Str {
-    /// Defines it: every string setting but the epoch (which has a check hook) is read at
-    /// start only.
     fn define(&'static self) {
         let (short, long) = described(self.docs);
-        GucRegistry::define_string_guc(
-            self.name,
-            short,
-            long,
-            &self.value,
-            GucContext::Postmaster,
-            self.flags,
-        );
+        match self.check {
+            // SAFETY: a static setting and a check hook that PostgreSQL calls with a valid
+            // string.
+            Some(check) => unsafe {
+                GucRegistry::define_string_guc_with_hooks(
+                    self.name,
+                    short,
+                    long,
+                    &self.value,
+                    GucContext::Postmaster,
+                    self.flags,
+                    Some(match check {
+                        Check::Timestamp => check_epoch,
+                    }),
+                    None,
+                    None,
+                )
+            },
+            None => GucRegistry::define_string_guc(
+                self.name,
+                short,
+                long,
+                &self.value,
+                GucContext::Postmaster,
+                self.flags,
+            ),
+        }
+    }
+
+    /// Its value as PostgreSQL keeps it; `None` when unset.
+    pub(super) fn raw(&self) -> Option<CString> {
+        self.value.get()
     }
 
     /// Its value; `None` when empty.
@@ -298,62 +338,122 @@ impl Str {
     }
 }
 
-pub(super) static EPOCH: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+/// The layout's row (the one enum setting), as the rows of `ints!`.
+pub(super) struct Choice {
+    pub(super) name: &'static CStr,
+    docs: &'static [&'static str],
+    value: GucSetting<LayoutSetting>,
+}
 
-/// The layout's settings: the preset, the custom layout's epoch and its widths.
-pub(super) fn define_layout() {
-    GucRegistry::define_enum_guc(
-        c"snowflake.layout",
-        c"Sets the bit layout of snowflake ids: twitter, discord, sonyflake, instagram, js53 or \
-          custom.",
-        c"The layout an id was made with decides its epoch, time unit and field widths. custom \
-          takes them from snowflake.epoch, snowflake.time_unit, snowflake.time_bits, \
-          snowflake.worker_bits and snowflake.sequence_bits. Changing it requires a restart, \
-          and ids are refused if the new layout's ids would not all be above those made before.",
-        &LAYOUT,
-        GucContext::Postmaster,
-        GucFlags::default(),
-    );
-    // SAFETY: a static setting and a check hook that PostgreSQL calls with a valid string.
-    unsafe {
-        GucRegistry::define_string_guc_with_hooks(
-            c"snowflake.epoch",
-            c"Sets the epoch of the custom layout, as a timestamp with time zone.",
-            c"Only for snowflake.layout = custom; it may not lie in the future. Unset, the \
-              custom layout uses Twitter's epoch, 2010-11-04 01:42:54.657 UTC.",
-            &EPOCH,
+/// The rows of the enum settings, as `ints!`'s: `STATIC: name = default;`.
+macro_rules! choices {
+    ($($(#[doc = $doc:literal])* $static:ident: $name:literal = $default:expr;)*) => {
+        $(pub(super) static $static: Choice = Choice {
+            name: $name,
+            docs: &[$($doc),*],
+            value: GucSetting::<LayoutSetting>::new($default),
+        };)*
+    };
+}
+
+choices! {
+    /// Sets the bit layout of snowflake ids: twitter, discord, sonyflake, instagram, js53 or
+    /// custom.
+    ///
+    /// The layout an id was made with decides its epoch, time unit and field widths. custom
+    /// takes them from snowflake.epoch, snowflake.time_unit, snowflake.time_bits,
+    /// snowflake.worker_bits and snowflake.sequence_bits. Changing it requires a restart, and ids
+    /// are refused if the new layout's ids would not all be above those made before.
+    LAYOUT: c"snowflake.layout" = LayoutSetting::Twitter;
+}
+
+impl Choice {
+    fn define(&'static self) {
+        let (short, long) = described(self.docs);
+        GucRegistry::define_enum_guc(
+            self.name,
+            short,
+            long,
+            &self.value,
             GucContext::Postmaster,
             GucFlags::default(),
-            Some(check_epoch),
-            None,
-            None,
         );
     }
-    for width in [&TIME_UNIT, &TIME_BITS, &WORKER_BITS, &SEQUENCE_BITS] {
-        width.define(width.highest);
+
+    pub(super) fn get(&self) -> LayoutSetting {
+        self.value.get()
     }
 }
 
-/// Every other setting, once the layout gives the worker id's range.
-pub(super) fn define_the_rest(max_worker_id: i32) {
-    WORKER_ID.define(max_worker_id);
-    for int in [&MAX_DRIFT, &DRIFT_WAIT, &CLAIMS_INTERVAL, &REGISTRY_LEASE] {
-        int.define(int.highest);
+/// A boolean setting, declared once.
+pub(super) struct Bool {
+    pub(super) name: &'static CStr,
+    docs: &'static [&'static str],
+    value: GucSetting<bool>,
+    context: Context,
+}
+
+/// The rows of the boolean settings, as `ints!`'s: `STATIC: name = default, context;`.
+macro_rules! bools {
+    ($($(#[doc = $doc:literal])* $static:ident: $name:literal = $default:expr, $context:ident;)*) => {
+        $(pub(super) static $static: Bool = Bool {
+            name: $name,
+            docs: &[$($doc),*],
+            value: GucSetting::<bool>::new($default),
+            context: Context::$context,
+        };)*
+        /// Every boolean setting, in the order of the rows.
+        pub(super) static BOOLS: &[&Bool] = &[$(&$static),*];
+    };
+}
+
+bools! {
+    // A session's choice, as enable_indexscan is: it changes plans, never results.
+
+    /// Turns comparisons of snowflake_timestamp(id) into ranges of id before planning.
+    ///
+    /// On (the default), the primary key index answers a time range written on
+    /// snowflake_timestamp(id), with the same rows. Any session may turn it off: it only changes
+    /// plans.
+    TIME_RANGES: c"snowflake.time_ranges" = true, Userset;
+}
+
+impl Bool {
+    fn define(&'static self) {
+        let (short, long) = described(self.docs);
+        GucRegistry::define_bool_guc(
+            self.name,
+            short,
+            long,
+            &self.value,
+            self.context.guc(),
+            GucFlags::default(),
+        );
     }
-    GucRegistry::define_bool_guc(
-        c"snowflake.time_ranges",
-        c"Turns comparisons of snowflake_timestamp(id) into ranges of id before planning.",
-        c"On (the default), the primary key index answers a time range written on \
-          snowflake_timestamp(id), with the same rows. Any session may turn it off: it only \
-          changes plans.",
-        &TIME_RANGES,
-        // A session's choice, as enable_indexscan is: it changes plans, never results.
-        GucContext::Userset,
-        GucFlags::default(),
-    );
-    for string in [&CLAIMS_DATABASE, &REGISTRY, &REGISTRY_NAMESPACE, &WORKER_ID_NETWORK] {
+
+    pub(super) fn get(&self) -> bool {
+        self.value.get()
+    }
+}
+
+/// Defines every setting but the worker id, each with its own range: the layout's settings
+/// among them, which give the worker id's range.
+pub(super) fn define_all_but_the_worker_id() {
+    LAYOUT.define();
+    for string in STRS {
         string.define();
     }
+    for int in INTS.iter().filter(|int| int.name != WORKER_ID.name) {
+        int.define(int.highest);
+    }
+    for boolean in BOOLS {
+        boolean.define();
+    }
+}
+
+/// Defines the worker id, up to the layout's largest.
+pub(super) fn define_the_worker_id(max_worker_id: i32) {
+    WORKER_ID.define(max_worker_id);
 }
 
 /// The check hook of `snowflake.epoch`: in a backend (`ALTER SYSTEM`), an epoch that is not a
@@ -415,9 +515,7 @@ pub(super) fn parse_epoch(text: &str) -> Result<i64, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{
-        LayoutSetting, CLAIMS_DATABASE, INTS, REGISTRY, REGISTRY_NAMESPACE, WORKER_ID_NETWORK,
-    };
+    use super::{LayoutSetting, BOOLS, INTS, LAYOUT, STRS};
     use crate::layout::Preset;
     use pgrx::GucEnum;
     use std::ffi::CStr;
@@ -426,13 +524,32 @@ mod tests {
     /// read as that preset, and no other.
     #[test]
     fn every_row_is_described_in_two_paragraphs() {
-        let docs = INTS.iter().map(|i| i.docs).chain(
-            [&CLAIMS_DATABASE, &REGISTRY, &REGISTRY_NAMESPACE, &WORKER_ID_NETWORK].map(|s| s.docs),
-        );
+        let docs = INTS
+            .iter()
+            .map(|i| i.docs)
+            .chain(STRS.iter().map(|s| s.docs))
+            .chain(BOOLS.iter().map(|b| b.docs))
+            .chain([LAYOUT.docs]);
         for doc in docs {
             let paragraphs = doc.split(|l| l.trim().is_empty()).filter(|p| !p.is_empty()).count();
             assert_eq!(paragraphs, 2, "{doc:?}");
         }
+    }
+
+    /// Every `snowflake.*` setting is one row: 16 of them, each named once.
+    #[test]
+    fn every_setting_is_one_row() {
+        let mut names: Vec<&CStr> = INTS
+            .iter()
+            .map(|i| i.name)
+            .chain(STRS.iter().map(|s| s.name))
+            .chain(BOOLS.iter().map(|b| b.name))
+            .chain([LAYOUT.name])
+            .collect();
+        assert!(names.iter().all(|n| n.to_bytes().starts_with(b"snowflake.")), "{names:?}");
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), 16, "{names:?}");
     }
 
     #[test]

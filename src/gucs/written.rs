@@ -3,7 +3,7 @@
 //! the default is another setting than the one asked for (`snowflake.layout = 'sonyflake '`
 //! would be twitter, `snowflake.registry_lease = '1 day'` 5 minutes).
 
-use super::table::{Int, INTS, WORKER_ID};
+use super::table::{Bool, Choice, Int, BOOLS, INTS, LAYOUT, WORKER_ID};
 use crate::layout;
 use pgrx::pg_sys;
 use pgrx::GucFlags;
@@ -17,24 +17,24 @@ pub(super) struct Written(Vec<(&'static CStr, String)>);
 /// How PostgreSQL reads each of them.
 enum Kind {
     Int(&'static Int),
-    Bool(&'static CStr),
-    Layout,
+    Bool(&'static Bool),
+    Layout(&'static Choice),
 }
 
 /// Every setting PostgreSQL could refuse (the strings it takes as they are; `snowflake.epoch`
 /// has its own check hook): the layout, every integer, the boolean.
 fn checked() -> impl Iterator<Item = Kind> {
-    std::iter::once(Kind::Layout)
+    std::iter::once(Kind::Layout(&LAYOUT))
         .chain(INTS.iter().map(|&int| Kind::Int(int)))
-        .chain(std::iter::once(Kind::Bool(c"snowflake.time_ranges")))
+        .chain(BOOLS.iter().map(|&boolean| Kind::Bool(boolean)))
 }
 
 impl Kind {
     fn name(&self) -> &'static CStr {
         match self {
             Kind::Int(int) => int.name,
-            Kind::Bool(name) => name,
-            Kind::Layout => c"snowflake.layout",
+            Kind::Bool(boolean) => boolean.name,
+            Kind::Layout(choice) => choice.name,
         }
     }
 }
@@ -68,7 +68,7 @@ impl Written {
             let name = kind.name().to_string_lossy();
             match kind {
                 // PostgreSQL compares the whole text, ignoring case only: nothing is trimmed.
-                Kind::Layout => {
+                Kind::Layout(_) => {
                     if layout::Preset::parse(text).is_none() {
                         let names = layout::Preset::ALL.map(layout::Preset::name).join(", ");
                         return Err(format!("{name} = '{text}' is not one of {names}"));
