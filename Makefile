@@ -108,6 +108,7 @@ setup:
 # sql/upgrade/) and the install scripts of earlier releases.
 install: setup
 	$(PHASE)
+	@[ -z "$$PG_SNOWFLAKE_MUTANT" ] || { echo "make install: PG_SNOWFLAKE_MUTANT removes a guard (core/src/mutant.rs): unset it" >&2; exit 1; }
 	@scripts/run.sh stop
 	cargo pgrx install --release --pg-config "$$(command -v $(PG_CONFIG))"
 	@scripts/install-sql.sh "$$(command -v $(PG_CONFIG))"

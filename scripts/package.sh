@@ -17,6 +17,8 @@
 # into servers laid out as Debian's (scripts/build-postgres.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# A build with PG_SNOWFLAKE_MUTANT set has a guard removed (core/src/mutant.rs): never a package.
+[ -z "${PG_SNOWFLAKE_MUTANT:-}" ] || { echo "$0: PG_SNOWFLAKE_MUTANT=$PG_SNOWFLAKE_MUTANT removes a guard: unset it" >&2; exit 1; }
 # The build's toolchain and link (the Makefile sets the same).
 . scripts/build-env.sh
 root=$PWD
