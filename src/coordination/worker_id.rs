@@ -15,7 +15,9 @@ pub fn current() -> Option<u32> {
 
 /// The layout and worker id of the next id, or the error that says why there is none (55000,
 /// with the reason and what to do): `current()` for the hot path and for `snowflake_claim()`.
+/// The error's place is the caller's (`snowflake_next()`'s or `snowflake_claim()`'s).
 #[inline]
+#[track_caller]
 pub fn for_next_id() -> (&'static Layout, u32) {
     // One read for the layout and a fixed worker id; a registry's lease is read only where the
     // settings fix none: no cost to the others.

@@ -59,7 +59,7 @@ unsafe impl<'fcx> ArgAbi<'fcx> for TextArg<'fcx> {
 
 // SAFETY: the SQL type is `text`, whose values are varlenas (see ArgAbi above).
 unsafe impl SqlTranslatable for TextArg<'_> {
-    const TYPE_IDENT: &'static str = "pg_snowflake::text_arg::TextArg";
+    const TYPE_IDENT: &'static str = "pg_snowflake::postgres::text_arg::TextArg";
     const TYPE_ORIGIN: TypeOrigin = TypeOrigin::External;
     const ARGUMENT_SQL: Result<SqlMappingRef, ArgumentError> = Ok(SqlMappingRef::literal("TEXT"));
     const RETURN_SQL: Result<ReturnsRef, ReturnsError> =
