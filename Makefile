@@ -43,6 +43,11 @@ endif
 ifneq ($(RUSTUP_TOOLCHAIN),)
 export RUSTUP_TOOLCHAIN
 endif
+# A build with PG_SNOWFLAKE_MUTANT set has a guard removed (core/src/mutant.rs): scripts/mutations.sh
+# builds those with cargo itself; no target here builds, tests or installs one.
+ifneq ($(PG_SNOWFLAKE_MUTANT),)
+$(error PG_SNOWFLAKE_MUTANT=$(PG_SNOWFLAKE_MUTANT) removes a guard (core/src/mutant.rs): unset it)
+endif
 # Every library keeps only the pgrx wrappers it calls, so that it loads on every minor of its
 # major (see scripts/build-env.sh, which the scripts that build outside make source).
 export CARGO_PGRX_DISABLE_GC_SECTIONS_WORKAROUND := 1
@@ -108,7 +113,6 @@ setup:
 # sql/upgrade/) and the install scripts of earlier releases.
 install: setup
 	$(PHASE)
-	@[ -z "$$PG_SNOWFLAKE_MUTANT" ] || { echo "make install: PG_SNOWFLAKE_MUTANT removes a guard (core/src/mutant.rs): unset it" >&2; exit 1; }
 	@scripts/run.sh stop
 	cargo pgrx install --release --pg-config "$$(command -v $(PG_CONFIG))"
 	@scripts/install-sql.sh "$$(command -v $(PG_CONFIG))"

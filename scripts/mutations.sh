@@ -288,6 +288,8 @@ fi
 [ -z "$(git status --porcelain "${MUTABLE[@]}")" ] || { echo "${MUTABLE[*]} have uncommitted changes" >&2; exit 2; }
 
 PG=${PG:-15}
+# Each row's build names its own; the reinstall at the end must name none.
+unset PG_SNOWFLAKE_MUTANT
 export PG_CONFIG=${PG_CONFIG:-$(scripts/pg-config.sh "$PG")}
 # Suites that can tell: the soak (60 s) and the JavaScript decoder test nothing these
 # mutations touch; the README shows a time-range plan. pg_upgrade needs two majors, so its suite
@@ -332,7 +334,11 @@ PGRX_TEST_DIR=/tmp/pg_snowflake-pgrx
 
 only=" $* "
 rows=()
-trap 'git checkout -q -- "${MUTABLE[@]}"' EXIT
+# A run that ends early leaves its last build installed, a guard removed: the trap says so (its
+# server's log says so too, at every start).
+installed=
+trap 'git checkout -q -- "${MUTABLE[@]}"
+      [ -z "$installed" ] || echo "$0: the pg_snowflake installed in $PG_CONFIG is the build of $installed, a guard removed: make install PG=$PG replaces it" >&2' EXIT
 for m in "${MUTATIONS[@]}"; do
   IFS='~' read -r -a fields <<< "$m"
   name=${fields[0]}; what=${fields[1]}
@@ -343,8 +349,8 @@ for m in "${MUTATIONS[@]}"; do
   if [ "${MUTATION_SUITES:-}" = known ]; then
     row_suites=(); for s in $(known_suites "$name"); do row_suites+=(--test "$s"); done
     for t in $(known_pg_tests "$name"); do row_pg_tests+=("$t"); done
-    # Only the tests the table names, unless it names a whole suite: the Citus suite alone took
-    # 4 min a row, its named tests a fraction of that.
+    # Only the tests the table names, unless it names a whole suite: the whole Citus suite took
+    # 2 to 2.5 min a row.
     mapfile -t row_filters < <(known_tests "$name")
     for t in "${row_filters[@]}"; do
       if ls tests/*/"$t.rs" >/dev/null 2>&1; then row_filters=(); break; fi
@@ -369,6 +375,7 @@ for m in "${MUTATIONS[@]}"; do
   echo "==> $name: $what (${row_suites[*]} ${row_pg_tests[*]})" >&2
   { env "${build_env[@]}" cargo pgrx install --profile mutation --pg-config "$PG_CONFIG" && scripts/install-sql.sh "$PG_CONFIG"; } >/dev/null 2>&1 \
     || { rows+=("| $name | $what | does not build |"); echo "${rows[-1]}" >&2; continue; }
+  installed=$name
   log=target/mutations/$name.log
   mkdir -p target/mutations
   # A mutation can make a test hang (a wait that nothing ends): 10 minutes at most.
@@ -395,3 +402,4 @@ printf '%s\n' "${rows[@]}"
 echo "Reinstalling the unmutated release build" >&2
 cargo pgrx install --release --pg-config "$PG_CONFIG" >/dev/null 2>&1
 scripts/install-sql.sh "$PG_CONFIG" >/dev/null
+installed=

@@ -13,10 +13,9 @@ mod table;
 mod written;
 
 use table::{
-    define_all_but_the_worker_id, define_the_worker_id, parse_epoch, CLAIMS_DATABASE,
-    CLAIMS_INTERVAL, DRIFT_WAIT, EPOCH, LAYOUT, MAX_DRIFT, REGISTRY, REGISTRY_LEASE,
-    REGISTRY_NAMESPACE, SEQUENCE_BITS, TIME_BITS, TIME_RANGES, TIME_UNIT, WORKER_BITS, WORKER_ID,
-    WORKER_ID_NETWORK,
+    define_the_layout_settings, define_the_rest, parse_epoch, CLAIMS_DATABASE, CLAIMS_INTERVAL,
+    DRIFT_WAIT, EPOCH, LAYOUT, MAX_DRIFT, REGISTRY, REGISTRY_LEASE, REGISTRY_NAMESPACE,
+    SEQUENCE_BITS, TIME_BITS, TIME_RANGES, TIME_UNIT, WORKER_BITS, WORKER_ID, WORKER_ID_NETWORK,
 };
 use written::Written;
 
@@ -50,7 +49,7 @@ pub fn init() {
     // another setting than the one asked for (`snowflake.layout = 'sonyflake '` would be
     // twitter, `snowflake.registry_lease = '1 day'` 5 minutes).
     let written = Written::read();
-    define_all_but_the_worker_id();
+    define_the_layout_settings();
     let layout =
         mutant!(written_settings, { written.check().and_then(|()| layout_from_settings()) }, {
             let _ = written.check();
@@ -63,7 +62,7 @@ pub fn init() {
         written.check_worker_id(max_worker_id as i32)?;
         Ok(layout)
     });
-    define_the_worker_id(max_worker_id as i32);
+    define_the_rest(max_worker_id as i32);
     // SAFETY: called from _PG_init on the main thread with a NUL-terminated literal.
     unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"snowflake".as_ptr()) };
     let resolved = resolve(layout);

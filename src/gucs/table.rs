@@ -436,24 +436,28 @@ impl Bool {
     }
 }
 
-/// Defines every setting but the worker id, each with its own range: the layout's settings
-/// among them, which give the worker id's range.
-pub(super) fn define_all_but_the_worker_id() {
+/// Defines the layout's settings: the layout, its epoch and its widths (the integers' rows above
+/// the worker id's), which give the worker id's range. The order of the definitions is the order
+/// of PostgreSQL's WARNINGs for bad values at start, 0.5.0's: these, then `define_the_rest`.
+pub(super) fn define_the_layout_settings() {
     LAYOUT.define();
-    for string in STRS {
-        string.define();
-    }
-    for int in INTS.iter().filter(|int| int.name != WORKER_ID.name) {
+    EPOCH.define();
+    for int in INTS.iter().take_while(|int| int.name != WORKER_ID.name) {
         int.define(int.highest);
+    }
+}
+
+/// Defines the worker id, up to the layout's largest, then every other setting.
+pub(super) fn define_the_rest(max_worker_id: i32) {
+    for int in INTS.iter().skip_while(|int| int.name != WORKER_ID.name) {
+        int.define(if int.name == WORKER_ID.name { max_worker_id } else { int.highest });
     }
     for boolean in BOOLS {
         boolean.define();
     }
-}
-
-/// Defines the worker id, up to the layout's largest.
-pub(super) fn define_the_worker_id(max_worker_id: i32) {
-    WORKER_ID.define(max_worker_id);
+    for string in STRS.iter().filter(|string| string.name != EPOCH.name) {
+        string.define();
+    }
 }
 
 /// The check hook of `snowflake.epoch`: in a backend (`ALTER SYSTEM`), an epoch that is not a

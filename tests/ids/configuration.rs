@@ -152,26 +152,38 @@ fn bad_values_at_reload_are_reported_and_the_old_ones_kept() {
 }
 
 /// A value PostgreSQL refuses at start would be replaced by its default, which is not what was
-/// written: ids are refused (55000) until the configuration is corrected, and the log says why.
+/// written: ids are refused (55000) until the configuration is corrected, and the log says why,
+/// one WARNING a bad setting in the order 0.5.0 gave them (the order the settings are defined in).
 #[test]
 fn bad_values_at_start_are_reported_and_ids_refused() {
     let cluster = Cluster::start_new(
         "bad_start",
-        &["snowflake.max_drift = 'soon'", "snowflake.drift_wait = -1"],
+        &[
+            "snowflake.max_drift = 'soon'",
+            "snowflake.drift_wait = -1",
+            "snowflake.worker_id = 5000",
+        ],
     );
     let log = cluster.log();
-    assert!(log.contains("invalid value for parameter \"snowflake.max_drift\": \"soon\""), "{log}");
-    assert!(
-        log.contains("-1 ms is outside the valid range for parameter \"snowflake.drift_wait\""),
-        "{log}"
-    );
+    let at = |line: &str| log.find(line).unwrap_or_else(|| panic!("no {line:?} in:\n{log}"));
+    let warnings = [
+        "5000 is outside the valid range for parameter \"snowflake.worker_id\" (-1 .. 1023)",
+        "invalid value for parameter \"snowflake.max_drift\": \"soon\"",
+        "-1 ms is outside the valid range for parameter \"snowflake.drift_wait\"",
+    ]
+    .map(at);
+    assert!(warnings.is_sorted(), "the WARNINGs are not in 0.5.0's order:\n{log}");
     assert!(
         log.contains("snowflake.max_drift = 'soon' is not an integer (with a unit of ms, s, min, h or d); snowflake_next() refuses until it is fixed"),
         "{log}"
     );
     cluster.assert_ids_refused_at_start();
     // Corrected, ids are made.
-    cluster.append_conf(&["snowflake.max_drift = '5s'", "snowflake.drift_wait = 100"]);
+    cluster.append_conf(&[
+        "snowflake.max_drift = '5s'",
+        "snowflake.drift_wait = 100",
+        "snowflake.worker_id = 1",
+    ]);
     cluster.restart("fast");
     cluster.connect().query_one("SELECT snowflake_next()", &[]).unwrap();
 }
