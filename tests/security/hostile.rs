@@ -447,14 +447,20 @@ fn a_snowflake_schema_handed_to_another_role_is_used_by_nothing_privileged() {
 /// would send the script's objects into another schema, whose owner may replace them: every
 /// script checks by OID, at its end, that each object of the extension is in one of its own
 /// schemas, and fails otherwise. Here a superuser leaves a function where such a rename would,
-/// and the update refuses, changing nothing: from 0.3.0, whose update to 0.4.0 is a released
-/// script of its own, and from 0.4.0, whose update is the current one (sql/privileges.sql holds
-/// its check; from 0.3.0 the released script refused first, and a current check removed went
-/// unseen).
+/// and the update refuses, changing nothing: from 0.3.0 and 0.4.0, whose updates start with
+/// released scripts of their own, and from the release before this one, whose update is the
+/// current script alone (sql/privileges.sql holds its check: from the older ones a released
+/// script refuses first, and a current check removed went unseen, once 0.5.0 was released).
 #[test]
 fn a_script_that_leaves_an_object_outside_the_extensions_schemas_fails() {
     let cluster = Cluster::start_new("hostile_stray_object", &[]);
-    for from in ["0.3.0", "0.4.0"] {
+    // The one release whose update to this one is a single step: the current script.
+    let previous: String = cluster.connect().scalar(
+        "SELECT u.source FROM pg_extension_update_paths('pg_snowflake') u
+           JOIN pg_available_extensions a ON a.name = 'pg_snowflake'
+          WHERE u.target = a.default_version AND u.path = u.source || '--' || u.target",
+    );
+    for from in ["0.3.0", "0.4.0", &previous] {
         let db = format!("stray_{}", from.replace('.', "_"));
         cluster.connect().batch_execute(&format!("CREATE DATABASE {db}")).unwrap();
         let mut c = cluster.connect_db("postgres", &db);
