@@ -484,8 +484,14 @@ unsafe extern "C-unwind" fn check_epoch(
         Ok(_) => true,
         Err(why) => {
             let why = CString::new(text::sentence(&why)).unwrap_or_default();
-            // SAFETY: PostgreSQL reports this palloc'd string with the refusal.
-            unsafe { pg_sys::GUC_check_errdetail_string = pg_sys::pstrdup(why.as_ptr()) };
+            // SAFETY: PostgreSQL reports these palloc'd strings with the refusal.
+            unsafe {
+                pg_sys::GUC_check_errdetail_string = pg_sys::pstrdup(why.as_ptr());
+                pg_sys::GUC_check_errhint_string = pg_sys::pstrdup(
+                    c"Give a date and time with its time zone, such as '2024-01-01 00:00:00+00'."
+                        .as_ptr(),
+                );
+            }
             false
         }
     }

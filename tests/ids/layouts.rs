@@ -177,6 +177,11 @@ fn alter_system_refuses_an_epoch_that_is_not_a_fixed_timestamp() {
         );
         let detail = db.detail().unwrap_or_default();
         assert!(detail.contains(why), "{bad}: {detail}");
+        assert_eq!(
+            db.hint(),
+            Some("Give a date and time with its time zone, such as '2024-01-01 00:00:00+00'."),
+            "{bad}"
+        );
     }
     c.batch_execute("ALTER SYSTEM SET snowflake.epoch = '2020-01-01 00:00:00+00'").unwrap();
 }
