@@ -22,7 +22,7 @@
 #                hook on against off, in the build installed in PG_CONFIG's server
 #
 # PG=17 picks a major for any target (`make test PG=18`, `make run PG=17`, `make bench PG=18`;
-# 19 only for test and repo, which go into its Debian root: scripts/debian-root.sh);
+# 19 only for test, repo and image, which go into its Debian root: scripts/debian-root.sh);
 # PG_CONFIG=/path/to/pg_config picks a server directly for install, run and bench.
 # `make test` runs 15 to 18 on this host, then 19 in its Debian root (`make test PG=19` runs only
 # that).
