@@ -59,7 +59,9 @@ pub extern "C-unwind" fn _PG_init() {
     // A build of scripts/mutations.sh has a guard removed: its server's log says so from the
     // start (a LOG, which no test reads as a failure of its own).
     if let Some(name) = option_env!("PG_SNOWFLAKE_MUTANT").filter(|name| !name.is_empty()) {
-        pgrx::log!("pg_snowflake: this build removes the guard {name} (PG_SNOWFLAKE_MUTANT): it is for scripts/mutations.sh only");
+        errors::log(format!(
+            "pg_snowflake: this build removes the guard {name} (PG_SNOWFLAKE_MUTANT): it is for scripts/mutations.sh only"
+        ));
     }
     // SAFETY: a plain read of a flag set from the command line before _PG_init.
     if unsafe { pgrx::pg_sys::IsBinaryUpgrade } {

@@ -162,6 +162,7 @@ fn bad_values_at_start_are_reported_and_ids_refused() {
             "snowflake.max_drift = 'soon'",
             "snowflake.drift_wait = -1",
             "snowflake.worker_id = 5000",
+            "snowflake.time_ranges = 'maybe'",
         ],
     );
     let log = cluster.log();
@@ -170,6 +171,7 @@ fn bad_values_at_start_are_reported_and_ids_refused() {
         "5000 is outside the valid range for parameter \"snowflake.worker_id\" (-1 .. 1023)",
         "invalid value for parameter \"snowflake.max_drift\": \"soon\"",
         "-1 ms is outside the valid range for parameter \"snowflake.drift_wait\"",
+        "parameter \"snowflake.time_ranges\" requires a Boolean value",
     ]
     .map(at);
     assert!(warnings.is_sorted(), "the WARNINGs are not in 0.5.0's order:\n{log}");
@@ -183,6 +185,7 @@ fn bad_values_at_start_are_reported_and_ids_refused() {
         "snowflake.max_drift = '5s'",
         "snowflake.drift_wait = 100",
         "snowflake.worker_id = 1",
+        "snowflake.time_ranges = on",
     ]);
     cluster.restart("fast");
     cluster.connect().query_one("SELECT snowflake_next()", &[]).unwrap();
