@@ -381,9 +381,9 @@ for m in "${MUTATIONS[@]}"; do
     perl -0777 -pi -e "$subst" "$file"
   done
   echo "==> $name: $what (${row_suites[*]} ${row_pg_tests[*]})" >&2
+  installed=$name
   { env "${build_env[@]}" cargo pgrx install --profile mutation --pg-config "$PG_CONFIG" && scripts/install-sql.sh "$PG_CONFIG"; } >/dev/null 2>&1 \
     || { rows+=("| $name | $what | does not build |"); echo "${rows[-1]}" >&2; continue; }
-  installed=$name
   log=target/mutations/$name.log
   mkdir -p target/mutations
   # A mutation can make a test hang (a wait that nothing ends): 10 minutes at most.
