@@ -26,6 +26,8 @@
 //! That `scripts/build-citus.sh` checks the vendored Citus archive's sha256 before it unpacks
 //! anything, against a stand-in PostgreSQL whose directories stay empty.
 //!
+//! That every target of the Makefile refuses to start while `PG_SNOWFLAKE_MUTANT` is set.
+//!
 //! Majors: 17. The scripts run on this host, the same for every major: once is enough.
 #![cfg(not(feature = "pg_test"))]
 
@@ -571,5 +573,31 @@ fn build_citus_refuses_an_archive_with_another_sha256_and_installs_nothing() {
             let left: Vec<_> = fs::read_dir(d).unwrap().collect();
             assert!(left.is_empty(), "{args:?} left files in {}", d.display());
         }
+    }
+}
+
+/// A build with `PG_SNOWFLAKE_MUTANT` set has a guard removed (core/src/mutant.rs): every target
+/// of the Makefile refuses to start while it is set, before anything is built, tested or
+/// installed (`-n`: without the refusal, nothing would run either, and the test fails).
+#[test]
+fn make_refuses_every_target_while_a_guard_is_removed() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for target in ["install", "check", "test-unit", "package"] {
+        let out = Command::new("make")
+            .arg("-n")
+            .arg("-C")
+            .arg(root)
+            .arg(target)
+            .env("PG_SNOWFLAKE_MUTANT", "cas")
+            .env_remove("MAKEFLAGS")
+            .env_remove("MAKELEVEL")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "make {target}: {err}");
+        assert!(
+            err.contains("PG_SNOWFLAKE_MUTANT=cas removes a guard (core/src/mutant.rs): unset it"),
+            "make {target}: {err}"
+        );
     }
 }
