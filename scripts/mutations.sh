@@ -338,8 +338,9 @@ PGRX_TEST_DIR=/tmp/pg_snowflake-pgrx
 
 only=" $* "
 rows=()
-# A run that ends early leaves its last build installed, a guard removed: the trap says so (its
-# server's log says so too, at every start).
+# A run that ends early leaves its last build installed, a guard removed: the trap says so (a
+# mutation point's build also says so in the log of every server that preloads it; a text row's
+# build has nothing else that marks it).
 installed=
 trap 'git checkout -q -- "${MUTABLE[@]}"
       [ -z "$installed" ] || echo "$0: the pg_snowflake installed in $PG_CONFIG is the build of $installed, a guard removed: make install PG=$PG replaces it" >&2' EXIT
